@@ -1,0 +1,173 @@
+"""Blocks: producer schedules, headers, signed blocks and their canonical encoding.
+
+The header's ``state_root`` chains a hash of every block's state changes onto its parent's,
+so two nodes whose states diverge disagree on the next header. The block id is
+``num (4 bytes, big-endian) || SHA-256(header)[4:]``, as in EOSIO, so ids sort by height and
+a peer can read the height from an id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from chain.crypto import SIGNATURE_SIZE, PrivateKey, check_public_key, sha256
+from chain.encoding import check_bytes, check_int, check_list, check_str, pack, unpack
+from chain.errors import ChainError, EncodingError
+from chain.transaction import SignedTransaction, signed_transaction_from_wire
+from chain.types import AccountName, BlockId, BlockNum, PublicKey, is_valid_name
+
+MAX_SCHEDULE = 125  # EOSIO's protocol cap on producers in a schedule
+MAX_BLOCK_TXS = 10_000
+U32 = 2**32 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerKey:
+    name: AccountName
+    key: PublicKey
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A versioned, ordered list of producers and the keys that sign their blocks."""
+
+    version: int
+    producers: tuple[ProducerKey, ...]
+
+    def to_wire(self) -> list[Any]:
+        return [self.version, [[p.name, p.key] for p in self.producers]]
+
+    def names(self) -> tuple[AccountName, ...]:
+        return tuple(p.name for p in self.producers)
+
+    def key_of(self, name: AccountName) -> PublicKey | None:
+        for p in self.producers:
+            if p.name == name:
+                return p.key
+        return None
+
+
+def schedule_from_wire(raw: Any) -> Schedule:
+    if type(raw) is not list or len(raw) != 2:
+        raise EncodingError("schedule", "expected [version, producers]")
+    version = check_int(raw[0], 0, U32, "schedule.version")
+    items = check_list(raw[1], MAX_SCHEDULE, "schedule.producers")
+    producers = []
+    for item in items:
+        if type(item) is not list or len(item) != 2:
+            raise EncodingError("schedule.producer", "expected [name, key]")
+        name = check_str(item[0], 12, "schedule.producer.name")
+        if not is_valid_name(name):
+            raise EncodingError("schedule.producer.name", "not an account name")
+        try:
+            key = check_public_key(check_bytes(item[1], 33, "schedule.producer.key"))
+        except ChainError as err:
+            raise EncodingError("schedule.producer.key", str(err)) from err
+        producers.append(ProducerKey(AccountName(name), key))
+    if not producers:
+        raise EncodingError("schedule.producers", "a schedule needs a producer")
+    return Schedule(version, tuple(producers))
+
+
+@dataclass(frozen=True, slots=True)
+class BlockHeader:
+    num: BlockNum
+    previous: BlockId
+    slot: int
+    producer: AccountName
+    schedule_version: int
+    tx_root: bytes
+    state_root: bytes
+    new_producers: Schedule | None = None
+
+    def pack(self) -> bytes:
+        return pack(
+            [
+                self.num,
+                self.previous,
+                self.slot,
+                self.producer,
+                self.schedule_version,
+                self.tx_root,
+                self.state_root,
+                None if self.new_producers is None else self.new_producers.to_wire(),
+            ]
+        )
+
+
+def decode_header(data: bytes) -> BlockHeader:
+    raw = unpack(data, "block header")
+    if type(raw) is not list or len(raw) != 8:
+        raise EncodingError("block header", "expected 8 fields")
+    producer = check_str(raw[3], 12, "header.producer")
+    if not is_valid_name(producer):
+        raise EncodingError("header.producer", "not an account name")
+    header = BlockHeader(
+        num=BlockNum(check_int(raw[0], 1, U32, "header.num")),
+        previous=BlockId(check_bytes(raw[1], 32, "header.previous")),
+        slot=check_int(raw[2], 0, U32, "header.slot"),
+        producer=AccountName(producer),
+        schedule_version=check_int(raw[4], 0, U32, "header.schedule_version"),
+        tx_root=check_bytes(raw[5], 32, "header.tx_root"),
+        state_root=check_bytes(raw[6], 32, "header.state_root"),
+        new_producers=None if raw[7] is None else schedule_from_wire(raw[7]),
+    )
+    if header.pack() != data:
+        raise EncodingError("block header", "not in canonical encoding")
+    return header
+
+
+def make_block_id(num: int, header_bytes: bytes) -> BlockId:
+    return BlockId(num.to_bytes(4, "big") + sha256(header_bytes)[4:])
+
+
+def header_digest(chain_id: bytes, header_bytes: bytes) -> bytes:
+    return sha256(chain_id + header_bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class SignedBlock:
+    """A header, the producer's signature over it, and the transactions it commits to."""
+
+    header: BlockHeader
+    header_bytes: bytes
+    signature: bytes
+    transactions: tuple[SignedTransaction, ...]
+    id: BlockId = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "id", make_block_id(self.header.num, self.header_bytes))
+
+    @property
+    def num(self) -> BlockNum:
+        return self.header.num
+
+    @classmethod
+    def sign(
+        cls,
+        header: BlockHeader,
+        transactions: tuple[SignedTransaction, ...],
+        chain_id: bytes,
+        key: PrivateKey,
+    ) -> SignedBlock:
+        header_bytes = header.pack()
+        return cls(header, header_bytes, key.sign(header_digest(chain_id, header_bytes)), transactions)
+
+    def encode(self) -> bytes:
+        return pack([self.header_bytes, self.signature, [t.to_wire() for t in self.transactions]])
+
+
+def decode_block(data: bytes) -> SignedBlock:
+    raw = unpack(data, "block")
+    if type(raw) is not list or len(raw) != 3 or type(raw[0]) is not bytes:
+        raise EncodingError("block", "expected [header, signature, transactions]")
+    header = decode_header(raw[0])
+    signature = check_bytes(raw[1], SIGNATURE_SIZE, "block.signature")
+    txs = check_list(raw[2], MAX_BLOCK_TXS, "block.transactions")
+    block = SignedBlock(
+        header, raw[0], signature, tuple(signed_transaction_from_wire(t) for t in txs)
+    )
+    if block.encode() != data:
+        raise EncodingError("block", "not in canonical encoding")
+    return block

@@ -1,0 +1,53 @@
+"""Canonical msgpack encoding and the field checks every decoder uses.
+
+Objects are encoded as msgpack arrays (never maps), integers in their smallest form, byte
+strings as ``bin``. msgpack's packer is deterministic for these, so "canonical" is checked by
+re-encoding what was decoded and comparing bytes: two encodings of one object never both pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+from chain.errors import EncodingError
+
+
+def pack(obj: Any) -> bytes:
+    """The canonical encoding of a tree of lists, ints, strs, bytes and None."""
+    return msgpack.packb(obj, use_bin_type=True)  # type: ignore[no-any-return]
+
+
+def unpack(data: bytes, what: str) -> Any:
+    """Decode msgpack; any failure becomes EncodingError naming ``what``."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise EncodingError(what, "expected bytes")
+    try:
+        return msgpack.unpackb(data, raw=False, use_list=True, strict_map_key=True)
+    except Exception as err:  # msgpack raises several unrelated exception types
+        raise EncodingError(what, f"not msgpack ({type(err).__name__})") from err
+
+
+def check_int(value: Any, lo: int, hi: int, what: str) -> int:
+    if type(value) is not int or not lo <= value <= hi:
+        raise EncodingError(what, f"expected an integer in [{lo}, {hi}]")
+    return value
+
+
+def check_bytes(value: Any, size: int, what: str) -> bytes:
+    if type(value) is not bytes or len(value) != size:
+        raise EncodingError(what, f"expected {size} bytes")
+    return value
+
+
+def check_str(value: Any, max_len: int, what: str) -> str:
+    if type(value) is not str or len(value) > max_len:
+        raise EncodingError(what, f"expected a string of at most {max_len} characters")
+    return value
+
+
+def check_list(value: Any, max_len: int, what: str) -> list[Any]:
+    if type(value) is not list or len(value) > max_len:
+        raise EncodingError(what, f"expected a list of at most {max_len} items")
+    return value

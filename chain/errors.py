@@ -1,0 +1,168 @@
+"""The error hierarchy of the chain package.
+
+Every class has a stable ``name`` (used as the error name on the RPC) and a one-line
+docstring. Transaction errors carry enough context to tell the user what was wrong.
+"""
+
+from __future__ import annotations
+
+
+class ChainError(Exception):
+    """Base class of every error raised by the chain package."""
+
+    name = "chain_error"
+
+
+class EncodingError(ChainError):
+    """Bytes that are not a canonical encoding of the expected object."""
+
+    name = "malformed"
+
+    def __init__(self, what: str, reason: str) -> None:
+        super().__init__(f"malformed {what}: {reason}")
+        self.what = what
+        self.reason = reason
+
+
+class InvalidKey(ChainError):
+    """A public or private key that cannot be parsed."""
+
+    name = "invalid_key"
+
+
+# --- transactions -------------------------------------------------------------------------
+
+
+class TransactionError(ChainError):
+    """A transaction that cannot be accepted."""
+
+    name = "invalid_transaction"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class MalformedTransaction(TransactionError):
+    """A transaction whose encoding or fields are not well formed."""
+
+    name = "malformed_transaction"
+
+
+class OversizedTransaction(TransactionError):
+    """A transaction larger than the chain's limit."""
+
+    name = "tx_too_large"
+
+
+class BadSignature(TransactionError):
+    """A signature that does not parse or recover to a key."""
+
+    name = "bad_signature"
+
+
+class MissingAuthority(TransactionError):
+    """An actor whose active key did not sign, or a signature nobody needed."""
+
+    name = "missing_authority"
+
+
+class Unauthorized(TransactionError):
+    """An action the actor is not allowed to perform at all (governance only)."""
+
+    name = "unauthorized"
+
+
+class ExpiredTransaction(TransactionError):
+    """A transaction whose expiration has passed or is too far in the future."""
+
+    name = "tx_expired"
+
+
+class TaposMismatch(TransactionError):
+    """A reference block that is not on this chain (TaPoS)."""
+
+    name = "tapos_mismatch"
+
+
+class DuplicateTransaction(TransactionError):
+    """A transaction id already seen and not yet expired."""
+
+    name = "tx_duplicate"
+
+
+class UnknownAccount(TransactionError):
+    """An action naming an account that does not exist."""
+
+    name = "unknown_account"
+
+
+class InsufficientFunds(TransactionError):
+    """A transfer or stake larger than the available balance."""
+
+    name = "insufficient_funds"
+
+
+class InvalidAction(TransactionError):
+    """An action whose arguments break a rule of the chain."""
+
+    name = "invalid_action"
+
+
+class MempoolFull(TransactionError):
+    """The mempool (or this account's share of it) is full."""
+
+    name = "mempool_full"
+
+
+# --- blocks -------------------------------------------------------------------------------
+
+
+class BlockError(ChainError):
+    """A block that cannot be accepted."""
+
+    name = "invalid_block"
+
+    def __init__(self, num: int, reason: str) -> None:
+        super().__init__(f"block {num}: {reason}")
+        self.num = num
+        self.reason = reason
+
+
+class InvalidBlock(BlockError):
+    """A block that breaks a validation rule."""
+
+    name = "invalid_block"
+
+
+class UnlinkableBlock(BlockError):
+    """A block whose previous block is unknown."""
+
+    name = "unlinkable_block"
+
+
+class DoubleSign(BlockError):
+    """A second, different block by the same producer for the same slot."""
+
+    name = "double_sign"
+
+
+class StaleBlock(BlockError):
+    """A block at or below the last irreversible block that is not on our chain."""
+
+    name = "stale_block"
+
+
+# --- storage ------------------------------------------------------------------------------
+
+
+class StoreError(ChainError):
+    """The block store failed or holds inconsistent data."""
+
+    name = "store_error"
+
+
+class NotFound(ChainError):
+    """A block, transaction or account that is not known."""
+
+    name = "not_found"

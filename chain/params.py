@@ -1,0 +1,40 @@
+"""Chain parameters fixed at genesis, and slot/time arithmetic."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chain.types import AccountName
+
+SLOT_MS = 500
+# Slots count from 2000-01-01T00:00:00Z, as in EOSIO's block_timestamp_type.
+SLOT_EPOCH_MS = 946_684_800_000
+
+
+def slot_of_ms(unix_ms: int) -> int:
+    return (unix_ms - SLOT_EPOCH_MS) // SLOT_MS
+
+
+def slot_start_ms(slot: int) -> int:
+    return SLOT_EPOCH_MS + slot * SLOT_MS
+
+
+def slot_time_s(slot: int) -> int:
+    """Block time in whole unix seconds, the unit of transaction expirations."""
+    return slot_start_ms(slot) // 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ChainParams:
+    """Consensus rules every node of one chain must share (they are part of the chain id)."""
+
+    token_symbol: str = "BOR"
+    token_precision: int = 4
+    governance: tuple[AccountName, ...] = ()
+    schedule_size: int = 21
+    blocks_per_turn: int = 12
+    max_tx_lifetime_s: int = 3600
+    max_tx_bytes: int = 8192
+    max_block_txs: int = 5000
+    unbond_delay_s: int = 3 * 24 * 3600
+    election_interval_blocks: int = 120

@@ -1,0 +1,83 @@
+"""Every LevelDB key BoR writes, built in one place.
+
+Numbers are big-endian so that iteration runs in height (or time) order. State keys all start
+with ``s`` so the state is one contiguous range; undo records restore exactly that range.
+"""
+
+from __future__ import annotations
+
+from chain.types import BlockId, BlockNum, TxId
+
+# chain metadata
+META_CHAIN_ID = b"m:chain_id"
+META_HEAD = b"m:head"
+META_LIB = b"m:lib"
+
+# blocks (applied chain only; blocks on other branches live in the fork database in memory)
+BLOCK = b"b"  # + id -> encoded signed block
+BLOCK_NUM = b"n"  # + num(8) -> id
+HEADER_STATE = b"h"  # + id -> encoded header state (reversible blocks and the LIB)
+UNDO = b"u"  # + num(8) -> undo record of that block
+TX_INDEX = b"t"  # + tx id -> num(8)
+EVIDENCE = b"e"  # + producer + slot(8) + id -> encoded block (double signing)
+
+# state
+STATE = b"s"
+ACCOUNT = b"sa"  # + name
+PRODUCER = b"sp"  # + name
+TX_SEEN = b"st"  # + tx id -> expiration(4)
+TX_EXPIRY = b"se"  # + expiration(4) + tx id -> b""
+BLOCK_SUMMARY = b"sb"  # + (num & 0xffff)(2) -> block id, for TaPoS
+
+
+def be(n: int, size: int) -> bytes:
+    return n.to_bytes(size, "big")
+
+
+def block_key(block_id: BlockId) -> bytes:
+    return BLOCK + block_id
+
+
+def block_num_key(num: BlockNum | int) -> bytes:
+    return BLOCK_NUM + be(num, 8)
+
+
+def header_state_key(block_id: BlockId) -> bytes:
+    return HEADER_STATE + block_id
+
+
+def undo_key(num: BlockNum | int) -> bytes:
+    return UNDO + be(num, 8)
+
+
+def tx_index_key(tx_id: TxId) -> bytes:
+    return TX_INDEX + tx_id
+
+
+def evidence_key(producer: str, slot: int, block_id: BlockId) -> bytes:
+    return EVIDENCE + producer.encode() + b"/" + be(slot, 8) + block_id
+
+
+def account_key(name: str) -> bytes:
+    return ACCOUNT + name.encode()
+
+
+def producer_key(name: str) -> bytes:
+    return PRODUCER + name.encode()
+
+
+def tx_seen_key(tx_id: bytes) -> bytes:
+    return TX_SEEN + tx_id
+
+
+def tx_expiry_key(expiration: int, tx_id: bytes) -> bytes:
+    return TX_EXPIRY + be(expiration, 4) + tx_id
+
+
+def block_summary_key(num: int) -> bytes:
+    return BLOCK_SUMMARY + be(num & 0xFFFF, 2)
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The first key after every key that starts with ``prefix``."""
+    return prefix[:-1] + bytes([prefix[-1] + 1])

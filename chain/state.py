@@ -1,0 +1,195 @@
+"""State objects and the copy-on-write view the state transition works on.
+
+The state transition never touches LevelDB directly: it reads through a ``KVReader`` (the
+block store implements it) and writes into a ``StateView``. A view over a view is how a
+transaction that fails half-way leaves no trace: its child view is simply dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from chain import schema
+from chain.encoding import pack, unpack
+from chain.types import AccountName, BlockId, PublicKey
+
+
+class KVReader(Protocol):
+    """Read access to committed state (implemented by the block store)."""
+
+    def get(self, key: bytes) -> bytes | None: ...
+
+    def iterate(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    name: AccountName
+    key: PublicKey
+    balance: int = 0
+    staked: int = 0
+    unbonding: tuple[tuple[int, int], ...] = ()  # (release time in unix s, amount)
+    votes: tuple[AccountName, ...] = ()
+
+    def encode(self) -> bytes:
+        return pack(
+            [
+                self.name,
+                self.key,
+                self.balance,
+                self.staked,
+                [list(u) for u in self.unbonding],
+                list(self.votes),
+            ]
+        )
+
+    @property
+    def unbonding_total(self) -> int:
+        return sum(amount for _, amount in self.unbonding)
+
+
+def decode_account(data: bytes) -> Account:
+    r = unpack(data, "account")
+    return Account(
+        AccountName(r[0]),
+        PublicKey(r[1]),
+        r[2],
+        r[3],
+        tuple((u[0], u[1]) for u in r[4]),
+        tuple(AccountName(v) for v in r[5]),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Producer:
+    """A producer candidate: registered by itself, approved by governance, elected by votes."""
+
+    name: AccountName
+    key: PublicKey
+    url: str = ""
+    approved: bool = False
+    registered: bool = True
+    total_votes: int = 0
+
+    def encode(self) -> bytes:
+        return pack(
+            [self.name, self.key, self.url, self.approved, self.registered, self.total_votes]
+        )
+
+    @property
+    def electable(self) -> bool:
+        return self.approved and self.registered and self.total_votes > 0
+
+
+def decode_producer(data: bytes) -> Producer:
+    r = unpack(data, "producer")
+    return Producer(AccountName(r[0]), PublicKey(r[1]), r[2], r[3], r[4], r[5])
+
+
+_Decoder = Callable[[bytes], Any]
+
+
+def _raw(data: bytes) -> bytes:
+    return data
+
+
+class StateView:
+    """A typed overlay: reads fall through to the parent, writes stay here until merged."""
+
+    def __init__(self, base: KVReader | StateView) -> None:
+        self._base = base
+        # key -> decoded object (Account, Producer), raw bytes, or None for a deletion
+        self._writes: dict[bytes, Any] = {}
+        self._reads: dict[bytes, Any] = {}
+
+    # --- generic ---------------------------------------------------------------------------
+
+    def _read(self, key: bytes, decode: _Decoder) -> Any:
+        if key in self._writes:
+            return self._writes[key]
+        if isinstance(self._base, StateView):
+            return self._base._read(key, decode)
+        if key in self._reads:
+            return self._reads[key]
+        raw = self._base.get(key)
+        value = None if raw is None else decode(raw)
+        self._reads[key] = value
+        return value
+
+    def _scan(self, prefix: bytes, decode: _Decoder) -> dict[bytes, Any]:
+        if isinstance(self._base, StateView):
+            found = self._base._scan(prefix, decode)
+        else:
+            found = {
+                k: decode(v) for k, v in self._base.iterate(prefix, schema.prefix_end(prefix))
+            }
+        for key, value in self._writes.items():
+            if key.startswith(prefix):
+                if value is None:
+                    found.pop(key, None)
+                else:
+                    found[key] = value
+        return found
+
+    def child(self) -> StateView:
+        return StateView(self)
+
+    def merge_into_parent(self) -> None:
+        assert isinstance(self._base, StateView), "only a child view can be merged"
+        self._base._writes.update(self._writes)
+
+    def changes(self) -> list[tuple[bytes, bytes | None]]:
+        """Every write, encoded, in key order (the order the state root hashes them in)."""
+        out: list[tuple[bytes, bytes | None]] = []
+        for key in sorted(self._writes):
+            value = self._writes[key]
+            if value is None or isinstance(value, bytes):
+                out.append((key, value))
+            else:
+                out.append((key, value.encode()))
+        return out
+
+    # --- accounts and producers -----------------------------------------------------------
+
+    def account(self, name: str) -> Account | None:
+        return self._read(schema.account_key(name), decode_account)  # type: ignore[no-any-return]
+
+    def put_account(self, account: Account) -> None:
+        self._writes[schema.account_key(account.name)] = account
+
+    def producer(self, name: str) -> Producer | None:
+        return self._read(schema.producer_key(name), decode_producer)  # type: ignore[no-any-return]
+
+    def put_producer(self, producer: Producer) -> None:
+        self._writes[schema.producer_key(producer.name)] = producer
+
+    def producers(self) -> list[Producer]:
+        return list(self._scan(schema.PRODUCER, decode_producer).values())
+
+    # --- replay protection ----------------------------------------------------------------
+
+    def tx_seen(self, tx_id: bytes) -> bool:
+        return self._read(schema.tx_seen_key(tx_id), _raw) is not None
+
+    def mark_tx(self, tx_id: bytes, expiration: int) -> None:
+        self._writes[schema.tx_seen_key(tx_id)] = expiration.to_bytes(4, "big")
+        self._writes[schema.tx_expiry_key(expiration, tx_id)] = b""
+
+    def prune_expired_txs(self, now_s: int) -> int:
+        """Forget transaction ids that expired before ``now_s``; returns how many."""
+        assert not isinstance(self._base, StateView), "prune on the block's root view"
+        stop = schema.TX_EXPIRY + now_s.to_bytes(4, "big")
+        pruned = 0
+        for key, _ in self._base.iterate(schema.TX_EXPIRY, stop):
+            self._writes[key] = None
+            self._writes[schema.tx_seen_key(key[len(schema.TX_EXPIRY) + 4 :])] = None
+            pruned += 1
+        return pruned
+
+    def block_summary(self, num: int) -> BlockId | None:
+        return self._read(schema.block_summary_key(num), _raw)  # type: ignore[no-any-return]
+
+    def set_block_summary(self, num: int, block_id: BlockId) -> None:
+        self._writes[schema.block_summary_key(num)] = bytes(block_id)

@@ -1,0 +1,178 @@
+"""The block store: state, blocks, indexes and undo records in one LevelDB (plyvel).
+
+Every change of the applied chain is one atomic write batch: applying a block writes its
+state changes, the undo record that reverses them, the block, its indexes, its header state
+and the new head together; popping a block reverses all of that together. A crash at any
+instant therefore leaves the store on its last committed block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import plyvel
+
+from chain import schema
+from chain.block import SignedBlock, decode_block
+from chain.dpos import HeaderState, decode_header_state
+from chain.encoding import pack, unpack
+from chain.errors import StoreError
+from chain.types import BlockId, BlockNum, TxId
+
+Changes = list[tuple[bytes, bytes | None]]
+
+
+class BlockStore:
+    """LevelDB-backed storage of the applied chain. Implements ``KVReader`` for the state."""
+
+    def __init__(self, path: str, *, sync: bool = False) -> None:
+        # sync=False: a write reaches the OS before Write() returns, so a killed process
+        # loses nothing; only a power cut can lose the last few batches (each still atomic).
+        self._sync = sync
+        try:
+            self._db = plyvel.DB(path, create_if_missing=True)
+        except plyvel.Error as err:
+            raise StoreError(f"cannot open block store at {path}: {err}") from err
+        except OSError as err:  # plyvel raises IOError when another process holds the lock
+            raise StoreError(f"cannot open block store at {path}: {err}") from err
+
+    def close(self) -> None:
+        self._db.close()
+
+    # --- KVReader ---------------------------------------------------------------------------
+
+    def get(self, key: bytes) -> bytes | None:
+        try:
+            return self._db.get(key)  # type: ignore[no-any-return]
+        except plyvel.Error as err:
+            raise StoreError(f"read failed: {err}") from err
+
+    def iterate(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]:
+        try:
+            yield from self._db.iterator(start=start, stop=stop)
+        except plyvel.Error as err:
+            raise StoreError(f"iteration failed: {err}") from err
+
+    # --- metadata ---------------------------------------------------------------------------
+
+    def chain_id(self) -> bytes | None:
+        return self.get(schema.META_CHAIN_ID)
+
+    def head_id(self) -> BlockId | None:
+        raw = self.get(schema.META_HEAD)
+        return None if raw is None else BlockId(raw)
+
+    def lib_num(self) -> BlockNum:
+        raw = self.get(schema.META_LIB)
+        return BlockNum(0 if raw is None else int.from_bytes(raw, "big"))
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def block_id_at(self, num: int) -> BlockId | None:
+        raw = self.get(schema.block_num_key(num))
+        return None if raw is None else BlockId(raw)
+
+    def block(self, block_id: bytes) -> SignedBlock | None:
+        raw = self.get(schema.block_key(BlockId(block_id)))
+        return None if raw is None else decode_block(raw)
+
+    def block_bytes(self, block_id: bytes) -> bytes | None:
+        return self.get(schema.block_key(BlockId(block_id)))
+
+    def header_state(self, block_id: BlockId) -> HeaderState | None:
+        raw = self.get(schema.header_state_key(block_id))
+        return None if raw is None else decode_header_state(raw)
+
+    def tx_block_num(self, tx_id: bytes) -> BlockNum | None:
+        raw = self.get(schema.tx_index_key(TxId(tx_id)))
+        return None if raw is None else BlockNum(int.from_bytes(raw, "big"))
+
+    def evidence(self) -> list[SignedBlock]:
+        end = schema.prefix_end(schema.EVIDENCE)
+        return [decode_block(v) for _, v in self.iterate(schema.EVIDENCE, end)]
+
+    # --- writes -----------------------------------------------------------------------------
+
+    def _write(self, puts: list[tuple[bytes, bytes]], deletes: list[bytes]) -> None:
+        try:
+            with self._db.write_batch(transaction=True, sync=self._sync) as batch:
+                for key in deletes:
+                    batch.delete(key)
+                for key, value in puts:
+                    batch.put(key, value)
+        except plyvel.Error as err:
+            raise StoreError(f"write failed: {err}") from err
+
+    def init_genesis(self, chain_id: bytes, state: HeaderState, changes: Changes) -> None:
+        puts = [(k, v) for k, v in changes if v is not None]
+        puts += [
+            (schema.META_CHAIN_ID, chain_id),
+            (schema.header_state_key(state.id), state.encode()),
+            (schema.block_num_key(0), state.id),
+            (schema.META_HEAD, state.id),
+            (schema.META_LIB, schema.be(0, 8)),
+        ]
+        self._write(puts, [])
+
+    def commit_block(
+        self, block: SignedBlock, block_bytes: bytes, state: HeaderState, changes: Changes
+    ) -> None:
+        """Apply ``block``'s state changes and make it the head, atomically."""
+        puts: list[tuple[bytes, bytes]] = []
+        deletes: list[bytes] = []
+        undo: list[Any] = []
+        for key, value in changes:
+            undo.append([key, self.get(key)])
+            if value is None:
+                deletes.append(key)
+            else:
+                puts.append((key, value))
+        num_bytes = schema.be(block.num, 8)
+        puts.append((schema.undo_key(block.num), pack(undo)))
+        puts.append((schema.block_key(block.id), block_bytes))
+        puts.append((schema.block_num_key(block.num), block.id))
+        puts.append((schema.header_state_key(block.id), state.encode()))
+        puts.extend((schema.tx_index_key(t.id), num_bytes) for t in block.transactions)
+        puts.append((schema.META_HEAD, block.id))
+        self._write(puts, deletes)
+
+    def pop_block(self, block: SignedBlock) -> None:
+        """Undo the head block exactly, atomically; its parent becomes the head."""
+        raw = self.get(schema.undo_key(block.num))
+        if raw is None:
+            raise StoreError(f"no undo record for block {block.num}: it is irreversible")
+        puts: list[tuple[bytes, bytes]] = []
+        deletes: list[bytes] = []
+        for key, old in unpack(raw, "undo record"):
+            if old is None:
+                deletes.append(key)
+            else:
+                puts.append((key, old))
+        deletes += [
+            schema.undo_key(block.num),
+            schema.block_key(block.id),
+            schema.block_num_key(block.num),
+            schema.header_state_key(block.id),
+        ]
+        deletes += [schema.tx_index_key(t.id) for t in block.transactions]
+        puts.append((schema.META_HEAD, block.header.previous))
+        self._write(puts, deletes)
+
+    def advance_lib(self, old_lib: int, new_lib: int) -> None:
+        """Blocks up to ``new_lib`` are irreversible: drop their undo records."""
+        deletes: list[bytes] = []
+        for num in range(old_lib, new_lib + 1):
+            deletes.append(schema.undo_key(num))
+            if num < new_lib:
+                block_id = self.block_id_at(num)
+                if block_id is not None:
+                    deletes.append(schema.header_state_key(block_id))
+        self._write([(schema.META_LIB, schema.be(new_lib, 8))], deletes)
+
+    def put_evidence(self, first: SignedBlock, second: SignedBlock) -> None:
+        puts = [
+            (schema.evidence_key(b.header.producer, b.header.slot, b.id), b.encode())
+            for b in (first, second)
+        ]
+        self._write(puts, [])

@@ -1,0 +1,239 @@
+"""The genesis file: a JSON document, validated field by field, hashed into the chain id.
+
+The chain id is SHA-256 of the canonical msgpack encoding of the validated genesis, so JSON
+formatting (spaces, key order) does not change it but any value does.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from chain.block import ProducerKey, Schedule
+from chain.controller import InitialState
+from chain.crypto import public_key_from_text, public_key_to_text, sha256
+from chain.encoding import pack
+from chain.errors import ChainError
+from chain.params import ChainParams, slot_of_ms
+from chain.state import Account, Producer
+from chain.types import MAX_AMOUNT, AccountName, PublicKey, is_valid_name
+from genesis.errors import GenesisError
+
+
+@dataclass(frozen=True, slots=True)
+class GenesisAccount:
+    name: AccountName
+    key: PublicKey
+    balance: int
+
+
+@dataclass(frozen=True, slots=True)
+class GenesisProducer:
+    name: AccountName
+    key: PublicKey
+
+
+@dataclass(frozen=True, slots=True)
+class Genesis:
+    initial_timestamp: datetime
+    params: ChainParams
+    token_supply: int
+    accounts: tuple[GenesisAccount, ...]
+    initial_producers: tuple[GenesisProducer, ...]
+
+    @property
+    def chain_id(self) -> bytes:
+        return sha256(pack(self._canonical()))
+
+    def _canonical(self) -> list[Any]:
+        params = [getattr(self.params, f.name) for f in fields(self.params)]
+        return [
+            "bor-genesis-v1",
+            int(self.initial_timestamp.timestamp() * 1000),
+            [list(p) if isinstance(p, tuple) else p for p in params],
+            self.token_supply,
+            [[a.name, a.key, a.balance] for a in self.accounts],
+            [[p.name, p.key] for p in self.initial_producers],
+        ]
+
+    def to_initial_state(self) -> InitialState:
+        schedule = Schedule(
+            0, tuple(ProducerKey(p.name, p.key) for p in self.initial_producers)
+        )
+        return InitialState(
+            chain_id=self.chain_id,
+            params=self.params,
+            genesis_slot=slot_of_ms(int(self.initial_timestamp.timestamp() * 1000)),
+            accounts=tuple(Account(a.name, a.key, a.balance) for a in self.accounts),
+            producers=tuple(
+                Producer(p.name, p.key, approved=True) for p in self.initial_producers
+            ),
+            schedule=schedule,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        p = self.params
+        return {
+            "initial_timestamp": self.initial_timestamp.strftime("%Y-%m-%dT%H:%M:%S.")
+            + f"{self.initial_timestamp.microsecond // 1000:03d}Z",
+            "token": {
+                "symbol": p.token_symbol,
+                "precision": p.token_precision,
+                "supply": self.token_supply,
+            },
+            "governance": list(p.governance),
+            "chain_params": {
+                "schedule_size": p.schedule_size,
+                "blocks_per_turn": p.blocks_per_turn,
+                "max_tx_lifetime_s": p.max_tx_lifetime_s,
+                "max_tx_bytes": p.max_tx_bytes,
+                "max_block_txs": p.max_block_txs,
+                "unbond_delay_s": p.unbond_delay_s,
+                "election_interval_blocks": p.election_interval_blocks,
+            },
+            "accounts": [
+                {"name": a.name, "key": public_key_to_text(a.key), "balance": a.balance}
+                for a in self.accounts
+            ],
+            "initial_producers": [
+                {"name": x.name, "key": public_key_to_text(x.key)} for x in self.initial_producers
+            ],
+        }
+
+
+# --- validation ---------------------------------------------------------------------------
+
+
+def _field(obj: dict[str, Any], name: str, path: str) -> Any:
+    if not isinstance(obj, dict) or name not in obj:
+        raise GenesisError(f"{path}{name}", "missing")
+    return obj[name]
+
+
+def _int(value: Any, field: str, lo: int, hi: int) -> int:
+    if type(value) is not int or not lo <= value <= hi:
+        raise GenesisError(field, f"must be an integer in [{lo}, {hi}]")
+    return value
+
+
+def _name(value: Any, field: str) -> AccountName:
+    if not isinstance(value, str) or not is_valid_name(value):
+        raise GenesisError(field, f"{value!r} is not an account name (1-12 of a-z, 1-5, '.')")
+    return AccountName(value)
+
+
+def _key(value: Any, field: str) -> PublicKey:
+    try:
+        return public_key_from_text(value)
+    except ChainError as err:
+        raise GenesisError(field, str(err)) from err
+
+
+def _timestamp(value: Any) -> datetime:
+    if not isinstance(value, str):
+        raise GenesisError("initial_timestamp", "must be an ISO-8601 UTC time string")
+    try:
+        ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as err:
+        raise GenesisError("initial_timestamp", f"not an ISO-8601 time: {value!r}") from err
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=UTC)
+    return ts.astimezone(UTC)
+
+
+def _params(obj: dict[str, Any], governance: tuple[AccountName, ...]) -> ChainParams:
+    token = _field(obj, "token", "")
+    symbol = _field(token, "symbol", "token.")
+    if not isinstance(symbol, str) or not symbol.isalpha() or not symbol.isupper():
+        raise GenesisError("token.symbol", "must be 1-7 upper-case letters")
+    if not 1 <= len(symbol) <= 7:
+        raise GenesisError("token.symbol", "must be 1-7 upper-case letters")
+    precision = _int(_field(token, "precision", "token."), "token.precision", 0, 18)
+    cp = obj.get("chain_params", {})
+    if not isinstance(cp, dict):
+        raise GenesisError("chain_params", "must be an object")
+    defaults = ChainParams()
+    limits = {
+        "schedule_size": (1, 125),
+        "blocks_per_turn": (1, 1000),
+        "max_tx_lifetime_s": (1, 3600),
+        "max_tx_bytes": (256, 1 << 20),
+        "max_block_txs": (1, 10_000),
+        "unbond_delay_s": (0, 10 * 365 * 86400),
+        "election_interval_blocks": (1, 1_000_000),
+    }
+    unknown = set(cp) - set(limits)
+    if unknown:
+        raise GenesisError(f"chain_params.{sorted(unknown)[0]}", "unknown parameter")
+    values = {
+        k: _int(cp.get(k, getattr(defaults, k)), f"chain_params.{k}", lo, hi)
+        for k, (lo, hi) in limits.items()
+    }
+    return ChainParams(
+        token_symbol=symbol, token_precision=precision, governance=governance, **values
+    )
+
+
+def parse_genesis(obj: Any) -> Genesis:
+    """Validate a parsed genesis document; raises GenesisError naming the bad field."""
+    if not isinstance(obj, dict):
+        raise GenesisError("(root)", "must be a JSON object")
+    ts = _timestamp(_field(obj, "initial_timestamp", ""))
+    raw_accounts = _field(obj, "accounts", "")
+    if not isinstance(raw_accounts, list) or not raw_accounts:
+        raise GenesisError("accounts", "must be a non-empty list")
+    accounts: list[GenesisAccount] = []
+    seen: set[str] = set()
+    for i, a in enumerate(raw_accounts):
+        where = f"accounts[{i}]"
+        name = _name(_field(a, "name", f"{where}."), f"{where}.name")
+        if name in seen:
+            raise GenesisError(f"{where}.name", f"duplicate account {name!r}")
+        seen.add(name)
+        key = _key(_field(a, "key", f"{where}."), f"{where}.key")
+        balance = _int(a.get("balance", 0), f"{where}.balance", 0, MAX_AMOUNT)
+        accounts.append(GenesisAccount(name, key, balance))
+    raw_gov = _field(obj, "governance", "")
+    if not isinstance(raw_gov, list) or not raw_gov:
+        raise GenesisError("governance", "must name at least one account")
+    governance = tuple(_name(g, f"governance[{i}]") for i, g in enumerate(raw_gov))
+    for i, g in enumerate(governance):
+        if g not in seen:
+            raise GenesisError(f"governance[{i}]", f"{g!r} is not a genesis account")
+    params = _params(obj, governance)
+    supply = _int(_field(obj["token"], "supply", "token."), "token.supply", 0, MAX_AMOUNT)
+    total = sum(a.balance for a in accounts)
+    if total != supply:
+        raise GenesisError("token.supply", f"is {supply} but account balances add up to {total}")
+    raw_producers = _field(obj, "initial_producers", "")
+    if not isinstance(raw_producers, list) or not raw_producers:
+        raise GenesisError("initial_producers", "must be a non-empty list")
+    if len(raw_producers) > params.schedule_size:
+        raise GenesisError(
+            "initial_producers", f"more than chain_params.schedule_size={params.schedule_size}"
+        )
+    producers: list[GenesisProducer] = []
+    for i, p in enumerate(raw_producers):
+        where = f"initial_producers[{i}]"
+        name = _name(_field(p, "name", f"{where}."), f"{where}.name")
+        if name not in seen:
+            raise GenesisError(f"{where}.name", f"{name!r} is not a genesis account")
+        if any(x.name == name for x in producers):
+            raise GenesisError(f"{where}.name", f"duplicate producer {name!r}")
+        producers.append(GenesisProducer(name, _key(_field(p, "key", f"{where}."), f"{where}.key")))
+    return Genesis(ts, params, supply, tuple(accounts), tuple(sorted(producers, key=lambda p: p.name)))
+
+
+def load_genesis(path: str | Path) -> Genesis:
+    try:
+        text = Path(path).read_text()
+    except OSError as err:
+        raise GenesisError("(file)", f"cannot read {path}: {err.strerror}") from err
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise GenesisError("(file)", f"not valid JSON: {err}") from err
+    return parse_genesis(obj)
