@@ -1,0 +1,179 @@
+"""``bor-node``: init, run, devnet, genesis new, status."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from chain.crypto import PrivateKey, public_key_to_text
+from chain.errors import ChainError
+from genesis.devnet import DEV_USERS, producer_names, write_dev_genesis
+from genesis.errors import GenesisError
+from genesis.model import load_genesis
+from node.app import Node, open_chain
+from node.config import add_options, load_config
+from node.errors import NodeError
+from node.logging import configure_logging
+
+# Dev chains unbond in a minute and re-elect every 10 s so that a person can watch it happen.
+DEV_PARAMS = {"unbond_delay_s": 60, "election_interval_blocks": 20}
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    config = load_config(args)
+    configure_logging(config.log_level, config.log_format)
+    asyncio.run(Node(config).run())
+    return 0
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    data_dir = Path(args.data_dir)
+    genesis = load_genesis(args.genesis)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    target = data_dir / "genesis.json"
+    if target.exists() and load_genesis(target).chain_id != genesis.chain_id:
+        raise NodeError(f"{target} already holds a different genesis")
+    if not target.exists():
+        shutil.copyfile(args.genesis, target)
+    ini = data_dir / "config.ini"
+    if not ini.exists():
+        ini.write_text(
+            "# bor-node configuration: key = value; every option is also a --flag\n"
+            "http-server-address = 127.0.0.1:8888\n"
+            "# producer-name = producera\n"
+            "# signature-provider = PUB_K1_...=KEY:PVT_K1_...\n"
+        )
+    ns = argparse.Namespace(config=None, data_dir=str(data_dir))
+    chain = open_chain(load_config(ns))
+    print(f"initialised {data_dir}: chain {chain.chain_id.hex()}, head {chain.head.num}")
+    chain.store.close()
+    return 0
+
+
+def _write_devnet_config(data_dir: Path, keys: dict[str, str], producers: int, http: str) -> None:
+    lines = [
+        "# written by bor-node devnet",
+        f"http-server-address = {http}",
+    ]
+    for name in producer_names(producers):
+        key = PrivateKey.from_text(keys[name])
+        lines.append(f"producer-name = {name}")
+        lines.append(
+            f"signature-provider = {public_key_to_text(key.public_key)}=KEY:{key.to_text()}"
+        )
+    (data_dir / "config.ini").write_text("\n".join(lines) + "\n")
+
+
+def _cmd_devnet(args: argparse.Namespace) -> int:
+    data_dir = Path(args.data_dir)
+    if args.fresh and data_dir.exists():
+        shutil.rmtree(data_dir)
+    if not (data_dir / "genesis.json").exists():
+        _, keys_path = write_dev_genesis(data_dir, args.producers, **DEV_PARAMS)
+        keys = json.loads(keys_path.read_text())
+        _write_devnet_config(data_dir, keys, args.producers, args.http_server_address)
+    keys_path = data_dir / "keys.json"
+    url = f"http://{args.http_server_address}"
+    print(
+        f"BoR dev chain in {data_dir} (RPC {url}); dev keys in {keys_path}.\n"
+        "Try the wallet in another terminal:\n"
+        f"  export BOR_WALLET_PASSWORD=dev BOR_URL={url}\n"
+        "  bor-wallet create\n"
+        f"  bor-wallet import --from-dev-keys {keys_path}\n"
+        f"  bor-wallet transfer {DEV_USERS[0]} {DEV_USERS[1]} 10.0000 --memo hello\n"
+        f"  bor-wallet get account {DEV_USERS[1]}\n",
+        file=sys.stderr,
+        flush=True,
+    )
+    ns = argparse.Namespace(
+        config=None,
+        data_dir=str(data_dir),
+        log_level=args.log_level,
+        log_format=args.log_format,
+    )
+    config = load_config(ns)
+    configure_logging(config.log_level, config.log_format)
+    asyncio.run(Node(config).run())
+    return 0
+
+
+def _cmd_genesis_new(args: argparse.Namespace) -> int:
+    genesis_path, keys_path = write_dev_genesis(Path(args.out), args.producers)
+    genesis = load_genesis(genesis_path)
+    print(f"wrote {genesis_path} (chain {genesis.chain_id.hex()}) and {keys_path}")
+    return 0
+
+
+def _get_json(url: str) -> Any:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return json.loads(response.read())
+    except (urllib.error.URLError, OSError) as err:
+        raise NodeError(f"cannot reach {url}: {getattr(err, 'reason', err)}") from err
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    info = _get_json(args.url.rstrip("/") + "/v1/chain/get_info")
+    print(
+        f"{args.url}: head {info['head_block_num']} ({info['head_block_producer']}, "
+        f"{info['head_block_time']}), LIB {info['last_irreversible_block_num']}, "
+        f"mempool {info['mempool_size']}, chain {info['chain_id'][:16]}…"
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bor-node", description="BoR blockchain node")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a node from config.ini and flags")
+    add_options(run)
+    run.set_defaults(func=_cmd_run)
+
+    init = sub.add_parser("init", help="create a data dir from a genesis file")
+    init.add_argument("--genesis", required=True, help="genesis JSON file")
+    init.add_argument("--data-dir", default="data")
+    init.set_defaults(func=_cmd_init)
+
+    dev = sub.add_parser("devnet", help="generate a dev chain (if needed) and run it")
+    dev.add_argument("--data-dir", default="devnet-data")
+    dev.add_argument("--producers", type=int, default=1, help="producers (1-21)")
+    dev.add_argument("--http-server-address", default="127.0.0.1:8888")
+    dev.add_argument("--fresh", action="store_true", help="delete the data dir first")
+    dev.add_argument("--log-level", default="info")
+    dev.add_argument("--log-format", default="auto")
+    dev.set_defaults(func=_cmd_devnet)
+
+    gen = sub.add_parser("genesis", help="genesis tools")
+    gen_sub = gen.add_subparsers(dest="genesis_command", required=True)
+    new = gen_sub.add_parser("new", help="write a dev genesis and its keys")
+    new.add_argument("--producers", type=int, default=1)
+    new.add_argument("--out", required=True)
+    new.set_defaults(func=_cmd_genesis_new)
+
+    status = sub.add_parser("status", help="show a node's head and LIB")
+    status.add_argument("--url", default="http://127.0.0.1:8888")
+    status.set_defaults(func=_cmd_status)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (NodeError, GenesisError, ChainError, ValueError) as err:
+        print(f"bor-node: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

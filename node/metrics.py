@@ -1,0 +1,44 @@
+"""Prometheus metrics of one node (its own registry, so several nodes can share a process)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from chain.controller import Chain
+
+
+class NodeMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.head = Gauge("bor_head_block_num", "Number of the head block", registry=r)
+        self.lib = Gauge("bor_last_irreversible_block_num", "Last irreversible block", registry=r)
+        self.head_time = Gauge("bor_head_block_time_seconds", "Head block time", registry=r)
+        self.mempool = Gauge("bor_mempool_transactions", "Transactions pending", registry=r)
+        self.fork_db = Gauge("bor_fork_db_blocks", "Blocks in the fork database", registry=r)
+        self.produced = Counter("bor_blocks_produced", "Blocks this node produced", registry=r)
+        self.block_txs = Counter(
+            "bor_block_transactions", "Transactions in blocks this node applied", registry=r
+        )
+        self.tx_accepted = Counter(
+            "bor_transactions_accepted", "Transactions admitted to the mempool", registry=r
+        )
+        self.tx_rejected = Counter(
+            "bor_transactions_rejected", "Transactions refused", ["reason"], registry=r
+        )
+        self.produce_seconds = Histogram(
+            "bor_block_production_seconds",
+            "Time to build, sign and commit one block",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0),
+            registry=r,
+        )
+
+    def observe_chain(self, chain: Chain) -> None:
+        self.head.set(chain.head.num)
+        self.lib.set(chain.lib)
+        self.head_time.set(chain.head.slot * 0.5 + 946_684_800)
+        self.mempool.set(len(chain.mempool))
+        self.fork_db.set(chain.fork_db_size)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

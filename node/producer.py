@@ -1,0 +1,75 @@
+"""The producer loop: at every slot that belongs to one of our producers, make the block."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import structlog
+
+from chain.block import SignedBlock
+from chain.crypto import PrivateKey
+from chain.params import slot_of_ms, slot_start_ms
+from chain.types import PublicKey
+from node.metrics import NodeMetrics
+from node.runner import ChainRunner
+
+log = structlog.get_logger("producer")
+
+
+class ProducerLoop:
+    def __init__(
+        self,
+        runner: ChainRunner,
+        producers: tuple[str, ...],
+        keys: dict[PublicKey, PrivateKey],
+        metrics: NodeMetrics,
+        on_block: Callable[[SignedBlock], None],
+    ) -> None:
+        self.runner = runner
+        self.producers = set(producers)
+        self.keys = keys
+        self.metrics = metrics
+        self.on_block = on_block
+        self._warned: set[str] = set()
+
+    async def run(self) -> None:
+        log.info("producer_started", producers=sorted(self.producers))
+        while True:
+            slot = slot_of_ms(int(time.time() * 1000))
+            await self.maybe_produce(slot)
+            wait_ms = slot_start_ms(slot + 1) - time.time() * 1000
+            await asyncio.sleep(max(wait_ms, 1.0) / 1000)
+
+    async def maybe_produce(self, slot: int) -> SignedBlock | None:
+        chain = self.runner.chain
+        head = chain.head
+        if head.slot >= slot:
+            return None
+        name, key_pub = head.scheduled(slot, chain.params)
+        if name not in self.producers:
+            return None
+        key = self.keys.get(PublicKey(key_pub))
+        if key is None:
+            if name not in self._warned:
+                self._warned.add(name)
+                log.warning("no_signing_key", producer=name, slot=slot)
+            return None
+        started = time.perf_counter()
+        block = await self.runner.call(chain.produce_block, slot, key)
+        elapsed = time.perf_counter() - started
+        self.metrics.produced.inc()
+        self.metrics.block_txs.inc(len(block.transactions))
+        self.metrics.produce_seconds.observe(elapsed)
+        log.info(
+            "block_produced",
+            num=block.num,
+            id=block.id.hex()[:16],
+            producer=name,
+            txs=len(block.transactions),
+            lib=chain.lib,
+            ms=round(elapsed * 1000, 1),
+        )
+        self.on_block(block)
+        return block
