@@ -26,7 +26,7 @@ from node.views import account_json, block_json, producer_json, schedule_json, s
 log = structlog.get_logger("rpc")
 
 SERVER_VERSION = "bor-0.1.0"
-DEFAULT_COMMIT_TIMEOUT_S = 30.0
+DEFAULT_COMMIT_TIMEOUT_MS = 30_000
 
 
 class RpcError(Exception):
@@ -231,6 +231,9 @@ class Api:
         mode = body.get("mode", "sync")
         if mode not in ("async", "sync", "commit"):
             raise RpcError(400, "bad_field", "mode must be async, sync or commit")
+        timeout = body.get("timeout_ms", DEFAULT_COMMIT_TIMEOUT_MS)
+        if type(timeout) is not int or not 0 < timeout <= 600_000:
+            raise RpcError(400, "bad_field", "timeout_ms must be an integer in (0, 600000]")
         if mode == "async":
             self._admit_later(stx)
             return {"transaction_id": stx.id.hex(), "status": "submitted"}
@@ -239,9 +242,6 @@ class Api:
             await self.admit(stx)
             if included is None:
                 return {"transaction_id": stx.id.hex(), "status": "accepted"}
-            timeout = body.get("timeout_ms", DEFAULT_COMMIT_TIMEOUT_S * 1000)
-            if type(timeout) is not int or not 0 < timeout <= 600_000:
-                raise RpcError(400, "bad_field", "timeout_ms must be an integer in (0, 600000]")
             try:
                 num = await asyncio.wait_for(asyncio.shield(included), timeout / 1000)
             except TimeoutError:

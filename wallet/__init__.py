@@ -1,0 +1,1 @@
+"""``bor-wallet``: keys encrypted at rest, transaction building and signing, RPC client."""

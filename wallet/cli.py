@@ -1,0 +1,350 @@
+"""``bor-wallet``: keys, transactions and queries, over the node's RPC only."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import sys
+import time
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from chain.actions import (
+    Action,
+    ApproveProducer,
+    NewAccount,
+    RegProducer,
+    Stake,
+    Transfer,
+    Unstake,
+    UnregProducer,
+    UpdateKey,
+    VoteProducer,
+)
+from chain.crypto import PrivateKey, public_key_from_text
+from chain.errors import ChainError
+from chain.transaction import SignedTransaction, Transaction, tapos_of
+from chain.types import AccountName, BlockId, account_name
+from wallet.client import RpcClient
+from wallet.errors import WalletError, WalletFileError
+from wallet.keystore import Keystore
+
+DEFAULT_URL = "http://127.0.0.1:8888"
+EXPIRATION_S = 60
+
+
+def default_wallet_path() -> Path:
+    return Path(os.environ.get("BOR_WALLET", Path.home() / ".bor-wallet" / "default.wallet"))
+
+
+def _password(args: argparse.Namespace, confirm: bool = False) -> str:
+    if args.password_file:
+        try:
+            return Path(args.password_file).read_text().rstrip("\n")
+        except OSError as err:
+            raise WalletFileError(f"cannot read password file: {err.strerror}") from err
+    env = os.environ.get("BOR_WALLET_PASSWORD")
+    if env is not None:
+        return env
+    if not sys.stdin.isatty():
+        raise WalletError("no password: use a terminal, BOR_WALLET_PASSWORD or --password-file")
+    password = getpass.getpass("wallet password: ")
+    if confirm and getpass.getpass("again: ") != password:
+        raise WalletError("the passwords differ")
+    return password
+
+
+def _open(args: argparse.Namespace) -> Keystore:
+    return Keystore.open(Path(args.wallet), _password(args))
+
+
+def _open_or_create(args: argparse.Namespace) -> Keystore:
+    path = Path(args.wallet)
+    if path.exists():
+        return _open(args)
+    store = Keystore.create(path, _password(args, confirm=True))
+    print(f"created wallet {path}", file=sys.stderr)
+    return store
+
+
+def parse_amount(text: str, precision: int, symbol: str) -> int:
+    """'10', '10.5' or '10.5000 BOR' in base units; refuses extra decimals or a wrong symbol."""
+    parts = text.split()
+    if len(parts) == 2:
+        if parts[1] != symbol:
+            raise WalletError(f"amount {text!r}: the token is {symbol}")
+        text = parts[0]
+    try:
+        value = Decimal(text)
+    except InvalidOperation as err:
+        raise WalletError(f"amount {text!r} is not a number") from err
+    units = value * (10**precision)
+    if units != units.to_integral_value() or units <= 0:
+        raise WalletError(f"amount {text!r} must be positive with at most {precision} decimals")
+    return int(units)
+
+
+def format_amount(units: int, precision: int, symbol: str) -> str:
+    whole, frac = divmod(units, 10**precision)
+    return f"{whole}.{frac:0{precision}d} {symbol}" if precision else f"{whole} {symbol}"
+
+
+# --- building and sending transactions --------------------------------------------------
+
+
+def _sign(
+    args: argparse.Namespace, client: RpcClient, actions: list[Action]
+) -> SignedTransaction:
+    info = client.get_info()
+    store = _open(args)
+    keys: list[PrivateKey] = []
+    for actor in dict.fromkeys(a for action in actions for a in action.actors()):
+        account = client.get_account(actor)
+        key = store.private_key(account["key"])
+        if key is None:
+            raise WalletError(f"the wallet has no key for {actor} ({account['key']})")
+        keys.append(key)
+    ref_num, ref_prefix = tapos_of(BlockId(bytes.fromhex(info["last_irreversible_block_id"])))
+    head_time = datetime.fromisoformat(info["head_block_time"] + "+00:00").timestamp()
+    expiration = int(max(time.time(), head_time)) + EXPIRATION_S
+    tx = Transaction(expiration, ref_num, ref_prefix, tuple(actions))
+    return SignedTransaction.sign(tx, bytes.fromhex(info["chain_id"]), keys)
+
+
+def _push(client: RpcClient, body: dict[str, Any], mode: str) -> int:
+    result = client.call("/v1/chain/push_transaction", body | {"mode": mode})
+    line = f"transaction {result['transaction_id']} {result['status']}"
+    if "block_num" in result:
+        line += f" in block {result['block_num']}"
+    print(line)
+    return 0
+
+
+def _send(args: argparse.Namespace, actions: list[Action]) -> int:
+    client = RpcClient(args.url)
+    stx = _sign(args, client, actions)
+    body = {"packed_trx": stx.packed.hex(), "signatures": [s.hex() for s in stx.signatures]}
+    if args.dont_broadcast:
+        print(json.dumps(body))
+        return 0
+    return _push(client, body, args.mode)
+
+
+def _amount(args: argparse.Namespace, text: str) -> int:
+    info = RpcClient(args.url).get_info()
+    return parse_amount(text, info["token_precision"], info["token_symbol"])
+
+
+# --- commands -------------------------------------------------------------------------------
+
+
+def cmd_create(args: argparse.Namespace) -> int:
+    store = _open_or_create(args)
+    key = PrivateKey.generate()
+    pub = store.add(key, args.label or "")
+    store.save()
+    print(pub)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    store = _open_or_create(args)
+    imported: list[tuple[str, str]] = []
+    if args.from_dev_keys:
+        try:
+            dev = json.loads(Path(args.from_dev_keys).read_text())
+        except (OSError, ValueError) as err:
+            raise WalletError(f"cannot read {args.from_dev_keys}: {err}") from err
+        for label, text in dev.items():
+            imported.append((store.add(PrivateKey.from_text(text), label), label))
+    else:
+        text = args.key or getpass.getpass("private key (PVT_K1_...): ")
+        imported.append((store.add(PrivateKey.from_text(text.strip()), args.label or ""), args.label or ""))
+    store.save()
+    for pub, label in imported:
+        print(f"imported {pub} {label}".rstrip())
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    store = _open(args)
+    for pub, (label, _) in sorted(store.keys.items(), key=lambda kv: kv[1][0]):
+        print(f"{pub} {label}".rstrip())
+    return 0
+
+
+def cmd_transfer(args: argparse.Namespace) -> int:
+    amount = _amount(args, args.amount)
+    return _send(
+        args, [Transfer(account_name(args.sender), account_name(args.recipient), amount, args.memo)]
+    )
+
+
+def cmd_stake(args: argparse.Namespace) -> int:
+    return _send(args, [Stake(account_name(args.account), _amount(args, args.amount))])
+
+
+def cmd_unstake(args: argparse.Namespace) -> int:
+    return _send(args, [Unstake(account_name(args.account), _amount(args, args.amount))])
+
+
+def cmd_vote(args: argparse.Namespace) -> int:
+    producers = tuple(sorted({account_name(p) for p in args.producers}))
+    return _send(args, [VoteProducer(account_name(args.voter), producers)])
+
+
+def cmd_regproducer(args: argparse.Namespace) -> int:
+    name = account_name(args.account)
+    key_text = args.key or RpcClient(args.url).get_account(name)["key"]
+    return _send(args, [RegProducer(name, public_key_from_text(key_text), args.url_field)])
+
+
+def cmd_approveproducer(args: argparse.Namespace) -> int:
+    return _send(args, [ApproveProducer(account_name(args.governor), account_name(args.producer))])
+
+
+def cmd_unregproducer(args: argparse.Namespace) -> int:
+    return _send(args, [UnregProducer(account_name(args.account))])
+
+
+def cmd_newaccount(args: argparse.Namespace) -> int:
+    action = NewAccount(
+        account_name(args.creator), account_name(args.name), public_key_from_text(args.key)
+    )
+    return _send(args, [action])
+
+
+def cmd_updatekey(args: argparse.Namespace) -> int:
+    return _send(args, [UpdateKey(account_name(args.account), public_key_from_text(args.key))])
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    try:
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+        body = json.loads(text)
+    except (OSError, ValueError) as err:
+        raise WalletError(f"cannot read a signed transaction from {args.file}: {err}") from err
+    if not isinstance(body, dict):
+        raise WalletError("a signed transaction is a JSON object {packed_trx, signatures}")
+    return _push(RpcClient(args.url), body, args.mode)
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    client = RpcClient(args.url)
+    if args.what == "info":
+        result = client.get_info()
+    elif args.what == "block":
+        key: Any = int(args.arg) if args.arg and args.arg.isdigit() else args.arg
+        result = client.call("/v1/chain/get_block", {"block_num_or_id": key})
+    elif args.what == "account":
+        result = client.get_account(args.arg or "")
+        info = client.get_info()
+        fmt = (info["token_precision"], info["token_symbol"])
+        result["balance_text"] = format_amount(result["balance"], *fmt)
+        result["staked_text"] = format_amount(result["staked"], *fmt)
+    elif args.what == "producers":
+        result = client.call("/v1/chain/get_producers")
+    else:
+        result = client.call("/v1/chain/get_transaction", {"id": args.arg or ""})
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--url", default=os.environ.get("BOR_URL", DEFAULT_URL), help="node RPC")
+    common.add_argument("--wallet", default=str(default_wallet_path()), help="wallet file")
+    common.add_argument("--password-file", help="read the wallet password from this file")
+    common.add_argument(
+        "--mode",
+        choices=("async", "sync", "commit"),
+        default="commit",
+        help="return at once, after validation, or after inclusion (default)",
+    )
+    common.add_argument(
+        "-d", "--dont-broadcast", action="store_true", help="print the signed transaction"
+    )
+    parser = argparse.ArgumentParser(prog="bor-wallet", description="BoR wallet", parents=[common])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, func: Any, help: str, *arguments: tuple[str, dict[str, Any]]) -> None:
+        p = sub.add_parser(name, help=help, parents=[common])
+        for flag, kwargs in arguments:
+            p.add_argument(flag, **kwargs)
+        p.set_defaults(func=func)
+
+    add("create", cmd_create, "create a key (and the wallet if needed)", ("--label", {}))
+    add(
+        "import",
+        cmd_import,
+        "import a private key",
+        ("--key", {"help": "PVT_K1_... (prompted if absent)"}),
+        ("--label", {}),
+        ("--from-dev-keys", {"help": "keys.json written by bor-node devnet"}),
+    )
+    add("list", cmd_list, "list the public keys in the wallet")
+    add(
+        "transfer",
+        cmd_transfer,
+        "send tokens",
+        ("sender", {}),
+        ("recipient", {}),
+        ("amount", {"help": "e.g. 10.5 or '10.5000 BOR'"}),
+        ("--memo", {"default": ""}),
+    )
+    add("stake", cmd_stake, "stake tokens", ("account", {}), ("amount", {}))
+    add("unstake", cmd_unstake, "start unbonding stake", ("account", {}), ("amount", {}))
+    add("vote", cmd_vote, "vote for producers", ("voter", {}), ("producers", {"nargs": "*"}))
+    add(
+        "regproducer",
+        cmd_regproducer,
+        "register as producer candidate",
+        ("account", {}),
+        ("--key", {"help": "block signing key (default: the account key)"}),
+        ("--producer-url", {"dest": "url_field", "default": ""}),
+    )
+    add(
+        "approveproducer",
+        cmd_approveproducer,
+        "approve a candidate (governance)",
+        ("governor", {}),
+        ("producer", {}),
+    )
+    add("unregproducer", cmd_unregproducer, "withdraw candidacy", ("account", {}))
+    add(
+        "newaccount",
+        cmd_newaccount,
+        "create an account (governance)",
+        ("creator", {}),
+        ("name", {}),
+        ("key", {}),
+    )
+    add("updatekey", cmd_updatekey, "rotate an account key", ("account", {}), ("key", {}))
+    add("push", cmd_push, "push a signed transaction (JSON file or -)", ("file", {}))
+    add(
+        "get",
+        cmd_get,
+        "query the node",
+        ("what", {"choices": ("info", "block", "account", "tx", "producers")}),
+        ("arg", {"nargs": "?"}),
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (WalletError, ChainError) as err:
+        print(f"bor-wallet: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
