@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from chain.crypto import check_public_key, public_key_from_text, public_key_to_text
 from chain.encoding import check_bytes, check_int, check_list, check_str
-from chain.errors import EncodingError, ChainError
+from chain.errors import ChainError, EncodingError
 from chain.types import MAX_AMOUNT, AccountName, PublicKey, is_valid_name
 
 MAX_MEMO = 256

@@ -152,7 +152,9 @@ class SignedBlock:
         key: PrivateKey,
     ) -> SignedBlock:
         header_bytes = header.pack()
-        return cls(header, header_bytes, key.sign(header_digest(chain_id, header_bytes)), transactions)
+        return cls(
+            header, header_bytes, key.sign(header_digest(chain_id, header_bytes)), transactions
+        )
 
     def encode(self) -> bytes:
         return pack([self.header_bytes, self.signature, [t.to_wire() for t in self.transactions]])

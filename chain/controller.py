@@ -8,6 +8,7 @@ the node calls it from one thread.
 
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -329,12 +330,12 @@ class Chain:
         for fb in self._fork.branch(best.id, ancestor):
             try:
                 self._apply(fb)
-            except (InvalidBlock, StoreError) as err:
-                assert fb.block is not None
+            except InvalidBlock:
+                # A store failure propagates as it is: the block may be fine, the disk is not.
                 self._fork.remove(fb.state.id)
                 restored = self._switch_to_best()  # back to the best valid branch
                 self._requeue(result.popped + restored.popped, restored.applied)
-                raise err if isinstance(err, InvalidBlock) else InvalidBlock(fb.state.num, str(err))
+                raise
             assert fb.block is not None
             result.applied.append(fb.block)
         self._requeue(result.popped, result.applied)
@@ -373,10 +374,8 @@ class Chain:
                 keys = self._keys.get(stx.id)
                 if stx.id in kept or keys is None or stx.id in self.mempool:
                     continue
-                try:
+                with contextlib.suppress(TransactionError):
                     self.mempool.add(stx, keys)
-                except TransactionError:
-                    pass
 
     def _advance_lib(self) -> None:
         new_lib = self._head.lib
@@ -395,7 +394,7 @@ class Chain:
         if key.public_key != scheduled_key:
             raise WrongProducerKey(f"slot {slot} belongs to {producer}, whose key is not ours")
         self.mempool.expire(slot_time_s(slot))
-        candidates = []
+        candidates: list[tuple[SignedTransaction, frozenset[PublicKey]]] = []
         for pending in self.mempool.pending():
             if len(candidates) >= self.params.max_block_txs:
                 break

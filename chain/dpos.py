@@ -64,7 +64,9 @@ class HeaderState:
             raise InvalidBlock(num, f"slot {header.slot} is not after the parent's {self.slot}")
         expected, _ = self.scheduled(header.slot, params)
         if header.producer != expected:
-            raise InvalidBlock(num, f"slot {header.slot} belongs to {expected}, not {header.producer}")
+            raise InvalidBlock(
+                num, f"slot {header.slot} belongs to {expected}, not {header.producer}"
+            )
         if header.schedule_version != self.active.version:
             raise InvalidBlock(num, f"schedule version must be {self.active.version}")
         pending, pending_num = self.pending, self.pending_num

@@ -89,10 +89,10 @@ class ForkDatabase:
         while changed:
             changed = False
             for bid, fb in self._blocks.items():
-                if bid not in doomed and fb.block is not None:
-                    if fb.block.header.previous in doomed:
-                        doomed.add(bid)
-                        changed = True
+                parent = None if fb.block is None else fb.block.header.previous
+                if bid not in doomed and parent in doomed:
+                    doomed.add(bid)
+                    changed = True
         for bid in doomed:
             self._drop(bid)
         return sorted(doomed)

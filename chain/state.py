@@ -122,9 +122,7 @@ class StateView:
         if isinstance(self._base, StateView):
             found = self._base._scan(prefix, decode)
         else:
-            found = {
-                k: decode(v) for k, v in self._base.iterate(prefix, schema.prefix_end(prefix))
-            }
+            found = {k: decode(v) for k, v in self._base.iterate(prefix, schema.prefix_end(prefix))}
         for key, value in self._writes.items():
             if key.startswith(prefix):
                 if value is None:

@@ -18,8 +18,8 @@ from chain.actions import (
     RegProducer,
     Stake,
     Transfer,
-    Unstake,
     UnregProducer,
+    Unstake,
     UpdateKey,
     VoteProducer,
 )

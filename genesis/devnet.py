@@ -24,7 +24,11 @@ def producer_names(count: int) -> list[str]:
 
 
 def make_dev_genesis(
-    producers: int, *, precision: int = 4, start: datetime | None = None, **params: int
+    producers: int,
+    *,
+    precision: int = 4,
+    start: datetime | None = None,
+    params: dict[str, int] | None = None,
 ) -> tuple[Genesis, dict[str, str]]:
     """A dev genesis and the private keys of every account and producer in it."""
     keys: dict[str, PrivateKey] = {}
@@ -45,7 +49,7 @@ def make_dev_genesis(
             "supply": sum(a["balance"] for a in accounts),
         },
         "governance": [DEV_GOVERNOR],
-        "chain_params": {"schedule_size": 21, **params},
+        "chain_params": {"schedule_size": 21, **(params or {})},
         "accounts": accounts,
         "initial_producers": [
             {"name": n, "key": public_key_to_text(keys[n].public_key)}
@@ -58,7 +62,7 @@ def make_dev_genesis(
 def write_dev_genesis(out_dir: Path, producers: int, **params: int) -> tuple[Path, Path]:
     """Write genesis.json and keys.json (mode 0600) into ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    genesis, keys = make_dev_genesis(producers, **params)
+    genesis, keys = make_dev_genesis(producers, params=params)
     genesis_path = out_dir / "genesis.json"
     genesis_path.write_text(json.dumps(genesis.to_json(), indent=2) + "\n")
     keys_path = out_dir / "keys.json"

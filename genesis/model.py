@@ -60,17 +60,13 @@ class Genesis:
         ]
 
     def to_initial_state(self) -> InitialState:
-        schedule = Schedule(
-            0, tuple(ProducerKey(p.name, p.key) for p in self.initial_producers)
-        )
+        schedule = Schedule(0, tuple(ProducerKey(p.name, p.key) for p in self.initial_producers))
         return InitialState(
             chain_id=self.chain_id,
             params=self.params,
             genesis_slot=slot_of_ms(int(self.initial_timestamp.timestamp() * 1000)),
             accounts=tuple(Account(a.name, a.key, a.balance) for a in self.accounts),
-            producers=tuple(
-                Producer(p.name, p.key, approved=True) for p in self.initial_producers
-            ),
+            producers=tuple(Producer(p.name, p.key, approved=True) for p in self.initial_producers),
             schedule=schedule,
         )
 
@@ -224,7 +220,9 @@ def parse_genesis(obj: Any) -> Genesis:
         if any(x.name == name for x in producers):
             raise GenesisError(f"{where}.name", f"duplicate producer {name!r}")
         producers.append(GenesisProducer(name, _key(_field(p, "key", f"{where}."), f"{where}.key")))
-    return Genesis(ts, params, supply, tuple(accounts), tuple(sorted(producers, key=lambda p: p.name)))
+    return Genesis(
+        ts, params, supply, tuple(accounts), tuple(sorted(producers, key=lambda p: p.name))
+    )
 
 
 def load_genesis(path: str | Path) -> Genesis:

@@ -78,7 +78,9 @@ class Node:
 
     async def run(self) -> None:
         config = self.config
-        recoverer = ParallelRecoverer(config.signature_workers) if config.signature_workers else None
+        recoverer = (
+            ParallelRecoverer(config.signature_workers) if config.signature_workers else None
+        )
         chain = open_chain(config, recoverer)
         runner = ChainRunner(chain)
         self._async_txs = asyncio.Queue(ASYNC_QUEUE_SIZE)

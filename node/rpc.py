@@ -63,9 +63,8 @@ def error_response(err: Exception) -> tuple[int, dict[str, Any]]:
     if isinstance(err, RpcError):
         status, name, what = err.status, err.name, err.what
     elif isinstance(err, ChainError):
-        status = next((s for t, s in _STATUS.items() if type(err) is t), None)
-        if status is None:
-            status = next((s for t, s in _STATUS.items() if isinstance(err, t)), 500)
+        # The most specific registered class wins: walk the error's MRO.
+        status = next((_STATUS[c] for c in type(err).__mro__ if c in _STATUS), 500)
         name, what = err.name, str(err)
     else:
         status, name, what = 500, "internal_error", "internal error"
@@ -173,12 +172,14 @@ class Api:
 
     async def get_block(self, body: dict[str, Any]) -> dict[str, Any]:
         key = _field(body, "block_num_or_id")
-        if isinstance(key, int) and not isinstance(key, bool) or (
+        if (isinstance(key, int) and not isinstance(key, bool)) or (
             isinstance(key, str) and key.isdigit()
         ):
             block = await self.runner.call(self.chain.block_by_num, int(key))
         elif isinstance(key, str) and len(key) == 64:
-            block = await self.runner.call(self.chain.block_by_id, BlockId(_hex(body, "block_num_or_id", 32)))
+            block = await self.runner.call(
+                self.chain.block_by_id, BlockId(_hex(body, "block_num_or_id", 32))
+            )
         else:
             raise RpcError(400, "bad_field", "block_num_or_id must be a number or a 64-hex id")
         return block_json(block, self.chain.lib)

@@ -13,7 +13,9 @@ from chain.state import Account, Producer
 
 def slot_iso(slot: int) -> str:
     ms = slot_start_ms(slot)
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}"
+    return (
+        datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}"
+    )
 
 
 def schedule_json(schedule: Schedule | None) -> dict[str, Any] | None:

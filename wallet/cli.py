@@ -20,15 +20,15 @@ from chain.actions import (
     RegProducer,
     Stake,
     Transfer,
-    Unstake,
     UnregProducer,
+    Unstake,
     UpdateKey,
     VoteProducer,
 )
 from chain.crypto import PrivateKey, public_key_from_text
 from chain.errors import ChainError
 from chain.transaction import SignedTransaction, Transaction, tapos_of
-from chain.types import AccountName, BlockId, account_name
+from chain.types import BlockId, account_name
 from wallet.client import RpcClient
 from wallet.errors import WalletError, WalletFileError
 from wallet.keystore import Keystore
@@ -96,9 +96,7 @@ def format_amount(units: int, precision: int, symbol: str) -> str:
 # --- building and sending transactions --------------------------------------------------
 
 
-def _sign(
-    args: argparse.Namespace, client: RpcClient, actions: list[Action]
-) -> SignedTransaction:
+def _sign(args: argparse.Namespace, client: RpcClient, actions: list[Action]) -> SignedTransaction:
     info = client.get_info()
     store = _open(args)
     keys: list[PrivateKey] = []
@@ -163,7 +161,9 @@ def cmd_import(args: argparse.Namespace) -> int:
             imported.append((store.add(PrivateKey.from_text(text), label), label))
     else:
         text = args.key or getpass.getpass("private key (PVT_K1_...): ")
-        imported.append((store.add(PrivateKey.from_text(text.strip()), args.label or ""), args.label or ""))
+        imported.append(
+            (store.add(PrivateKey.from_text(text.strip()), args.label or ""), args.label or "")
+        )
     store.save()
     for pub, label in imported:
         print(f"imported {pub} {label}".rstrip())

@@ -62,9 +62,7 @@ class Keystore:
             if doc["format"] != FORMAT:
                 raise WalletFileError(f"{path} is not a {FORMAT} file")
             kdf = doc["kdf"]
-            key = _derive(
-                password, bytes.fromhex(kdf["salt"]), kdf["n"], kdf["r"], kdf["p"]
-            )
+            key = _derive(password, bytes.fromhex(kdf["salt"]), kdf["n"], kdf["r"], kdf["p"])
             nonce, ciphertext = bytes.fromhex(doc["nonce"]), bytes.fromhex(doc["ciphertext"])
         except (KeyError, TypeError, ValueError) as err:
             raise WalletFileError(f"wallet {path} is damaged") from err
@@ -81,7 +79,13 @@ class Keystore:
         plain = json.dumps({"keys": {k: list(v) for k, v in self.keys.items()}}).encode()
         doc = {
             "format": FORMAT,
-            "kdf": {"name": "scrypt", "salt": salt.hex(), "n": SCRYPT_N, "r": SCRYPT_R, "p": SCRYPT_P},
+            "kdf": {
+                "name": "scrypt",
+                "salt": salt.hex(),
+                "n": SCRYPT_N,
+                "r": SCRYPT_R,
+                "p": SCRYPT_P,
+            },
             "cipher": "aes-256-gcm",
             "nonce": nonce.hex(),
             "ciphertext": AESGCM(key).encrypt(nonce, plain, FORMAT.encode()).hex(),

@@ -1,0 +1,120 @@
+"""Codec round trips (Hypothesis) and refusal of non-canonical or malformed bytes."""
+
+from __future__ import annotations
+
+import msgpack
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chain.actions import (
+    Action,
+    NewAccount,
+    Stake,
+    Transfer,
+    VoteProducer,
+    action_from_json,
+    action_to_json,
+)
+from chain.block import BlockHeader, ProducerKey, Schedule, SignedBlock, decode_block
+from chain.crypto import PrivateKey
+from chain.errors import EncodingError
+from chain.merkle import merkle_root
+from chain.transaction import SignedTransaction, Transaction, decode_signed_transaction
+from chain.types import AccountName, BlockId, BlockNum, PublicKey
+
+KEY = PrivateKey(b"\x05" * 32)
+PUB = KEY.public_key
+
+names = st.from_regex(r"[a-z1-5]{1,11}[a-z1-5]", fullmatch=True).map(AccountName)
+amounts = st.integers(min_value=1, max_value=2**62)
+actions: st.SearchStrategy[Action] = st.one_of(
+    st.builds(Transfer, names, names, amounts, st.text(max_size=40)),
+    st.builds(NewAccount, names, names, st.just(PUB)),
+    st.builds(Stake, names, amounts),
+    st.builds(
+        VoteProducer, names, st.lists(names, max_size=30).map(lambda x: tuple(sorted(set(x))))
+    ),
+)
+transactions = st.builds(
+    Transaction,
+    st.integers(0, 2**32 - 1),
+    st.integers(0, 0xFFFF),
+    st.integers(0, 2**32 - 1),
+    st.lists(actions, min_size=1, max_size=4).map(tuple),
+)
+
+
+@given(transactions)
+def test_signed_transaction_round_trip(tx: Transaction) -> None:
+    stx = SignedTransaction.sign(tx, b"c" * 32, [KEY])
+    again = decode_signed_transaction(stx.encode())
+    assert again == stx
+    assert again.id == stx.id
+
+
+@given(actions)
+def test_action_json_round_trip(action: Action) -> None:
+    assert action_from_json(action_to_json(action)) == action
+
+
+@given(st.lists(transactions, max_size=5), st.integers(1, 2**31), st.booleans())
+@settings(max_examples=50)
+def test_block_round_trip(txs: list[Transaction], num: int, with_schedule: bool) -> None:
+    stxs = tuple(SignedTransaction.sign(t, b"c" * 32, [KEY]) for t in txs)
+    schedule = Schedule(3, (ProducerKey(AccountName("pa"), PublicKey(PUB)),))
+    header = BlockHeader(
+        BlockNum(num),
+        BlockId(b"\x01" * 32),
+        7,
+        AccountName("pa"),
+        2,
+        merkle_root([t.id for t in stxs]),
+        b"\x02" * 32,
+        schedule if with_schedule else None,
+    )
+    block = SignedBlock.sign(header, stxs, b"c" * 32, KEY)
+    again = decode_block(block.encode())
+    assert again == block
+    assert again.id[:4] == num.to_bytes(4, "big")
+
+
+@given(st.binary(max_size=300))
+def test_random_bytes_never_escape_as_foreign_errors(data: bytes) -> None:
+    for decode in (decode_signed_transaction, decode_block):
+        try:
+            decode(data)
+        except EncodingError:
+            pass
+
+
+@given(transactions, st.data())
+@settings(max_examples=200)
+def test_mutated_transactions_decode_or_fail_cleanly(tx: Transaction, data: st.DataObject) -> None:
+    raw = bytearray(SignedTransaction.sign(tx, b"c" * 32, [KEY]).encode())
+    index = data.draw(st.integers(0, len(raw) - 1))
+    raw[index] = data.draw(st.integers(0, 255))
+    try:
+        decoded = decode_signed_transaction(bytes(raw))
+    except EncodingError:
+        return
+    assert decoded.encode() == bytes(raw)  # whatever decodes is canonical
+
+
+def test_non_canonical_integer_is_refused() -> None:
+    tx = Transaction(5, 0, 0, (Stake(AccountName("alice"), 1),))
+    packed = tx.pack()
+    # The same integer 5 as a uint32 instead of a fixint: valid msgpack, not canonical.
+    padded = b"\x94\xce\x00\x00\x00\x05" + packed[2:]
+    assert msgpack.unpackb(padded) == msgpack.unpackb(packed)
+    try:
+        decode_signed_transaction(msgpack.packb([padded, [KEY.sign(b"\x00" * 32)]]))
+    except EncodingError as err:
+        assert "canonical" in str(err)
+    else:
+        raise AssertionError("a non-canonical transaction was accepted")
+
+
+def test_merkle_root_distinguishes_duplicated_leaf() -> None:
+    a, b, c = b"a" * 32, b"b" * 32, b"c" * 32
+    assert merkle_root([a, b, c]) != merkle_root([a, b, c, c])
+    assert merkle_root([a, b]) != merkle_root([b, a])

@@ -1,0 +1,257 @@
+"""Each native action: the valid case and its invalid siblings, on a dict-backed state."""
+
+from __future__ import annotations
+
+import pytest
+
+from chain.actions import (
+    ApproveProducer,
+    NewAccount,
+    RegProducer,
+    Stake,
+    Transfer,
+    Unstake,
+    UnregProducer,
+    UpdateKey,
+    VoteProducer,
+)
+from chain.crypto import PrivateKey
+from chain.errors import (
+    DuplicateTransaction,
+    ExpiredTransaction,
+    InsufficientFunds,
+    InvalidAction,
+    MissingAuthority,
+    OversizedTransaction,
+    TaposMismatch,
+    Unauthorized,
+    UnknownAccount,
+)
+from chain.params import ChainParams
+from chain.state import Account, Producer, StateView
+from chain.testing import MemoryKV
+from chain.transaction import SignedTransaction, Transaction, tapos_of
+from chain.transition import Context, apply_action, apply_transaction, settle
+from chain.types import AccountName, BlockId, PublicKey
+
+KEYS = {n: PrivateKey(bytes([i + 1]) * 32) for i, n in enumerate(["gov", "alice", "bob", "pa"])}
+PARAMS = ChainParams(governance=(AccountName("gov"),), unbond_delay_s=100)
+NOW = 1_000_000
+CTX = Context(PARAMS, NOW)
+GENESIS_ID = BlockId(bytes(4) + b"\x07" * 28)
+
+
+def N(s: str) -> AccountName:
+    return AccountName(s)
+
+
+@pytest.fixture
+def view() -> StateView:
+    v = StateView(MemoryKV())
+    for name, key in KEYS.items():
+        v.put_account(Account(N(name), key.public_key, balance=1000))
+    v.put_producer(Producer(N("pa"), KEYS["pa"].public_key, approved=True))
+    v.set_block_summary(0, GENESIS_ID)
+    return v
+
+
+def test_transfer_moves_balance(view: StateView) -> None:
+    apply_action(view, Transfer(N("alice"), N("bob"), 300, "x"), CTX)
+    assert view.account("alice").balance == 700  # type: ignore[union-attr]
+    assert view.account("bob").balance == 1300  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("action", "error"),
+    [
+        (Transfer(N("alice"), N("bob"), 1001), InsufficientFunds),
+        (Transfer(N("alice"), N("nobody"), 1), UnknownAccount),
+        (Transfer(N("nobody"), N("bob"), 1), UnknownAccount),
+        (Transfer(N("alice"), N("alice"), 1), InvalidAction),
+    ],
+)
+def test_transfer_refusals(view: StateView, action: Transfer, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        apply_action(view, action, CTX)
+
+
+def test_newaccount_by_governance(view: StateView) -> None:
+    key = PrivateKey.generate().public_key
+    apply_action(view, NewAccount(N("gov"), N("carol"), key), CTX)
+    assert view.account("carol") == Account(N("carol"), key)
+
+
+def test_newaccount_refusals(view: StateView) -> None:
+    key = PrivateKey.generate().public_key
+    with pytest.raises(Unauthorized):
+        apply_action(view, NewAccount(N("alice"), N("carol"), key), CTX)
+    with pytest.raises(InvalidAction):
+        apply_action(view, NewAccount(N("gov"), N("bob"), key), CTX)
+
+
+def test_updatekey_rotates_and_refuses_same_key(view: StateView) -> None:
+    key = PrivateKey.generate().public_key
+    apply_action(view, UpdateKey(N("alice"), key), CTX)
+    assert view.account("alice").key == key  # type: ignore[union-attr]
+    with pytest.raises(InvalidAction):
+        apply_action(view, UpdateKey(N("alice"), key), CTX)
+    with pytest.raises(UnknownAccount):
+        apply_action(view, UpdateKey(N("nobody"), key), CTX)
+
+
+def test_stake_and_unstake_with_unbonding_delay(view: StateView) -> None:
+    apply_action(view, Stake(N("alice"), 400), CTX)
+    alice = view.account("alice")
+    assert alice is not None and (alice.balance, alice.staked) == (600, 400)
+    apply_action(view, Unstake(N("alice"), 150), CTX)
+    alice = view.account("alice")
+    assert alice is not None and alice.staked == 250
+    assert alice.unbonding == ((NOW + 100, 150),)
+    assert settle(alice, NOW + 99).balance == 600
+    assert settle(alice, NOW + 100).balance == 750
+    assert settle(alice, NOW + 100).unbonding == ()
+
+
+def test_stake_refusals(view: StateView) -> None:
+    with pytest.raises(InsufficientFunds):
+        apply_action(view, Stake(N("alice"), 1001), CTX)
+    with pytest.raises(InsufficientFunds):
+        apply_action(view, Unstake(N("alice"), 1), CTX)
+
+
+def test_unbonded_tokens_become_spendable_after_delay(view: StateView) -> None:
+    apply_action(view, Stake(N("alice"), 1000), CTX)
+    apply_action(view, Unstake(N("alice"), 1000), CTX)
+    with pytest.raises(InsufficientFunds):
+        apply_action(view, Transfer(N("alice"), N("bob"), 1), Context(PARAMS, NOW + 99))
+    apply_action(view, Transfer(N("alice"), N("bob"), 1000), Context(PARAMS, NOW + 100))
+    assert view.account("bob").balance == 2000  # type: ignore[union-attr]
+
+
+def test_regproducer_approve_unreg(view: StateView) -> None:
+    key = PrivateKey.generate().public_key
+    apply_action(view, RegProducer(N("bob"), key, "https://bob"), CTX)
+    assert view.producer("bob") == Producer(N("bob"), key, "https://bob")
+    with pytest.raises(Unauthorized):
+        apply_action(view, ApproveProducer(N("alice"), N("bob")), CTX)
+    apply_action(view, ApproveProducer(N("gov"), N("bob")), CTX)
+    assert view.producer("bob").approved  # type: ignore[union-attr]
+    with pytest.raises(InvalidAction):
+        apply_action(view, ApproveProducer(N("gov"), N("bob")), CTX)
+    with pytest.raises(InvalidAction):
+        apply_action(view, ApproveProducer(N("gov"), N("alice")), CTX)
+    apply_action(view, UnregProducer(N("bob")), CTX)
+    assert not view.producer("bob").registered  # type: ignore[union-attr]
+    with pytest.raises(InvalidAction):
+        apply_action(view, UnregProducer(N("bob")), CTX)
+    with pytest.raises(UnknownAccount):
+        apply_action(view, RegProducer(N("nobody"), key), CTX)
+
+
+def test_vote_weights_follow_stake(view: StateView) -> None:
+    apply_action(view, Stake(N("alice"), 500), CTX)
+    apply_action(view, VoteProducer(N("alice"), (N("pa"),)), CTX)
+    assert view.producer("pa").total_votes == 500  # type: ignore[union-attr]
+    apply_action(view, Stake(N("alice"), 100), CTX)
+    assert view.producer("pa").total_votes == 600  # type: ignore[union-attr]
+    apply_action(view, Unstake(N("alice"), 200), CTX)
+    assert view.producer("pa").total_votes == 400  # type: ignore[union-attr]
+    apply_action(view, VoteProducer(N("alice"), ()), CTX)
+    assert view.producer("pa").total_votes == 0  # type: ignore[union-attr]
+
+
+def test_vote_refusals(view: StateView) -> None:
+    key = PrivateKey.generate().public_key
+    apply_action(view, RegProducer(N("bob"), key), CTX)  # registered but not approved
+    with pytest.raises(InvalidAction):
+        apply_action(view, VoteProducer(N("alice"), (N("bob"),)), CTX)
+    with pytest.raises(InvalidAction):
+        apply_action(view, VoteProducer(N("alice"), (N("pa"), N("pa"))), CTX)
+    apply_action(view, ApproveProducer(N("gov"), N("bob")), CTX)
+    with pytest.raises(InvalidAction):  # not sorted
+        apply_action(view, VoteProducer(N("alice"), (N("pa"), N("bob"))), CTX)
+
+
+# --- transactions ---------------------------------------------------------------------------
+
+
+def _stx(*actions: object, signers: list[str], expiration: int = NOW + 60) -> SignedTransaction:
+    ref_num, ref_prefix = tapos_of(GENESIS_ID)
+    tx = Transaction(expiration, ref_num, ref_prefix, tuple(actions))  # type: ignore[arg-type]
+    return SignedTransaction.sign(tx, b"chain", [KEYS[s] for s in signers])
+
+
+def _keys(*names: str) -> frozenset[PublicKey]:
+    return frozenset(KEYS[n].public_key for n in names)
+
+
+def test_transaction_applies_and_is_deduplicated(view: StateView) -> None:
+    stx = _stx(Transfer(N("alice"), N("bob"), 10), signers=["alice"])
+    apply_transaction(view, stx, _keys("alice"), CTX)
+    assert view.account("bob").balance == 1010  # type: ignore[union-attr]
+    with pytest.raises(DuplicateTransaction):
+        apply_transaction(view, stx, _keys("alice"), CTX)
+
+
+def test_failing_action_leaves_no_trace(view: StateView) -> None:
+    stx = _stx(
+        Transfer(N("alice"), N("bob"), 10),
+        Transfer(N("alice"), N("bob"), 5000),
+        signers=["alice"],
+    )
+    before = view.changes()
+    with pytest.raises(InsufficientFunds):
+        apply_transaction(view, stx, _keys("alice"), CTX)
+    assert view.changes() == before
+    assert not view.tx_seen(stx.id)
+
+
+@pytest.mark.parametrize(
+    ("expiration", "ok"),
+    [(NOW - 1, False), (NOW, True), (NOW + 3600, True), (NOW + 3601, False)],
+)
+def test_expiration_window(view: StateView, expiration: int, ok: bool) -> None:
+    stx = _stx(Transfer(N("alice"), N("bob"), 1), signers=["alice"], expiration=expiration)
+    if ok:
+        apply_transaction(view, stx, _keys("alice"), CTX)
+    else:
+        with pytest.raises(ExpiredTransaction):
+            apply_transaction(view, stx, _keys("alice"), CTX)
+
+
+def test_tapos_must_name_a_known_block(view: StateView) -> None:
+    tx = Transaction(NOW + 60, 0, 12345, (Transfer(N("alice"), N("bob"), 1),))
+    stx = SignedTransaction.sign(tx, b"chain", [KEYS["alice"]])
+    with pytest.raises(TaposMismatch):
+        apply_transaction(view, stx, _keys("alice"), CTX)
+
+
+def test_authority_checks(view: StateView) -> None:
+    transfer = Transfer(N("alice"), N("bob"), 1)
+    with pytest.raises(MissingAuthority):  # bob signed alice's transfer
+        apply_transaction(view, _stx(transfer, signers=["bob"]), _keys("bob"), CTX)
+    with pytest.raises(MissingAuthority):  # an extra, unneeded signature
+        stx = _stx(transfer, signers=["alice", "bob"])
+        apply_transaction(view, stx, _keys("alice", "bob"), CTX)
+    with pytest.raises(UnknownAccount):
+        stx = _stx(Transfer(N("zed"), N("bob"), 1), signers=["alice"])
+        apply_transaction(view, stx, _keys("alice"), CTX)
+
+
+def test_oversized_transaction_refused(view: StateView) -> None:
+    small = Context(ChainParams(governance=(N("gov"),), max_tx_bytes=256), NOW)
+    stx = _stx(Transfer(N("alice"), N("bob"), 1, "m" * 250), signers=["alice"])
+    with pytest.raises(OversizedTransaction):
+        apply_transaction(view, stx, _keys("alice"), small)
+
+
+def test_expired_ids_are_pruned() -> None:
+    kv = MemoryKV()
+    v = StateView(kv)
+    v.mark_tx(b"a" * 32, 100)
+    v.mark_tx(b"b" * 32, 200)
+    kv.data.update({k: val for k, val in v.changes() if val is not None})
+    fresh = StateView(kv)
+    assert fresh.prune_expired_txs(150) == 1
+    assert not fresh.tx_seen(b"a" * 32)
+    assert fresh.tx_seen(b"b" * 32)
