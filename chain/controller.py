@@ -40,9 +40,18 @@ from chain.types import AccountName, BlockId, BlockNum, PublicKey, TxId
 
 Recoverer = Callable[[list[tuple[bytes, bytes]]], list[PublicKey | None]]
 
-# Recovered signer keys by transaction id. Filled at admission so that a block made of
-# transactions we already admitted needs no signature work at all.
+# Recovered signer keys by (transaction id, signatures). Filled at admission so that a block
+# made of transactions we already admitted needs no signature work at all. The signatures are
+# part of the key because they are not part of the id: the same transaction may arrive with
+# other (bad) signatures, and those must be checked on their own.
 KEY_CACHE_SIZE = 200_000
+
+
+_SigKey = tuple[TxId, tuple[bytes, ...]]
+
+
+def _sig_key(stx: SignedTransaction) -> _SigKey:
+    return stx.id, stx.signatures
 
 
 class WrongProducerKey(ChainError):
@@ -103,7 +112,7 @@ class Chain:
         self.chain_id = initial.chain_id
         self.mempool = mempool or Mempool()
         self._recoverer = recoverer
-        self._keys: OrderedDict[TxId, frozenset[PublicKey]] = OrderedDict()
+        self._keys: OrderedDict[_SigKey, frozenset[PublicKey]] = OrderedDict()
         stored_id = store.chain_id()
         if stored_id is None:
             self._init_genesis(initial)
@@ -215,7 +224,7 @@ class Chain:
 
     def recover_keys(self, txs: Sequence[SignedTransaction]) -> list[frozenset[PublicKey]]:
         """Signer keys of each transaction (cached); raises BadSignature for any bad one."""
-        missing = [stx for stx in txs if stx.id not in self._keys]
+        missing = [stx for stx in txs if _sig_key(stx) not in self._keys]
         if missing:
             items: list[tuple[bytes, bytes]] = []
             for stx in missing:
@@ -226,11 +235,11 @@ class Chain:
                 keys = [next(recovered) for _ in stx.signatures]
                 if any(k is None for k in keys):
                     raise BadSignature(f"transaction {stx.id.hex()} has a bad signature")
-                self._remember(stx.id, frozenset(k for k in keys if k is not None))
-        return [self._keys[stx.id] for stx in txs]
+                self._remember(_sig_key(stx), frozenset(k for k in keys if k is not None))
+        return [self._keys[_sig_key(stx)] for stx in txs]
 
-    def _remember(self, tx_id: TxId, keys: frozenset[PublicKey]) -> None:
-        self._keys[tx_id] = keys
+    def _remember(self, key: _SigKey, keys: frozenset[PublicKey]) -> None:
+        self._keys[key] = keys
         if len(self._keys) > KEY_CACHE_SIZE:
             self._keys.popitem(last=False)
 
@@ -371,7 +380,7 @@ class Chain:
         kept = {t.id for b in applied for t in b.transactions}
         for block in popped:
             for stx in block.transactions:
-                keys = self._keys.get(stx.id)
+                keys = self._keys.get(_sig_key(stx))
                 if stx.id in kept or keys is None or stx.id in self.mempool:
                     continue
                 with contextlib.suppress(TransactionError):

@@ -80,8 +80,10 @@ class DevNet:
         expiration: int | None = None,
     ) -> SignedTransaction:
         """A transaction signed by the actors' dev keys (or by ``signers``)."""
-        names = signers if signers is not None else list(
-            dict.fromkeys(a for action in actions for a in action.actors())
+        names = (
+            signers
+            if signers is not None
+            else list(dict.fromkeys(a for action in actions for a in action.actors()))
         )
         ref_num, ref_prefix = tapos_of(chain.head.id)
         if expiration is None:

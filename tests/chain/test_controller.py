@@ -14,6 +14,7 @@ from chain.errors import (
     DoubleSign,
     DuplicateTransaction,
     InvalidBlock,
+    MissingAuthority,
     StaleBlock,
     UnlinkableBlock,
 )
@@ -168,3 +169,24 @@ def test_block_below_lib_on_another_branch_is_stale(net: DevNet, tmp_path: Path)
     assert y.lib >= 1
     with pytest.raises(StaleBlock):
         y.push_block(x_block, now_ms())
+
+
+def test_same_transaction_with_other_signatures_is_checked_on_its_own(
+    net: DevNet, tmp_path: Path
+) -> None:
+    chain = net.open(tmp_path / "c")
+    forged = net.tx(chain, Transfer(A, B, 1), signers=["bob"])
+    with pytest.raises(MissingAuthority):
+        chain.admit_transaction(forged, now_ms())
+    genuine = SignedTransaction(
+        forged.tx, forged.packed, net.tx(chain, Transfer(A, B, 1)).signatures
+    )
+    assert genuine.id == forged.id
+    chain.admit_transaction(genuine, now_ms())  # not refused on the strength of bob's keys
+    x = net.open(tmp_path / "x")
+    x.admit_transaction(genuine, now_ms())
+    block = net.produce(x)
+    # The same block carrying bob's signatures must fail even though alice's are cached.
+    bad = SignedBlock.sign(block.header, (forged,), x.chain_id, net.keys[block.header.producer])
+    with pytest.raises(InvalidBlock, match="missing_authority"):
+        chain.push_block(bad, now_ms())

@@ -70,9 +70,7 @@ def test_elected_schedule_becomes_active_once_its_block_is_irreversible(tmp_path
     from chain.actions import ApproveProducer, RegProducer
 
     carol_key = net.keys["carol"].public_key
-    chain.admit_transaction(
-        net.tx(chain, RegProducer(AccountName("carol"), carol_key, "")), _now()
-    )
+    chain.admit_transaction(net.tx(chain, RegProducer(AccountName("carol"), carol_key, "")), _now())
     net.produce(chain)
     chain.admit_transaction(
         net.tx(chain, ApproveProducer(AccountName("bor.gov"), AccountName("carol"))), _now()

@@ -10,8 +10,8 @@ from chain.actions import (
     RegProducer,
     Stake,
     Transfer,
-    Unstake,
     UnregProducer,
+    Unstake,
     UpdateKey,
     VoteProducer,
 )

@@ -1,0 +1,86 @@
+"""Genesis validation names the bad field; the chain id ignores formatting, not values."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from genesis.devnet import make_dev_genesis, write_dev_genesis
+from genesis.errors import GenesisError
+from genesis.model import load_genesis, parse_genesis
+
+
+@pytest.fixture
+def doc() -> dict[str, Any]:
+    genesis, _ = make_dev_genesis(3)
+    return genesis.to_json()
+
+
+def test_round_trip_and_chain_id_stability(doc: dict[str, Any]) -> None:
+    genesis = parse_genesis(doc)
+    assert parse_genesis(json.loads(json.dumps(doc, indent=7))).chain_id == genesis.chain_id
+    changed = copy.deepcopy(doc)
+    changed["accounts"][1]["balance"] += 1
+    changed["token"]["supply"] += 1
+    assert parse_genesis(changed).chain_id != genesis.chain_id
+
+
+def _break(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    broken = copy.deepcopy(doc)
+    node: Any = broken
+    parts = path.split(".")
+    for part in parts[:-1]:
+        node = node[int(part)] if part.isdigit() else node[part]
+    last = parts[-1]
+    if value is KeyError:
+        del node[last]
+    else:
+        node[int(last) if last.isdigit() else last] = value
+    return broken
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "field"),
+    [
+        ("initial_timestamp", "yesterday", "initial_timestamp"),
+        ("initial_timestamp", KeyError, "initial_timestamp"),
+        ("token.symbol", "bor", "token.symbol"),
+        ("token.supply", 5, "token.supply"),
+        ("accounts.0.name", "Not-A-Name", "accounts[0].name"),
+        ("accounts.1.name", "bor.gov", "accounts[1].name"),
+        ("accounts.0.key", "PUB_K1_00", "accounts[0].key"),
+        ("accounts.0.balance", -1, "accounts[0].balance"),
+        ("governance", ["nobody"], "governance[0]"),
+        ("governance", [], "governance"),
+        ("initial_producers", [], "initial_producers"),
+        ("initial_producers.0.name", "nobody", "initial_producers[0].name"),
+        ("chain_params.schedule_size", 0, "chain_params.schedule_size"),
+        ("chain_params.max_tx_lifetime_s", 7200, "chain_params.max_tx_lifetime_s"),
+        ("chain_params.bogus", 1, "chain_params.bogus"),
+    ],
+)
+def test_each_bad_field_is_named(doc: dict[str, Any], path: str, value: Any, field: str) -> None:
+    with pytest.raises(GenesisError) as info:
+        parse_genesis(_break(doc, path, value))
+    assert info.value.field == field
+
+
+def test_more_producers_than_the_schedule_holds(doc: dict[str, Any]) -> None:
+    doc["chain_params"]["schedule_size"] = 2
+    with pytest.raises(GenesisError, match="schedule_size"):
+        parse_genesis(doc)
+
+
+def test_files(tmp_path: Path) -> None:
+    genesis_path, keys_path = write_dev_genesis(tmp_path, 2)
+    assert load_genesis(genesis_path).initial_producers[1].name == "producerb"
+    assert keys_path.stat().st_mode & 0o777 == 0o600
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(GenesisError, match="not valid JSON"):
+        load_genesis(tmp_path / "bad.json")
+    with pytest.raises(GenesisError, match="cannot read"):
+        load_genesis(tmp_path / "missing.json")
