@@ -254,21 +254,42 @@ def cmd_get(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _common_options(with_defaults: bool) -> argparse.ArgumentParser:
+    """Options accepted before or after the command. Only the top level holds defaults, or
+    a subcommand's default would overwrite a value given before the command name."""
+
+    def default(value: Any) -> Any:
+        return value if with_defaults else argparse.SUPPRESS
+
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--url", default=os.environ.get("BOR_URL", DEFAULT_URL), help="node RPC")
-    common.add_argument("--wallet", default=str(default_wallet_path()), help="wallet file")
-    common.add_argument("--password-file", help="read the wallet password from this file")
+    common.add_argument(
+        "--url", default=default(os.environ.get("BOR_URL", DEFAULT_URL)), help="node RPC"
+    )
+    common.add_argument("--wallet", default=default(str(default_wallet_path())), help="wallet")
+    common.add_argument(
+        "--password-file", default=default(None), help="read the wallet password from this file"
+    )
     common.add_argument(
         "--mode",
         choices=("async", "sync", "commit"),
-        default="commit",
+        default=default("commit"),
         help="return at once, after validation, or after inclusion (default)",
     )
     common.add_argument(
-        "-d", "--dont-broadcast", action="store_true", help="print the signed transaction"
+        "-d",
+        "--dont-broadcast",
+        action="store_true",
+        default=default(False),
+        help="print the signed transaction",
     )
-    parser = argparse.ArgumentParser(prog="bor-wallet", description="BoR wallet", parents=[common])
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common_options(with_defaults=False)
+    parser = argparse.ArgumentParser(
+        prog="bor-wallet", description="BoR wallet", parents=[_common_options(with_defaults=True)]
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, func: Any, help: str, *arguments: tuple[str, dict[str, Any]]) -> None:

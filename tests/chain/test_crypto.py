@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -33,10 +35,8 @@ def test_sign_then_recover_gives_the_key(secret: bytes, message: bytes) -> None:
 def test_other_message_recovers_another_key(secret: bytes, message: bytes) -> None:
     key = PrivateKey(secret)
     sig = key.sign(sha256(message))
-    try:
+    with contextlib.suppress(BadSignature):
         assert recover(sig, sha256(message + b"!")) != key.public_key
-    except BadSignature:
-        pass
 
 
 def test_high_s_signature_is_refused() -> None:

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from chain.actions import Transfer
@@ -20,7 +21,8 @@ from node.rpc import Api
 from node.runner import ChainRunner, InclusionWatch
 
 A, B = AccountName("alice"), AccountName("bob")
-Scenario = Callable[[TestClient, Api, DevNet], Awaitable[None]]
+Client = TestClient[web.Request, web.Application]
+Scenario = Callable[[Client, Api, DevNet], Awaitable[None]]
 
 
 def _run(tmp_path: Path, scenario: Scenario) -> None:
@@ -47,13 +49,13 @@ def _body(stx: SignedTransaction, **extra: Any) -> dict[str, Any]:
     return {"packed_trx": stx.packed.hex(), "signatures": [s.hex() for s in stx.signatures]} | extra
 
 
-async def _post(client: TestClient, path: str, body: Any) -> tuple[int, Any]:
+async def _post(client: Client, path: str, body: Any) -> tuple[int, Any]:
     response = await client.post(path, json=body)
     return response.status, await response.json()
 
 
 def test_get_info_block_account(tmp_path: Path) -> None:
-    async def scenario(client: TestClient, api: Api, net: DevNet) -> None:
+    async def scenario(client: Client, api: Api, net: DevNet) -> None:
         net.produce(api.chain)
         status, info = await _post(client, "/v1/chain/get_info", {})
         assert status == 200 and info["head_block_num"] == 1
@@ -74,7 +76,7 @@ def test_get_info_block_account(tmp_path: Path) -> None:
 
 
 def test_push_modes_and_inclusion(tmp_path: Path) -> None:
-    async def scenario(client: TestClient, api: Api, net: DevNet) -> None:
+    async def scenario(client: Client, api: Api, net: DevNet) -> None:
         chain = api.chain
         stx = net.tx(chain, Transfer(A, B, 5))
         status, result = await _post(client, "/v1/chain/push_transaction", _body(stx))
@@ -116,7 +118,7 @@ def test_push_modes_and_inclusion(tmp_path: Path) -> None:
 
 
 def test_bad_requests_get_named_4xx_and_change_nothing(tmp_path: Path) -> None:
-    async def scenario(client: TestClient, api: Api, net: DevNet) -> None:
+    async def scenario(client: Client, api: Api, net: DevNet) -> None:
         chain = api.chain
         good = net.tx(chain, Transfer(A, B, 1))
         wrong_signer = net.tx(chain, Transfer(A, B, 1), signers=["bob"])
@@ -156,7 +158,7 @@ def test_bad_requests_get_named_4xx_and_change_nothing(tmp_path: Path) -> None:
 
 
 def test_openapi_describes_every_route(tmp_path: Path) -> None:
-    async def scenario(client: TestClient, api: Api, net: DevNet) -> None:
+    async def scenario(client: Client, api: Api, net: DevNet) -> None:
         doc = await (await client.get("/openapi.json")).json()
         assert set(api.routes) <= set(doc["paths"])
         assert "/metrics" in doc["paths"]
