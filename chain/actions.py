@@ -217,10 +217,18 @@ _KINDS: dict[str, Callable[[Any, str], Any]] = {
 }
 
 
+# Per action code: the class and, per field, its name, checker and error label. Built once:
+# decoding runs for every transaction of every block.
+_SPECS: dict[int, tuple[type[Action], tuple[tuple[str, Callable[[Any, str], Any], str], ...]]] = {
+    t.CODE: (t, tuple((f.name, _KINDS[f.name], f"{t.NAME}.{f.name}") for f in fields(t)))
+    for t in ACTION_TYPES
+}
+
+
 def encode_action(action: Action) -> list[Any]:
     out: list[Any] = [action.CODE]
-    for f in fields(action):
-        value = getattr(action, f.name)
+    for name, _, _ in _SPECS[action.CODE][1]:
+        value = getattr(action, name)
         out.append(list(value) if isinstance(value, tuple) else value)
     return out
 
@@ -228,14 +236,13 @@ def encode_action(action: Action) -> list[Any]:
 def decode_action(raw: Any) -> Action:
     if type(raw) is not list or not raw or type(raw[0]) is not int:
         raise EncodingError("action", "expected [code, fields...]")
-    cls = _BY_CODE.get(raw[0])
-    if cls is None:
+    spec = _SPECS.get(raw[0])
+    if spec is None:
         raise EncodingError("action", f"unknown action code {raw[0]}")
-    names = [f.name for f in fields(cls)]
-    if len(raw) != len(names) + 1:
-        raise EncodingError(cls.NAME, f"expected {len(names)} fields")
-    values = {n: _KINDS[n](v, f"{cls.NAME}.{n}") for n, v in zip(names, raw[1:], strict=True)}
-    return cls(**values)
+    cls, checks = spec
+    if len(raw) != len(checks) + 1:
+        raise EncodingError(cls.NAME, f"expected {len(checks)} fields")
+    return cls(*[check(v, what) for (_, check, what), v in zip(checks, raw[1:], strict=True)])
 
 
 def action_to_json(action: Action) -> dict[str, Any]:

@@ -113,7 +113,7 @@ def decode_header(data: bytes) -> BlockHeader:
         state_root=check_bytes(raw[6], 32, "header.state_root"),
         new_producers=None if raw[7] is None else schedule_from_wire(raw[7]),
     )
-    if header.pack() != data:
+    if pack(raw) != data:  # fields were type-checked: re-packing gives the canonical bytes
         raise EncodingError("block header", "not in canonical encoding")
     return header
 
@@ -170,6 +170,6 @@ def decode_block(data: bytes) -> SignedBlock:
     block = SignedBlock(
         header, raw[0], signature, tuple(signed_transaction_from_wire(t) for t in txs)
     )
-    if block.encode() != data:
+    if pack(raw) != data:  # fields were type-checked: re-packing gives the canonical bytes
         raise EncodingError("block", "not in canonical encoding")
     return block

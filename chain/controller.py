@@ -32,6 +32,7 @@ from chain.fork_db import ForkBlock, ForkDatabase
 from chain.mempool import Mempool
 from chain.merkle import merkle_root
 from chain.params import SLOT_MS, ChainParams, slot_of_ms, slot_start_ms, slot_time_s
+from chain.sigpool import ParallelRecoverer
 from chain.state import Account, Producer, StateView
 from chain.store import BlockStore, Changes
 from chain.transaction import SignedTransaction, signing_digest
@@ -90,11 +91,25 @@ class PushResult:
 
 
 @dataclass(slots=True)
+class _RecoveryJob:
+    """Signatures of some transactions being recovered in worker processes."""
+
+    txs: list[SignedTransaction]
+    wait: Callable[[], list[PublicKey | None]]
+
+
+# Prefetched recovery jobs held at most; past this the oldest is collected. Bounds memory
+# when blocks are prefetched but never pushed.
+MAX_PREFETCH_JOBS = 16
+
+
+@dataclass(slots=True)
 class _Execution:
     included: list[SignedTransaction]
     failed: list[TxId]
     new_producers: Schedule | None
     changes: Changes
+    originals: dict[bytes, bytes | None]
     state_root: bytes
 
 
@@ -113,6 +128,8 @@ class Chain:
         self.mempool = mempool or Mempool()
         self._recoverer = recoverer
         self._keys: OrderedDict[_SigKey, frozenset[PublicKey]] = OrderedDict()
+        self._pending: dict[_SigKey, _RecoveryJob] = {}
+        self._jobs: list[_RecoveryJob] = []
         stored_id = store.chain_id()
         if stored_id is None:
             self._init_genesis(initial)
@@ -224,19 +241,59 @@ class Chain:
 
     def recover_keys(self, txs: Sequence[SignedTransaction]) -> list[frozenset[PublicKey]]:
         """Signer keys of each transaction (cached); raises BadSignature for any bad one."""
+        for stx in txs:
+            job = self._pending.get(_sig_key(stx))
+            if job is not None:
+                self._collect(job)
         missing = [stx for stx in txs if _sig_key(stx) not in self._keys]
         if missing:
-            items: list[tuple[bytes, bytes]] = []
-            for stx in missing:
-                digest = signing_digest(self.chain_id, stx.packed)
-                items.extend((sig, digest) for sig in stx.signatures)
-            recovered = iter(self._recoverer(items))
+            recovered = iter(self._recoverer(self._signed_digests(missing)))
             for stx in missing:
                 keys = [next(recovered) for _ in stx.signatures]
                 if any(k is None for k in keys):
                     raise BadSignature(f"transaction {stx.id.hex()} has a bad signature")
                 self._remember(_sig_key(stx), frozenset(k for k in keys if k is not None))
         return [self._keys[_sig_key(stx)] for stx in txs]
+
+    def prefetch_keys(self, txs: Sequence[SignedTransaction]) -> None:
+        """Start recovering the signatures of ``txs`` in the background, if the recoverer can.
+
+        Call it for the next block before pushing the current one: the worker processes then
+        recover while this process executes, and ``recover_keys`` later finds the results.
+        """
+        if not isinstance(self._recoverer, ParallelRecoverer):
+            return
+        todo = [
+            stx
+            for stx in txs
+            if _sig_key(stx) not in self._keys and _sig_key(stx) not in self._pending
+        ]
+        if not todo:
+            return
+        job = _RecoveryJob(todo, self._recoverer.submit(self._signed_digests(todo)))
+        for stx in todo:
+            self._pending[_sig_key(stx)] = job
+        self._jobs.append(job)
+        if len(self._jobs) > MAX_PREFETCH_JOBS:
+            self._collect(self._jobs[0])
+
+    def _signed_digests(self, txs: Sequence[SignedTransaction]) -> list[tuple[bytes, bytes]]:
+        items: list[tuple[bytes, bytes]] = []
+        for stx in txs:
+            digest = signing_digest(self.chain_id, stx.packed)
+            items.extend((sig, digest) for sig in stx.signatures)
+        return items
+
+    def _collect(self, job: _RecoveryJob) -> None:
+        """Wait for ``job`` and cache what it recovered; bad signatures are left uncached so
+        that ``recover_keys`` recovers them again and reports them."""
+        recovered = iter(job.wait())
+        for stx in job.txs:
+            self._pending.pop(_sig_key(stx), None)
+            keys = [next(recovered) for _ in stx.signatures]
+            if all(k is not None for k in keys):
+                self._remember(_sig_key(stx), frozenset(k for k in keys if k is not None))
+        self._jobs.remove(job)
 
     def _remember(self, key: _SigKey, keys: frozenset[PublicKey]) -> None:
         self._keys[key] = keys
@@ -288,7 +345,7 @@ class Chain:
             new_producers = elect(view, self.params, parent.active, parent.pending)
         changes = view.changes()
         state_root = sha256(parent.state_root + sha256(pack(changes)))
-        return _Execution(included, failed, new_producers, changes, state_root)
+        return _Execution(included, failed, new_producers, changes, view.originals(), state_root)
 
     def push_block(self, block: SignedBlock, now_ms: int) -> PushResult:
         """Validate ``block`` (from a peer or from us), add it, and switch to the best branch."""
@@ -371,7 +428,7 @@ class Chain:
             raise InvalidBlock(block.num, "proposed schedule differs from the election result")
         if exe.state_root != block.header.state_root:
             raise InvalidBlock(block.num, "state root differs: our states diverge")
-        self.store.commit_block(block, block.encode(), fb.state, exe.changes)
+        self.store.commit_block(block, block.encode(), fb.state, exe.changes, exe.originals)
         self._head = fb.state
         self.mempool.remove(t.id for t in block.transactions)
 
@@ -423,7 +480,7 @@ class Chain:
         block = SignedBlock.sign(header, tuple(exe.included), self.chain_id, key)
         state = parent.next(header, block.id, self.params)
         self._fork.add(state, block)
-        self.store.commit_block(block, block.encode(), state, exe.changes)
+        self.store.commit_block(block, block.encode(), state, exe.changes, exe.originals)
         self._head = state
         self.mempool.remove(t.id for t in exe.included)
         self._advance_lib()

@@ -111,7 +111,9 @@ def decode_transaction(packed: bytes) -> Transaction:
         ref_block_prefix=check_int(raw[2], 0, U32, "transaction.ref_block_prefix"),
         actions=tuple(decode_action(a) for a in actions),
     )
-    if tx.pack() != packed:
+    # Every field was type-checked above, so re-packing what was unpacked gives the canonical
+    # bytes: a cheaper test than re-encoding the objects.
+    if pack(raw) != packed:
         raise EncodingError("transaction", "not in canonical encoding")
     return tx
 
@@ -125,7 +127,8 @@ def signed_transaction_from_wire(raw: Any) -> SignedTransaction:
 
 
 def decode_signed_transaction(data: bytes) -> SignedTransaction:
-    stx = signed_transaction_from_wire(unpack(data, "signed transaction"))
-    if stx.encode() != data:
+    raw = unpack(data, "signed transaction")
+    stx = signed_transaction_from_wire(raw)
+    if pack(raw) != data:
         raise EncodingError("signed transaction", "not in canonical encoding")
     return stx

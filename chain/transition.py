@@ -8,7 +8,7 @@ transaction's actions in a child view and merges it only if all of them succeed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from chain.actions import (
@@ -57,7 +57,7 @@ def settle(account: Account, now_s: int) -> Account:
         return account
     matured = sum(a for t, a in account.unbonding if t <= now_s)
     pending = tuple((t, a) for t, a in account.unbonding if t > now_s)
-    return replace(account, balance=account.balance + matured, unbonding=pending)
+    return account._replace(balance=account.balance + matured, unbonding=pending)
 
 
 def load_account(view: StateView, name: AccountName, ctx: Context) -> Account:
@@ -76,7 +76,7 @@ def _shift_votes(view: StateView, producers: tuple[AccountName, ...], delta: int
     for name in producers:
         producer = view.producer(name)
         assert producer is not None, "votes only ever name existing producers"
-        view.put_producer(replace(producer, total_votes=producer.total_votes + delta))
+        view.put_producer(producer._replace(total_votes=producer.total_votes + delta))
 
 
 # --- actions ------------------------------------------------------------------------------
@@ -91,8 +91,10 @@ def process_transfer(view: StateView, a: Transfer, ctx: Context) -> None:
         raise InsufficientFunds(f"{a.sender} has {sender.balance}, needs {a.amount}")
     if recipient.balance + a.amount > MAX_AMOUNT:
         raise InvalidAction("recipient balance would overflow")
-    view.put_account(replace(sender, balance=sender.balance - a.amount))
-    view.put_account(replace(recipient, balance=recipient.balance + a.amount))
+    # Built directly rather than with _replace: this is the hottest path of block execution.
+    s, r = sender, recipient
+    view.put_account(Account(s.name, s.key, s.balance - a.amount, s.staked, s.unbonding, s.votes))
+    view.put_account(Account(r.name, r.key, r.balance + a.amount, r.staked, r.unbonding, r.votes))
 
 
 def process_newaccount(view: StateView, a: NewAccount, ctx: Context) -> None:
@@ -106,7 +108,7 @@ def process_updatekey(view: StateView, a: UpdateKey, ctx: Context) -> None:
     account = load_account(view, a.account, ctx)
     if account.key == a.key:
         raise InvalidAction("the new key is the current key")
-    view.put_account(replace(account, key=a.key))
+    view.put_account(account._replace(key=a.key))
 
 
 def process_stake(view: StateView, a: Stake, ctx: Context) -> None:
@@ -114,7 +116,7 @@ def process_stake(view: StateView, a: Stake, ctx: Context) -> None:
     if account.balance < a.amount:
         raise InsufficientFunds(f"{a.account} has {account.balance}, needs {a.amount}")
     view.put_account(
-        replace(account, balance=account.balance - a.amount, staked=account.staked + a.amount)
+        account._replace(balance=account.balance - a.amount, staked=account.staked + a.amount)
     )
     _shift_votes(view, account.votes, a.amount)
 
@@ -125,8 +127,7 @@ def process_unstake(view: StateView, a: Unstake, ctx: Context) -> None:
         raise InsufficientFunds(f"{a.account} has {account.staked} staked, asks {a.amount}")
     release = ctx.block_time_s + ctx.params.unbond_delay_s
     view.put_account(
-        replace(
-            account,
+        account._replace(
             staked=account.staked - a.amount,
             unbonding=(*account.unbonding, (release, a.amount)),
         )
@@ -140,7 +141,7 @@ def process_regproducer(view: StateView, a: RegProducer, ctx: Context) -> None:
     if existing is None:
         view.put_producer(Producer(a.account, a.key, a.url))
     else:
-        view.put_producer(replace(existing, key=a.key, url=a.url, registered=True))
+        view.put_producer(existing._replace(key=a.key, url=a.url, registered=True))
 
 
 def process_approveproducer(view: StateView, a: ApproveProducer, ctx: Context) -> None:
@@ -150,14 +151,14 @@ def process_approveproducer(view: StateView, a: ApproveProducer, ctx: Context) -
         raise InvalidAction(f"{a.producer!r} is not a registered producer")
     if producer.approved:
         raise InvalidAction(f"{a.producer!r} is already approved")
-    view.put_producer(replace(producer, approved=True))
+    view.put_producer(producer._replace(approved=True))
 
 
 def process_unregproducer(view: StateView, a: UnregProducer, ctx: Context) -> None:
     producer = view.producer(a.account)
     if producer is None or not producer.registered:
         raise InvalidAction(f"{a.account!r} is not a registered producer")
-    view.put_producer(replace(producer, registered=False))
+    view.put_producer(producer._replace(registered=False))
 
 
 def process_voteproducer(view: StateView, a: VoteProducer, ctx: Context) -> None:
@@ -170,7 +171,7 @@ def process_voteproducer(view: StateView, a: VoteProducer, ctx: Context) -> None
             raise InvalidAction(f"{name!r} is not an approved, registered producer")
     _shift_votes(view, voter.votes, -voter.staked)
     _shift_votes(view, a.producers, voter.staked)
-    view.put_account(replace(voter, votes=a.producers))
+    view.put_account(voter._replace(votes=a.producers))
 
 
 _PROCESSORS: dict[type[Any], Callable[[StateView, Any, Context], None]] = {

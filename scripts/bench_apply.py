@@ -1,0 +1,334 @@
+"""Block application throughput with full validation, against a signature yardstick R.
+
+Builds blocks of 1,000 signed transfers between many accounts, then applies them to a fresh
+chain on a real LevelDB store (signature recovery, TaPoS, replay checks, state, one write
+batch per block), first on one core and then with signature recovery spread over worker
+processes. R, single-core Ed25519 verifications per second through ``cryptography``, is
+measured in the same run so that figures compare across machines. Finally a real node
+process is started and 50 concurrent HTTP clients push transactions to it.
+
+    python scripts/bench_apply.py [--blocks 20] [--txs-per-block 1000] [--workers 2]
+
+The last line of output is a JSON object of the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from chain.actions import Transfer  # noqa: E402
+from chain.block import SignedBlock, decode_block  # noqa: E402
+from chain.controller import Chain  # noqa: E402
+from chain.crypto import PrivateKey, public_key_to_text  # noqa: E402
+from chain.mempool import Mempool  # noqa: E402
+from chain.sigpool import ParallelRecoverer  # noqa: E402
+from chain.store import BlockStore  # noqa: E402
+from chain.transaction import SignedTransaction, Transaction, tapos_of  # noqa: E402
+from chain.types import AccountName  # noqa: E402
+from genesis.model import Genesis, parse_genesis  # noqa: E402
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def measure_r(seconds: float = 1.5) -> float:
+    """Single-core Ed25519 verifications per second through cryptography (OpenSSL)."""
+    key = Ed25519PrivateKey.generate()
+    message = os.urandom(128)
+    signature, public = key.sign(message), key.public_key()
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for _ in range(200):
+            public.verify(signature, message)
+        count += 200
+    return count / (time.perf_counter() - start)
+
+
+def account_names(n: int) -> list[str]:
+    names = []
+    for i in range(n):
+        digits = ""
+        for _ in range(4):
+            digits += LETTERS[i % 26]
+            i //= 26
+        names.append("user" + digits)
+    return names
+
+
+def bench_genesis(accounts: int) -> tuple[Genesis, dict[str, PrivateKey]]:
+    keys = {name: PrivateKey.generate() for name in ["bor.gov", "producera", *account_names(accounts)]}
+    start = datetime.now(UTC) - timedelta(minutes=10)
+    doc = {
+        "initial_timestamp": start.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+        "token": {"symbol": "BOR", "precision": 4, "supply": 10**12 * len(keys)},
+        "governance": ["bor.gov"],
+        "chain_params": {"schedule_size": 21, "max_block_txs": 5000},
+        "accounts": [
+            {"name": n, "key": public_key_to_text(k.public_key), "balance": 10**12}
+            for n, k in keys.items()
+        ],
+        "initial_producers": [
+            {"name": "producera", "key": public_key_to_text(keys["producera"].public_key)}
+        ],
+    }
+    return parse_genesis(doc), keys
+
+
+def signed_transfers(
+    chain_id: bytes, ref: bytes, keys: dict[str, PrivateKey], count: int, offset: int
+) -> list[SignedTransaction]:
+    users = [n for n in keys if n.startswith("user")]
+    ref_num, ref_prefix = tapos_of(ref)  # type: ignore[arg-type]
+    expiration = int(time.time()) + 600
+    out = []
+    for i in range(offset, offset + count):
+        sender, recipient = users[i % len(users)], users[(i * 7 + 1) % len(users)]
+        if sender == recipient:
+            recipient = users[(i + 1) % len(users)]
+        action = Transfer(AccountName(sender), AccountName(recipient), 1 + i % 1000, str(i))
+        tx = Transaction(expiration, ref_num, ref_prefix, (action,))
+        out.append(SignedTransaction.sign(tx, chain_id, [keys[sender]]))
+    return out
+
+
+def build_blocks(
+    genesis: Genesis, keys: dict[str, PrivateKey], blocks: int, per_block: int, work: Path
+) -> list[SignedBlock]:
+    chain = Chain(
+        BlockStore(str(work / "producer")),
+        genesis.to_initial_state(),
+        mempool=Mempool(per_block * 2, per_block),
+    )
+    out = []
+    for b in range(blocks):
+        txs = signed_transfers(chain.chain_id, chain.head.id, keys, per_block, b * per_block)
+        now = int(time.time() * 1000)
+        for stx in txs:
+            chain.admit_transaction(stx, now)
+        block = chain.produce_block(chain.head.slot + 1, keys["producera"])
+        assert len(block.transactions) == per_block, "every transfer must be included"
+        out.append(block)
+    chain.store.close()
+    return out
+
+
+def apply_blocks(
+    genesis: Genesis, encoded: list[bytes], path: Path, workers: int
+) -> tuple[float, float]:
+    """Decode and apply ``encoded`` blocks on a fresh chain, with signature recovery on this
+    process (workers=0) or prefetched one block ahead in ``workers`` processes.
+
+    Returns (wall seconds, CPU seconds of this process).
+    """
+    recoverer = ParallelRecoverer(workers) if workers else None
+    if recoverer is not None:  # start the worker processes before the clock does
+        recoverer.submit([(bytes(65), bytes(32))] * workers)()
+    chain = Chain(BlockStore(str(path)), genesis.to_initial_state(), recoverer=recoverer or _one)
+    now = int(time.time() * 1000)
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    upcoming = decode_block(encoded[0])
+    chain.prefetch_keys(upcoming.transactions)
+    for i in range(len(encoded)):
+        block = upcoming
+        if i + 1 < len(encoded):
+            upcoming = decode_block(encoded[i + 1])
+            chain.prefetch_keys(upcoming.transactions)
+        chain.push_block(block, now)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    assert chain.head.id == block.id
+    chain.store.close()
+    if recoverer is not None:
+        recoverer.close()
+    return wall, cpu
+
+
+def _one(items: list[tuple[bytes, bytes]]) -> list[Any]:
+    from chain.crypto import recover_many
+
+    return recover_many(items)
+
+
+# --- the RPC push rate ----------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _push_all(url: str, bodies: list[bytes], clients: int, seconds: float) -> tuple[int, int]:
+    import aiohttp
+
+    ok = refused = 0
+    queue = iter(bodies)
+    deadline = time.perf_counter() + seconds
+
+    async def client(session: aiohttp.ClientSession) -> None:
+        nonlocal ok, refused
+        for body in queue:
+            if time.perf_counter() > deadline:
+                return
+            async with session.post(
+                url + "/v1/chain/push_transaction",
+                data=body,
+                headers={"Content-Type": "application/json"},
+            ) as response:
+                await response.read()
+                if response.status == 200:
+                    ok += 1
+                else:
+                    refused += 1
+
+    connector = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        await asyncio.gather(*(client(session) for _ in range(clients)))
+    return ok, refused
+
+
+def bench_rpc(
+    genesis: Genesis, keys: dict[str, PrivateKey], work: Path, clients: int, seconds: float
+) -> dict[str, float]:
+    data = work / "rpc-node"
+    data.mkdir()
+    (data / "genesis.json").write_text(json.dumps(genesis.to_json()))
+    producer = keys["producera"]
+    port = _free_port()
+    cmd = [
+        str(Path(sys.executable).parent / "bor-node"),
+        "run",
+        "--data-dir",
+        str(data),
+        "--http-server-address",
+        f"127.0.0.1:{port}",
+        "--producer-name",
+        "producera",
+        "--signature-provider",
+        f"{public_key_to_text(producer.public_key)}=KEY:{producer.to_text()}",
+        "--max-mempool-txs",
+        "200000",
+        "--max-mempool-per-account",
+        "200000",
+        "--log-level",
+        "warning",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        import urllib.request
+
+        for _ in range(100):
+            try:
+                with urllib.request.urlopen(url + "/v1/chain/get_info", timeout=2) as r:
+                    info = json.loads(r.read())
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise RuntimeError("the node did not start")
+        chain_id = bytes.fromhex(info["chain_id"])
+        ref = bytes.fromhex(info["head_block_id"])
+        txs = signed_transfers(chain_id, ref, keys, int(seconds * 6000), 10**6)
+        bodies = [
+            json.dumps(
+                {"packed_trx": t.packed.hex(), "signatures": [t.signatures[0].hex()], "mode": "sync"}
+            ).encode()
+            for t in txs
+        ]
+        cpu_before = _cpu_of(proc.pid)
+        t0 = time.perf_counter()
+        ok, refused = asyncio.run(_push_all(url, bodies, clients, seconds))
+        wall = time.perf_counter() - t0
+        node_cpu = _cpu_of(proc.pid) - cpu_before
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    return {
+        "rpc_push_per_s": ok / wall,
+        "rpc_refused": refused,
+        "rpc_node_cpu_s_per_1k_tx": 1000 * node_cpu / max(ok, 1),
+    }
+
+
+def _cpu_of(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--blocks", type=int, default=20)
+    parser.add_argument("--txs-per-block", type=int, default=1000)
+    parser.add_argument("--accounts", type=int, default=2000)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--rpc-seconds", type=float, default=5.0)
+    parser.add_argument("--skip-rpc", action="store_true")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="bor-bench-"))
+    try:
+        r = measure_r()
+        print(f"R (Ed25519 verify/s, 1 core, cryptography): {r:,.0f}")
+        genesis, keys = bench_genesis(args.accounts)
+        t0 = time.perf_counter()
+        blocks = build_blocks(genesis, keys, args.blocks, args.txs_per_block, work)
+        total = args.blocks * args.txs_per_block
+        size = sum(len(b.encode()) for b in blocks)
+        print(
+            f"built {args.blocks} blocks x {args.txs_per_block} transfers "
+            f"({size / 1e6:.1f} MB) in {time.perf_counter() - t0:.1f} s"
+        )
+        encoded = [b.encode() for b in blocks]
+        wall1, cpu1 = apply_blocks(genesis, encoded, work / "apply-1", 0)
+        tps1 = total / wall1
+        print(f"apply, 1 core:            {tps1:8,.0f} tx/s = {tps1 / r:.2f} R  (cpu {cpu1:.1f} s)")
+        wallp, cpup = apply_blocks(genesis, encoded, work / "apply-p", args.workers)
+        tpsp = total / wallp
+        print(
+            f"apply, {args.workers} sig workers:    {tpsp:8,.0f} tx/s = {tpsp / r:.2f} R  "
+            f"(main-process cpu {cpup:.1f} s)"
+        )
+        r_after = measure_r()
+        print(f"R again after the runs: {r_after:,.0f} (noise indicator)")
+        figures: dict[str, Any] = {
+            "R": round(r),
+            "R_after": round(r_after),
+            "txs": total,
+            "tx_per_s": round(tps1),
+            "ratio_R": round(tps1 / r, 3),
+            "tx_per_s_parallel": round(tpsp),
+            "ratio_R_parallel": round(tpsp / r, 3),
+            "workers": args.workers,
+        }
+        if not args.skip_rpc:
+            rpc = bench_rpc(genesis, keys, work, args.clients, args.rpc_seconds)
+            print(
+                f"push_transaction via RPC, {args.clients} clients: "
+                f"{rpc['rpc_push_per_s']:,.0f} tx/s accepted, {rpc['rpc_refused']} refused, "
+                f"node cpu {rpc['rpc_node_cpu_s_per_1k_tx']:.2f} s per 1k tx"
+            )
+            figures |= {k: round(v, 3) for k, v in rpc.items()}
+        print(json.dumps(figures))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
