@@ -13,11 +13,12 @@ from typing import Any, ClassVar
 from chain.crypto import check_public_key, public_key_from_text, public_key_to_text
 from chain.encoding import check_bytes, check_int, check_list, check_str
 from chain.errors import ChainError, EncodingError
-from chain.types import MAX_AMOUNT, AccountName, PublicKey, is_valid_name
+from chain.types import _NAME_RE, MAX_AMOUNT, AccountName, PublicKey
 
 MAX_MEMO = 256
 MAX_URL = 256
 MAX_VOTES = 30
+_NAME_FULLMATCH = _NAME_RE.fullmatch  # bound once: called for every name of every action
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +172,7 @@ _BY_NAME: dict[str, type[Action]] = {t.NAME: t for t in ACTION_TYPES}
 
 
 def _wire_name(value: Any, what: str) -> Any:
-    if type(value) is not str or not is_valid_name(value):
+    if type(value) is not str or _NAME_FULLMATCH(value) is None:
         raise EncodingError(what, "expected an account name")
     return AccountName(value)
 

