@@ -304,13 +304,48 @@ class Chain:
 
     def admit_transaction(self, stx: SignedTransaction, now_ms: int) -> None:
         """Validate ``stx`` against the head state and add it to the mempool."""
+        (error,) = self.admit_transactions([stx], now_ms)
+        if error is not None:
+            raise error
+
+    def admit_transactions(
+        self, txs: Sequence[SignedTransaction], now_ms: int
+    ) -> list[TransactionError | None]:
+        """Admit each of ``txs`` on its own (none depends on another); returns per
+        transaction None or the error that refused it. Signatures are recovered as one batch,
+        so a batch of pushes costs one trip to the worker processes, not one each."""
         slot = max(slot_of_ms(now_ms), self._head.slot + 1)
         ctx = Context(self.params, slot_time_s(slot))
-        (keys,) = self.recover_keys([stx])
-        view = StateView(self.store)
+        view = StateView(self.store)  # shared, so the batch reads each account once
         view.set_block_summary(self._head.num, self._head.id)
-        apply_transaction(view.child(), stx, keys, ctx)
-        self.mempool.add(stx, keys)
+        results: list[TransactionError | None] = []
+        for stx, keys in zip(txs, self._recover_each(txs), strict=True):
+            if isinstance(keys, TransactionError):
+                results.append(keys)
+                continue
+            try:
+                apply_transaction(view.child(), stx, keys, ctx)
+                self.mempool.add(stx, keys)
+            except TransactionError as err:
+                results.append(err)
+            else:
+                results.append(None)
+        return results
+
+    def _recover_each(
+        self, txs: Sequence[SignedTransaction]
+    ) -> list[frozenset[PublicKey] | BadSignature]:
+        missing = [stx for stx in txs if _sig_key(stx) not in self._keys]
+        bad: dict[_SigKey, BadSignature] = {}
+        if missing:
+            recovered = iter(self._recoverer(self._signed_digests(missing)))
+            for stx in missing:
+                keys = [next(recovered) for _ in stx.signatures]
+                if any(k is None for k in keys):
+                    bad[_sig_key(stx)] = BadSignature(f"transaction {stx.id.hex()}: bad signature")
+                else:
+                    self._remember(_sig_key(stx), frozenset(k for k in keys if k is not None))
+        return [bad.get(_sig_key(stx)) or self._keys[_sig_key(stx)] for stx in txs]
 
     # --- blocks -----------------------------------------------------------------------------
 

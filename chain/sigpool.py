@@ -15,6 +15,7 @@ transaction (measured with scripts/bench_apply.py), which is what bounds through
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -137,10 +138,8 @@ class ParallelRecoverer:
 
     def close(self) -> None:
         for conn in self._conns:
-            try:
+            with contextlib.suppress(OSError):
                 conn.send_bytes(b"")
-            except OSError:
-                pass
             conn.close()
         for proc in self._procs:
             proc.join(timeout=5)

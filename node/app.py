@@ -12,12 +12,11 @@ from aiohttp import web
 from chain.block import SignedBlock
 from chain.controller import Chain
 from chain.crypto import recover_many
-from chain.errors import ChainError, MempoolFull
 from chain.mempool import Mempool
 from chain.sigpool import ParallelRecoverer
 from chain.store import BlockStore
-from chain.transaction import SignedTransaction
 from genesis.model import load_genesis
+from node.admission import Admitter
 from node.config import NodeConfig
 from node.http import make_app
 from node.metrics import NodeMetrics
@@ -26,8 +25,6 @@ from node.rpc import Api
 from node.runner import ChainRunner, InclusionWatch
 
 log = structlog.get_logger("node")
-
-ASYNC_QUEUE_SIZE = 10_000
 
 
 def open_chain(config: NodeConfig, recoverer: ParallelRecoverer | None = None) -> Chain:
@@ -51,7 +48,6 @@ class Node:
         self.config = config
         self.metrics = NodeMetrics()
         self.watch = InclusionWatch()
-        self._async_txs: asyncio.Queue[SignedTransaction] | None = None
         self._stop = asyncio.Event()
 
     def stop(self) -> None:
@@ -60,22 +56,6 @@ class Node:
     def _on_block(self, block: SignedBlock) -> None:
         self.watch.included([t.id for t in block.transactions], block.num)
 
-    def _admit_later(self, stx: SignedTransaction) -> None:
-        assert self._async_txs is not None
-        try:
-            self._async_txs.put_nowait(stx)
-        except asyncio.QueueFull as err:
-            raise MempoolFull("the asynchronous submission queue is full") from err
-
-    async def _admit_async(self, api: Api) -> None:
-        assert self._async_txs is not None
-        while True:
-            stx = await self._async_txs.get()
-            try:
-                await api.admit(stx)
-            except ChainError as err:
-                log.info("async_tx_rejected", tx=stx.id.hex()[:16], error=err.name, why=str(err))
-
     async def run(self) -> None:
         config = self.config
         recoverer = (
@@ -83,8 +63,8 @@ class Node:
         )
         chain = open_chain(config, recoverer)
         runner = ChainRunner(chain)
-        self._async_txs = asyncio.Queue(ASYNC_QUEUE_SIZE)
-        api = Api(runner, self.metrics, self.watch, self._admit_later)
+        admitter = Admitter(runner, self.metrics)
+        api = Api(runner, self.metrics, self.watch, admitter)
         app = make_app(api, self.metrics, config.max_http_body_bytes)
         http = web.AppRunner(app, access_log=None)
         loop = asyncio.get_running_loop()
@@ -103,7 +83,7 @@ class Node:
                 started_at=time.time(),
             )
             async with asyncio.TaskGroup() as tg:
-                tasks = [tg.create_task(self._admit_async(api), name="async-admission")]
+                tasks = [tg.create_task(admitter.run(), name="admission")]
                 if config.producers:
                     producer = ProducerLoop(
                         runner, config.producers, config.signing_keys, self.metrics, self._on_block

@@ -19,6 +19,7 @@ from chain.encoding import pack
 from chain.errors import ChainError, EncodingError
 from chain.transaction import SignedTransaction, decode_signed_transaction
 from chain.types import AccountName, BlockId, TxId, is_valid_name
+from node.admission import Admitter
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner, InclusionWatch
 from node.views import account_json, block_json, producer_json, schedule_json, slot_iso
@@ -104,13 +105,13 @@ class Api:
         runner: ChainRunner,
         metrics: NodeMetrics,
         watch: InclusionWatch,
-        admit_later: Callable[[SignedTransaction], None],
+        admitter: Admitter,
     ) -> None:
         self.runner = runner
         self.chain = runner.chain
         self.metrics = metrics
         self.watch = watch
-        self._admit_later = admit_later
+        self.admitter = admitter
         self.routes: dict[str, Route] = {
             "/v1/chain/get_info": Route(self.get_info, "Head, LIB and chain identity", {}),
             "/v1/chain/get_block": Route(
@@ -236,11 +237,11 @@ class Api:
         if type(timeout) is not int or not 0 < timeout <= 600_000:
             raise RpcError(400, "bad_field", "timeout_ms must be an integer in (0, 600000]")
         if mode == "async":
-            self._admit_later(stx)
+            self.admitter.admit_later(stx)
             return {"transaction_id": stx.id.hex(), "status": "submitted"}
         included = self.watch.watch(stx.id) if mode == "commit" else None
         try:
-            await self.admit(stx)
+            await self.admitter.admit(stx)
             if included is None:
                 return {"transaction_id": stx.id.hex(), "status": "accepted"}
             try:
@@ -251,14 +252,6 @@ class Api:
         finally:
             if included is not None:
                 self.watch.forget(stx.id, included)
-
-    async def admit(self, stx: SignedTransaction) -> None:
-        try:
-            await self.runner.call(self.chain.admit_transaction, stx, int(time.time() * 1000))
-        except ChainError as err:
-            self.metrics.tx_rejected.labels(reason=err.name).inc()
-            raise
-        self.metrics.tx_accepted.inc()
 
     def _decode_push(self, body: dict[str, Any]) -> SignedTransaction:
         packed = _hex(body, "packed_trx")

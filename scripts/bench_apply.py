@@ -33,16 +33,16 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chain.actions import Transfer  # noqa: E402
-from chain.block import SignedBlock, decode_block  # noqa: E402
-from chain.controller import Chain  # noqa: E402
-from chain.crypto import PrivateKey, public_key_to_text  # noqa: E402
-from chain.mempool import Mempool  # noqa: E402
-from chain.sigpool import ParallelRecoverer  # noqa: E402
-from chain.store import BlockStore  # noqa: E402
-from chain.transaction import SignedTransaction, Transaction, tapos_of  # noqa: E402
-from chain.types import AccountName  # noqa: E402
-from genesis.model import Genesis, parse_genesis  # noqa: E402
+from chain.actions import Transfer
+from chain.block import SignedBlock, decode_block
+from chain.controller import Chain
+from chain.crypto import PrivateKey, public_key_to_text
+from chain.mempool import Mempool
+from chain.sigpool import ParallelRecoverer
+from chain.store import BlockStore
+from chain.transaction import SignedTransaction, Transaction, tapos_of
+from chain.types import AccountName
+from genesis.model import Genesis, parse_genesis
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -72,7 +72,9 @@ def account_names(n: int) -> list[str]:
 
 
 def bench_genesis(accounts: int) -> tuple[Genesis, dict[str, PrivateKey]]:
-    keys = {name: PrivateKey.generate() for name in ["bor.gov", "producera", *account_names(accounts)]}
+    keys = {
+        name: PrivateKey.generate() for name in ["bor.gov", "producera", *account_names(accounts)]
+    }
     start = datetime.now(UTC) - timedelta(minutes=10)
     doc = {
         "initial_timestamp": start.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
@@ -247,7 +249,11 @@ def bench_rpc(
         txs = signed_transfers(chain_id, ref, keys, int(seconds * 6000), 10**6)
         bodies = [
             json.dumps(
-                {"packed_trx": t.packed.hex(), "signatures": [t.signatures[0].hex()], "mode": "sync"}
+                {
+                    "packed_trx": t.packed.hex(),
+                    "signatures": [t.signatures[0].hex()],
+                    "mode": "sync",
+                }
             ).encode()
             for t in txs
         ]

@@ -39,6 +39,7 @@ def test_a_dead_worker_costs_speed_not_answers() -> None:
     pool = ParallelRecoverer(2)
     try:
         for proc in pool._procs:
+            assert proc.pid is not None
             os.kill(proc.pid, signal.SIGKILL)
             proc.join()
         assert pool.submit(items)() == recover_many(items)
