@@ -23,6 +23,12 @@ from chain.types import BlockId, BlockNum, TxId
 Changes = list[tuple[bytes, bytes | None]]
 
 
+def _reason(err: Exception) -> str:
+    """plyvel passes LevelDB's status as bytes."""
+    arg = err.args[0] if err.args else err
+    return arg.decode(errors="replace") if isinstance(arg, bytes) else str(arg)
+
+
 class BlockStore:
     """LevelDB-backed storage of the applied chain. Implements ``KVReader`` for the state."""
 
@@ -36,10 +42,8 @@ class BlockStore:
             self._db = plyvel.DB(
                 path, create_if_missing=True, bloom_filter_bits=10, lru_cache_size=64 << 20
             )
-        except plyvel.Error as err:
-            raise StoreError(f"cannot open block store at {path}: {err}") from err
-        except OSError as err:  # plyvel raises IOError when another process holds the lock
-            raise StoreError(f"cannot open block store at {path}: {err}") from err
+        except (plyvel.Error, OSError) as err:  # IOError when another process holds the lock
+            raise StoreError(f"cannot open block store at {path}: {_reason(err)}") from err
 
     def close(self) -> None:
         self._db.close()

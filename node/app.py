@@ -18,6 +18,7 @@ from chain.store import BlockStore
 from genesis.model import load_genesis
 from node.admission import Admitter
 from node.config import NodeConfig
+from node.errors import NodeError
 from node.http import make_app
 from node.metrics import NodeMetrics
 from node.producer import ProducerLoop
@@ -73,7 +74,11 @@ class Node:
         try:
             await http.setup()
             site = web.TCPSite(http, config.http_host, config.http_port)
-            await site.start()
+            try:
+                await site.start()
+            except OSError as err:
+                where = f"{config.http_host}:{config.http_port}"
+                raise NodeError(f"cannot serve the RPC on {where}: {err.strerror}") from err
             log.info(
                 "node_started",
                 chain_id=chain.chain_id.hex(),
