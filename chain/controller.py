@@ -241,19 +241,32 @@ class Chain:
 
     def recover_keys(self, txs: Sequence[SignedTransaction]) -> list[frozenset[PublicKey]]:
         """Signer keys of each transaction (cached); raises BadSignature for any bad one."""
+        out: list[frozenset[PublicKey]] = []
+        for keys in self._recover_each(txs):
+            if isinstance(keys, BadSignature):
+                raise keys
+            out.append(keys)
+        return out
+
+    def _recover_each(
+        self, txs: Sequence[SignedTransaction]
+    ) -> list[frozenset[PublicKey] | BadSignature]:
+        """Signer keys of each transaction, or the BadSignature that stops it."""
         for stx in txs:
             job = self._pending.get(_sig_key(stx))
             if job is not None:
                 self._collect(job)
         missing = [stx for stx in txs if _sig_key(stx) not in self._keys]
+        bad: dict[_SigKey, BadSignature] = {}
         if missing:
             recovered = iter(self._recoverer(self._signed_digests(missing)))
             for stx in missing:
                 keys = [next(recovered) for _ in stx.signatures]
                 if any(k is None for k in keys):
-                    raise BadSignature(f"transaction {stx.id.hex()} has a bad signature")
-                self._remember(_sig_key(stx), frozenset(k for k in keys if k is not None))
-        return [self._keys[_sig_key(stx)] for stx in txs]
+                    bad[_sig_key(stx)] = BadSignature(f"transaction {stx.id.hex()}: bad signature")
+                else:
+                    self._remember(_sig_key(stx), frozenset(k for k in keys if k is not None))
+        return [bad.get(_sig_key(stx)) or self._keys[_sig_key(stx)] for stx in txs]
 
     def prefetch_keys(self, txs: Sequence[SignedTransaction]) -> None:
         """Start recovering the signatures of ``txs`` in the background, if the recoverer can.
@@ -331,21 +344,6 @@ class Chain:
             else:
                 results.append(None)
         return results
-
-    def _recover_each(
-        self, txs: Sequence[SignedTransaction]
-    ) -> list[frozenset[PublicKey] | BadSignature]:
-        missing = [stx for stx in txs if _sig_key(stx) not in self._keys]
-        bad: dict[_SigKey, BadSignature] = {}
-        if missing:
-            recovered = iter(self._recoverer(self._signed_digests(missing)))
-            for stx in missing:
-                keys = [next(recovered) for _ in stx.signatures]
-                if any(k is None for k in keys):
-                    bad[_sig_key(stx)] = BadSignature(f"transaction {stx.id.hex()}: bad signature")
-                else:
-                    self._remember(_sig_key(stx), frozenset(k for k in keys if k is not None))
-        return [bad.get(_sig_key(stx)) or self._keys[_sig_key(stx)] for stx in txs]
 
     # --- blocks -----------------------------------------------------------------------------
 
