@@ -9,8 +9,7 @@ the node calls it from one thread.
 from __future__ import annotations
 
 import contextlib
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from chain.block import BlockHeader, Schedule, SignedBlock, header_digest
@@ -32,27 +31,12 @@ from chain.fork_db import ForkBlock, ForkDatabase
 from chain.mempool import Mempool
 from chain.merkle import merkle_root
 from chain.params import SLOT_MS, ChainParams, slot_of_ms, slot_start_ms, slot_time_s
-from chain.sigpool import ParallelRecoverer
+from chain.signers import Recoverer, SignerKeys
 from chain.state import Account, Producer, StateView
 from chain.store import BlockStore, Changes
-from chain.transaction import SignedTransaction, signing_digest
+from chain.transaction import SignedTransaction
 from chain.transition import Context, apply_transaction, settle
 from chain.types import AccountName, BlockId, BlockNum, PublicKey, TxId
-
-Recoverer = Callable[[list[tuple[bytes, bytes]]], list[PublicKey | None]]
-
-# Recovered signer keys by (transaction id, signatures). Filled at admission so that a block
-# made of transactions we already admitted needs no signature work at all. The signatures are
-# part of the key because they are not part of the id: the same transaction may arrive with
-# other (bad) signatures, and those must be checked on their own.
-KEY_CACHE_SIZE = 200_000
-
-
-_SigKey = tuple[TxId, tuple[bytes, ...]]
-
-
-def _sig_key(stx: SignedTransaction) -> _SigKey:
-    return stx.id, stx.signatures
 
 
 class WrongProducerKey(ChainError):
@@ -91,19 +75,6 @@ class PushResult:
 
 
 @dataclass(slots=True)
-class _RecoveryJob:
-    """Signatures of some transactions being recovered in worker processes."""
-
-    txs: list[SignedTransaction]
-    wait: Callable[[], list[PublicKey | None]]
-
-
-# Prefetched recovery jobs held at most; past this the oldest is collected. Bounds memory
-# when blocks are prefetched but never pushed.
-MAX_PREFETCH_JOBS = 16
-
-
-@dataclass(slots=True)
 class _Execution:
     included: list[SignedTransaction]
     failed: list[TxId]
@@ -127,9 +98,7 @@ class Chain:
         self.chain_id = initial.chain_id
         self.mempool = mempool or Mempool()
         self._recoverer = recoverer
-        self._keys: OrderedDict[_SigKey, frozenset[PublicKey]] = OrderedDict()
-        self._pending: dict[_SigKey, _RecoveryJob] = {}
-        self._jobs: list[_RecoveryJob] = []
+        self._signers = SignerKeys(initial.chain_id, recoverer)
         stored_id = store.chain_id()
         if stored_id is None:
             self._init_genesis(initial)
@@ -241,77 +210,15 @@ class Chain:
 
     def recover_keys(self, txs: Sequence[SignedTransaction]) -> list[frozenset[PublicKey]]:
         """Signer keys of each transaction (cached); raises BadSignature for any bad one."""
-        out: list[frozenset[PublicKey]] = []
-        for keys in self._recover_each(txs):
-            if isinstance(keys, BadSignature):
-                raise keys
-            out.append(keys)
-        return out
-
-    def _recover_each(
-        self, txs: Sequence[SignedTransaction]
-    ) -> list[frozenset[PublicKey] | BadSignature]:
-        """Signer keys of each transaction, or the BadSignature that stops it."""
-        for stx in txs:
-            job = self._pending.get(_sig_key(stx))
-            if job is not None:
-                self._collect(job)
-        missing = [stx for stx in txs if _sig_key(stx) not in self._keys]
-        bad: dict[_SigKey, BadSignature] = {}
-        if missing:
-            recovered = iter(self._recoverer(self._signed_digests(missing)))
-            for stx in missing:
-                keys = [next(recovered) for _ in stx.signatures]
-                if any(k is None for k in keys):
-                    bad[_sig_key(stx)] = BadSignature(f"transaction {stx.id.hex()}: bad signature")
-                else:
-                    self._remember(_sig_key(stx), frozenset(k for k in keys if k is not None))
-        return [bad.get(_sig_key(stx)) or self._keys[_sig_key(stx)] for stx in txs]
+        return self._signers.recover(txs)
 
     def prefetch_keys(self, txs: Sequence[SignedTransaction]) -> None:
-        """Start recovering the signatures of ``txs`` in the background, if the recoverer can.
+        """Start recovering the signatures of ``txs`` in worker processes, if there are any.
 
-        Call it for the next block before pushing the current one: the worker processes then
-        recover while this process executes, and ``recover_keys`` later finds the results.
+        Call it for the next block before pushing the current one: the workers then recover
+        while this process executes, and block validation later finds the results.
         """
-        if not isinstance(self._recoverer, ParallelRecoverer):
-            return
-        todo = [
-            stx
-            for stx in txs
-            if _sig_key(stx) not in self._keys and _sig_key(stx) not in self._pending
-        ]
-        if not todo:
-            return
-        job = _RecoveryJob(todo, self._recoverer.submit(self._signed_digests(todo)))
-        for stx in todo:
-            self._pending[_sig_key(stx)] = job
-        self._jobs.append(job)
-        if len(self._jobs) > MAX_PREFETCH_JOBS:
-            self._collect(self._jobs[0])
-
-    def _signed_digests(self, txs: Sequence[SignedTransaction]) -> list[tuple[bytes, bytes]]:
-        items: list[tuple[bytes, bytes]] = []
-        for stx in txs:
-            digest = signing_digest(self.chain_id, stx.packed)
-            items.extend((sig, digest) for sig in stx.signatures)
-        return items
-
-    def _collect(self, job: _RecoveryJob) -> None:
-        """Wait for ``job`` and cache what it recovered; bad signatures are left uncached so
-        that ``recover_keys`` recovers them again and reports them."""
-        recovered = iter(job.wait())
-        for stx in job.txs:
-            self._pending.pop(_sig_key(stx), None)
-            keys = [next(recovered) for _ in stx.signatures]
-            if all(k is not None for k in keys):
-                self._remember(_sig_key(stx), frozenset(k for k in keys if k is not None))
-        self._jobs.remove(job)
-
-    def _remember(self, key: _SigKey, keys: frozenset[PublicKey]) -> None:
-        self._keys[key] = keys
-        if len(self._keys) > KEY_CACHE_SIZE:
-            self._keys.popitem(last=False)
+        self._signers.prefetch(txs)
 
     # --- transactions -----------------------------------------------------------------------
 
@@ -332,7 +239,7 @@ class Chain:
         view = StateView(self.store)  # shared, so the batch reads each account once
         view.set_block_summary(self._head.num, self._head.id)
         results: list[TransactionError | None] = []
-        for stx, keys in zip(txs, self._recover_each(txs), strict=True):
+        for stx, keys in zip(txs, self._signers.recover_each(txs), strict=True):
             if isinstance(keys, TransactionError):
                 results.append(keys)
                 continue
@@ -470,7 +377,7 @@ class Chain:
         kept = {t.id for b in applied for t in b.transactions}
         for block in popped:
             for stx in block.transactions:
-                keys = self._keys.get(_sig_key(stx))
+                keys = self._signers.cached(stx)
                 if stx.id in kept or keys is None or stx.id in self.mempool:
                     continue
                 with contextlib.suppress(TransactionError):
