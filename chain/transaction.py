@@ -42,6 +42,8 @@ class Transaction:
 
     def actors(self) -> tuple[AccountName, ...]:
         """Every account that must sign, in first-appearance order."""
+        if len(self.actions) == 1:
+            return self.actions[0].actors()
         seen: dict[AccountName, None] = {}
         for action in self.actions:
             for actor in action.actors():

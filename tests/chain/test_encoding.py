@@ -118,3 +118,29 @@ def test_merkle_root_distinguishes_duplicated_leaf() -> None:
     a, b, c = b"a" * 32, b"b" * 32, b"c" * 32
     assert merkle_root([a, b, c]) != merkle_root([a, b, c, c])
     assert merkle_root([a, b]) != merkle_root([b, a])
+
+
+@given(st.builds(Transfer, names, names, amounts, st.text(max_size=40)), st.data())
+@settings(max_examples=200)
+def test_transfer_fast_path_agrees_with_the_generic_checks(
+    transfer: Transfer, data: st.DataObject
+) -> None:
+    from chain.actions import _SPECS, encode_action
+
+    raw = encode_action(transfer)
+    field = data.draw(st.integers(1, 4))
+    raw[field] = data.draw(
+        st.one_of(st.none(), st.integers(-5, 5), st.text(max_size=3), st.just("x" * 300))
+    )
+    cls, checks = _SPECS[Transfer.CODE]
+    try:
+        generic: object = cls(*[c(v, w) for (_, c, w), v in zip(checks, raw[1:], strict=True)])
+    except EncodingError:
+        generic = EncodingError
+    try:
+        from chain.actions import decode_action
+
+        fast: object = decode_action(raw)
+    except EncodingError:
+        fast = EncodingError
+    assert fast == generic
