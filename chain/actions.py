@@ -248,7 +248,7 @@ def _decode_transfer(raw: list[Any]) -> Transfer:
         raise EncodingError("transfer.amount", f"expected an integer in [1, {MAX_AMOUNT}]")
     if type(memo) is not str or len(memo) > MAX_MEMO:
         raise EncodingError("transfer.memo", f"expected a string of at most {MAX_MEMO} characters")
-    return Transfer(sender, recipient, amount, memo)
+    return Transfer(AccountName(sender), AccountName(recipient), amount, memo)
 
 
 def decode_action(raw: Any) -> Action:

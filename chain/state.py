@@ -85,7 +85,7 @@ class StateView:
     reads each key from LevelDB once and the undo record needs no second read.
     """
 
-    __slots__ = ("_base", "_parent", "_reads", "_root", "_writes")
+    __slots__ = ("_base", "_parent", "_reads", "_root", "_tapos", "_writes")
 
     def __init__(self, base: KVReader | StateView) -> None:
         self._base = base
@@ -98,6 +98,9 @@ class StateView:
             self._parent = None
             self._root = self
         self._reads: dict[bytes, tuple[bytes | None, Any]] = {}
+        # (ref_block_num, ref_block_prefix) -> whether it names a block of this chain; most
+        # transactions of a block reference the same few blocks.
+        self._tapos: dict[tuple[int, int], bool] = {}
 
     # --- generic ---------------------------------------------------------------------------
 
@@ -196,3 +199,15 @@ class StateView:
 
     def set_block_summary(self, num: int, block_id: BlockId) -> None:
         self._writes[schema.block_summary_key(num)] = bytes(block_id)
+        self._root._tapos.clear()
+
+    def tapos_matches(self, ref_num: int, ref_prefix: int) -> bool:
+        """Whether the block summary at ``ref_num`` has id prefix ``ref_prefix`` (EOSIO's
+        TaPoS check: bytes 8..11 of the id, little-endian)."""
+        memo = self._root._tapos
+        known = memo.get((ref_num, ref_prefix))
+        if known is None:
+            ref = self.block_summary(ref_num)
+            known = ref is not None and int.from_bytes(ref[8:12], "little") == ref_prefix
+            memo[(ref_num, ref_prefix)] = known
+        return known

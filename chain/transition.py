@@ -36,7 +36,7 @@ from chain.errors import (
 )
 from chain.params import ChainParams
 from chain.state import Account, Producer, StateView
-from chain.transaction import SignedTransaction, tapos_of
+from chain.transaction import SignedTransaction
 from chain.types import MAX_AMOUNT, AccountName, PublicKey
 
 
@@ -210,8 +210,7 @@ def check_limits(stx: SignedTransaction, ctx: Context) -> None:
 
 
 def check_tapos(view: StateView, stx: SignedTransaction) -> None:
-    ref = view.block_summary(stx.tx.ref_block_num)
-    if ref is None or tapos_of(ref)[1] != stx.tx.ref_block_prefix:
+    if not view.tapos_matches(stx.tx.ref_block_num, stx.tx.ref_block_prefix):
         raise TaposMismatch(
             f"reference block {stx.tx.ref_block_num}/{stx.tx.ref_block_prefix:#x} "
             "is not on this chain (from a different fork?)"

@@ -8,6 +8,7 @@ validated once, here, and errors name the option.
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("max-mempool-txs", "transactions held in the mempool at most", 50_000, int),
     Option("max-mempool-per-account", "pending transactions per account at most", 5_000, int),
     Option("max-http-body-bytes", "largest accepted HTTP request body", 1 << 20, int),
-    Option("signature-workers", "processes that recover signatures (0: none)", 0, int),
+    Option(
+        "signature-workers",
+        "processes that recover signatures ahead of block execution (0: none)",
+        # One fewer than the cores: the main process needs a whole core for execution, and
+        # oversubscribing 2 cores with 2 workers measured slower than 1 (bench_apply.py).
+        max(0, (os.cpu_count() or 1) - 1),
+        int,
+    ),
     Option("log-level", "debug, info, warning or error", "info"),
     Option("log-format", "auto (JSON unless a terminal), json or console", "auto"),
 )

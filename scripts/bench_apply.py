@@ -282,7 +282,8 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=20)
     parser.add_argument("--txs-per-block", type=int, default=1000)
     parser.add_argument("--accounts", type=int, default=2000)
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    # One fewer than the cores: the applying process itself needs a whole core.
+    parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--rpc-seconds", type=float, default=5.0)
     parser.add_argument("--skip-rpc", action="store_true")
