@@ -1,5 +1,5 @@
-"""Peer-to-peer networking of BoR (messages, channels over TCP and RDMA, sync).
-
-Not built yet: this issue's node runs alone. The network comes with the peer-to-peer issue;
-``chain`` already validates blocks without assuming who made them, so peers can feed it.
+"""Peer-to-peer networking: wire messages and their codec, the Channel interface with its TCP
+implementation, the handshake, the peer manager (connections, permissioning, broadcast) and
+the sync manager (which ranges to ask whom). RDMA channels slot in beside TCP later; only the
+channels know which transport they use.
 """

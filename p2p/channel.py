@@ -1,0 +1,50 @@
+"""The Channel interface: one connection to one peer, carrying typed messages.
+
+Implementations: ``TcpChannel`` (asyncio streams) and, later, an RDMA channel. Everything
+above a channel is the same for every transport. The contract (checked for every
+implementation by ``tests/p2p/test_channel_contract.py``):
+
+- ``send`` delivers messages in order; it waits (back-pressure) while the channel's bounded
+  buffer is full, and raises ``ChannelClosed`` once the channel is closed or broken.
+- ``recv`` returns the next message; raises ``ChannelClosed`` at a clean end of stream or
+  after ``close``, ``ChannelBroken`` when the transport fails, and ``MalformedMessage`` (or
+  ``OversizedFrame``) for bytes that are not a valid message — after which the channel is
+  closed, since the stream can no longer be trusted.
+- ``close`` is idempotent and makes a pending ``recv`` on the other end see ``ChannelClosed``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from p2p.messages import Message
+
+
+class Channel(ABC):
+    transport: str = "?"
+
+    @property
+    @abstractmethod
+    def remote(self) -> str:
+        """The peer's address, for logs."""
+
+    @property
+    @abstractmethod
+    def closed(self) -> bool: ...
+
+    @abstractmethod
+    async def send(self, message: Message) -> None: ...
+
+    @abstractmethod
+    async def recv(self) -> Message: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    @property
+    def bytes_sent(self) -> int:
+        return 0
+
+    @property
+    def bytes_received(self) -> int:
+        return 0

@@ -1,0 +1,244 @@
+"""The only place where bytes from the network become messages, and back.
+
+A frame is ``length (4 bytes, big-endian) || type (1 byte) || payload``; ``length`` counts
+type and payload. Blocks and transactions travel as their canonical chain encoding; the other
+messages as msgpack arrays. Decoding checks every field and raises ``MalformedMessage``;
+the frame length is checked against the limit before anything is read or allocated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from chain.block import decode_block
+from chain.encoding import check_bytes, check_int, check_list, check_str, pack, unpack
+from chain.errors import ChainError
+from chain.transaction import decode_signed_transaction
+from chain.types import BlockId
+from p2p.errors import MalformedMessage, OversizedFrame
+from p2p.messages import (
+    BlockMessage,
+    GoAway,
+    GoAwayReason,
+    Handshake,
+    Hello,
+    IdListMode,
+    Message,
+    Notice,
+    Request,
+    SyncRequest,
+    Time,
+    TransactionMessage,
+)
+
+HEADER_SIZE = 5
+# EOSIO's limit; a block of 5,000 transfers is about 0.6 MB.
+MAX_FRAME_SIZE = 8 * 1024 * 1024
+MAX_IDS = 2  # ids per notice or request, as in EOSIO
+U32 = 2**32 - 1
+I64 = 2**63 - 1
+
+_TYPES: dict[type[Any], int] = {
+    Hello: 0,
+    Handshake: 1,
+    GoAway: 2,
+    Time: 3,
+    Notice: 4,
+    Request: 5,
+    SyncRequest: 6,
+    BlockMessage: 7,
+    TransactionMessage: 8,
+}
+
+
+def _payload(msg: Message) -> bytes:
+    if isinstance(msg, BlockMessage | TransactionMessage):
+        return msg.raw
+    if isinstance(msg, Hello):
+        fields: list[Any] = [msg.version, msg.chain_id, msg.node_id, msg.nonce]
+    elif isinstance(msg, Handshake):
+        fields = [
+            msg.version,
+            msg.chain_id,
+            msg.node_id,
+            msg.key,
+            msg.signature,
+            msg.p2p_address,
+            msg.lib_num,
+            msg.lib_id,
+            msg.head_num,
+            msg.head_id,
+            msg.agent,
+            msg.generation,
+            msg.rdma,
+        ]
+    elif isinstance(msg, GoAway):
+        fields = [int(msg.reason), msg.node_id, msg.detail]
+    elif isinstance(msg, Time):
+        fields = [msg.org, msg.rec, msg.xmt, msg.dst]
+    elif isinstance(msg, Notice):
+        fields = [int(msg.mode), msg.pending, list(msg.ids)]
+    elif isinstance(msg, Request):
+        fields = [int(msg.mode), list(msg.ids)]
+    else:
+        fields = [msg.start, msg.end]
+    return pack(fields)
+
+
+def encode_frame(msg: Message) -> bytes:
+    payload = _payload(msg)
+    length = len(payload) + 1
+    if length > MAX_FRAME_SIZE:
+        raise OversizedFrame(f"message of {length} bytes exceeds the {MAX_FRAME_SIZE} limit")
+    return length.to_bytes(4, "big") + bytes([_TYPES[type(msg)]]) + payload
+
+
+def frame_length(header: bytes, limit: int = MAX_FRAME_SIZE) -> tuple[int, int]:
+    """(message type, payload length) from a 5-byte header; refuses oversized frames."""
+    length = int.from_bytes(header[:4], "big")
+    if length < 1:
+        raise MalformedMessage("empty frame")
+    if length > limit:
+        raise OversizedFrame(f"frame of {length} bytes exceeds the {limit} limit")
+    return header[4], length - 1
+
+
+# --- decoding -----------------------------------------------------------------------------
+
+
+def _fields(payload: bytes, what: str, count: int) -> list[Any]:
+    raw = unpack(payload, what)
+    if type(raw) is not list or len(raw) != count:
+        raise MalformedMessage(f"{what}: expected {count} fields")
+    return raw
+
+
+def _ids(value: Any, what: str) -> tuple[BlockId, ...]:
+    return tuple(BlockId(check_bytes(v, 32, what)) for v in check_list(value, MAX_IDS, what))
+
+
+def _hello(payload: bytes) -> Hello:
+    r = _fields(payload, "hello", 4)
+    return Hello(
+        check_int(r[0], 0, 0xFFFF, "hello.version"),
+        check_bytes(r[1], 32, "hello.chain_id"),
+        check_bytes(r[2], 32, "hello.node_id"),
+        check_bytes(r[3], 32, "hello.nonce"),
+    )
+
+
+def _handshake(payload: bytes) -> Handshake:
+    r = _fields(payload, "handshake", 13)
+    if type(r[3]) is not bytes or len(r[3]) not in (0, 33):
+        raise MalformedMessage("handshake.key: expected 0 or 33 bytes")
+    if type(r[4]) is not bytes or len(r[4]) not in (0, 65):
+        raise MalformedMessage("handshake.signature: expected 0 or 65 bytes")
+    if type(r[12]) is not bool:
+        raise MalformedMessage("handshake.rdma: expected a boolean")
+    hs = Handshake(
+        version=check_int(r[0], 0, 0xFFFF, "handshake.version"),
+        chain_id=check_bytes(r[1], 32, "handshake.chain_id"),
+        node_id=check_bytes(r[2], 32, "handshake.node_id"),
+        key=r[3],
+        signature=r[4],
+        p2p_address=check_str(r[5], 384, "handshake.p2p_address"),
+        lib_num=check_int(r[6], 0, U32, "handshake.lib_num"),
+        lib_id=BlockId(check_bytes(r[7], 32, "handshake.lib_id")),
+        head_num=check_int(r[8], 0, U32, "handshake.head_num"),
+        head_id=BlockId(check_bytes(r[9], 32, "handshake.head_id")),
+        agent=check_str(r[10], 384, "handshake.agent"),
+        generation=check_int(r[11], 0, 0xFFFF, "handshake.generation"),
+        rdma=r[12],
+    )
+    if hs.lib_num > hs.head_num:
+        raise MalformedMessage("handshake: LIB above head")
+    return hs
+
+
+def _go_away(payload: bytes) -> GoAway:
+    r = _fields(payload, "go_away", 3)
+    reason = check_int(r[0], 0, 255, "go_away.reason")
+    if reason not in GoAwayReason._value2member_map_:
+        raise MalformedMessage(f"go_away: unknown reason {reason}")
+    return GoAway(
+        GoAwayReason(reason),
+        check_bytes(r[1], 32, "go_away.node_id"),
+        check_str(r[2], 1024, "go_away.detail"),
+    )
+
+
+def _time(payload: bytes) -> Time:
+    r = _fields(payload, "time", 4)
+    return Time(*(check_int(v, 0, I64, "time") for v in r))
+
+
+def _mode(value: Any, what: str) -> IdListMode:
+    return IdListMode(check_int(value, 0, 3, what))
+
+
+def _notice(payload: bytes) -> Notice:
+    r = _fields(payload, "notice", 3)
+    return Notice(
+        _mode(r[0], "notice.mode"),
+        check_int(r[1], 0, U32, "notice.pending"),
+        _ids(r[2], "notice.ids"),
+    )
+
+
+def _request(payload: bytes) -> Request:
+    r = _fields(payload, "request", 2)
+    return Request(_mode(r[0], "request.mode"), _ids(r[1], "request.ids"))
+
+
+def _sync_request(payload: bytes) -> SyncRequest:
+    r = _fields(payload, "sync_request", 2)
+    start = check_int(r[0], 0, U32, "sync_request.start")
+    end = check_int(r[1], 0, U32, "sync_request.end")
+    if end < start:
+        raise MalformedMessage("sync_request: end before start")
+    return SyncRequest(start, end)
+
+
+def _block(payload: bytes) -> BlockMessage:
+    return BlockMessage(decode_block(payload), payload)
+
+
+def _transaction(payload: bytes) -> TransactionMessage:
+    return TransactionMessage(decode_signed_transaction(payload), payload)
+
+
+_DECODERS: dict[int, Callable[[bytes], Message]] = {
+    0: _hello,
+    1: _handshake,
+    2: _go_away,
+    3: _time,
+    4: _notice,
+    5: _request,
+    6: _sync_request,
+    7: _block,
+    8: _transaction,
+}
+
+
+def decode_message(kind: int, payload: bytes) -> Message:
+    """The message of type ``kind``; raises MalformedMessage for anything else."""
+    decoder = _DECODERS.get(kind)
+    if decoder is None:
+        raise MalformedMessage(f"unknown message type {kind}")
+    try:
+        return decoder(payload)
+    except ChainError as err:  # EncodingError and friends from the chain decoders
+        raise MalformedMessage(str(err)) from err
+    except ValueError as err:  # an IntEnum given a value it lacks
+        raise MalformedMessage(str(err)) from err
+
+
+def decode_frame(frame: bytes, limit: int = MAX_FRAME_SIZE) -> Message:
+    """Decode one whole frame (header included)."""
+    if len(frame) < HEADER_SIZE:
+        raise MalformedMessage("frame shorter than its header")
+    kind, length = frame_length(frame[:HEADER_SIZE], limit)
+    if len(frame) - HEADER_SIZE != length:
+        raise MalformedMessage("frame length does not match its header")
+    return decode_message(kind, frame[HEADER_SIZE:])

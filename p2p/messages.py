@@ -1,0 +1,154 @@
+"""Every wire message, one frozen dataclass each, in one closed union.
+
+The message set follows EOSIO's net_plugin (handshake, go_away with typed reasons, time,
+notice, request, sync_request, signed block, packed transaction) plus ``Hello``, which
+carries the nonce the other side must sign: EOSIO signs only a timestamp, which a recorder
+could replay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+from chain.block import SignedBlock
+from chain.transaction import SignedTransaction
+from chain.types import BlockId
+
+PROTOCOL_VERSION = 1
+
+
+class GoAwayReason(IntEnum):
+    """Why a peer is sent away (EOSIO's values, plus BANNED)."""
+
+    NO_REASON = 0
+    SELF = 1
+    DUPLICATE = 2
+    WRONG_CHAIN = 3
+    WRONG_VERSION = 4
+    FORKED = 5
+    UNLINKABLE = 6
+    BAD_TRANSACTION = 7
+    VALIDATION = 8
+    BENIGN_OTHER = 9
+    FATAL_OTHER = 10
+    AUTHENTICATION = 11
+    BANNED = 12
+
+    @property
+    def retry(self) -> bool:
+        """Whether the dialing side may reconnect later (EOSIO: benign and version only)."""
+        return self in (GoAwayReason.BENIGN_OTHER, GoAwayReason.WRONG_VERSION, GoAwayReason.BANNED)
+
+
+class IdListMode(IntEnum):
+    NONE = 0
+    CATCH_UP = 1
+    LAST_IRR_CATCH_UP = 2
+    NORMAL = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """First message on a connection: who we are and the nonce the peer must sign."""
+
+    version: int
+    chain_id: bytes
+    node_id: bytes
+    nonce: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Handshake:
+    """Our chain position and a signature by ``key`` over the peer's nonce."""
+
+    version: int
+    chain_id: bytes
+    node_id: bytes
+    key: bytes
+    signature: bytes
+    p2p_address: str
+    lib_num: int
+    lib_id: BlockId
+    head_num: int
+    head_id: BlockId
+    agent: str
+    generation: int
+    rdma: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GoAway:
+    reason: GoAwayReason
+    node_id: bytes
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Time:
+    """Keepalive and RTT, NTP style (nanoseconds): origin, receive, transmit, destination."""
+
+    org: int
+    rec: int
+    xmt: int
+    dst: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """What we have: a mode, a pending block number (head or LIB) and block ids."""
+
+    mode: IdListMode
+    pending: int
+    ids: tuple[BlockId, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """Ask for the branch ending in ``ids`` (catch_up) from the peer's fork point."""
+
+    mode: IdListMode
+    ids: tuple[BlockId, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRequest:
+    """Blocks ``start``..``end`` inclusive; (0, 0) cancels."""
+
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class BlockMessage:
+    """A signed block and its canonical bytes (encoded once, sent to every peer as is)."""
+
+    block: SignedBlock
+    raw: bytes
+
+    @classmethod
+    def of(cls, block: SignedBlock) -> BlockMessage:
+        return cls(block, block.encode())
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionMessage:
+    tx: SignedTransaction
+    raw: bytes
+
+    @classmethod
+    def of(cls, tx: SignedTransaction) -> TransactionMessage:
+        return cls(tx, tx.encode())
+
+
+Message = (
+    Hello
+    | Handshake
+    | GoAway
+    | Time
+    | Notice
+    | Request
+    | SyncRequest
+    | BlockMessage
+    | TransactionMessage
+)
