@@ -1,0 +1,125 @@
+"""The sync manager as a scheduler, with a fake clock and fake peers."""
+
+from __future__ import annotations
+
+from p2p.messages import GoAwayReason
+from p2p.sync import DropPeer, FetchRange, Stage, SyncConfig, SyncManager
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def manager(**config: int | float) -> tuple[SyncManager, Clock]:
+    clock = Clock()
+    cfg = SyncConfig(**{"span": 100, "max_ranges": 3, "window": 1000, "timeout": 5.0} | config)  # type: ignore[arg-type]
+    return SyncManager(config=cfg, clock=clock), clock
+
+
+def deliver(sync: SyncManager, peer: str, start: int, end: int) -> list[object]:
+    actions: list[object] = []
+    for num in range(start, end + 1):
+        actions += sync.block_received(peer, num)
+        actions += sync.chain_advanced(num, max(0, num - 10))
+    return actions
+
+
+def test_ranges_from_lib_plus_one_spread_over_peers() -> None:
+    sync, _ = manager()
+    assert sync.peer_position("a", lib=450, head=460) == [FetchRange("a", 1, 100)]
+    assert sync.stage == Stage.LIB_CATCHUP and sync.target == 450
+    assert sync.peer_position("b", lib=450, head=460) == [FetchRange("b", 101, 200)]
+    assert sync.peer_position("c", lib=440, head=455) == [FetchRange("c", 201, 300)]
+    assert sync.peer_position("d", lib=450, head=460) == [], "at most three ranges in flight"
+    actions = deliver(sync, "a", 1, 100)
+    assert FetchRange("d", 301, 400) in actions
+    assert sync.status()["sources"] == ["b", "c", "d"]
+
+
+def test_last_range_stops_at_the_target_then_head_catchup_then_in_sync() -> None:
+    sync, _ = manager(max_ranges=1)
+    assert sync.peer_position("a", lib=150, head=160) == [FetchRange("a", 1, 100)]
+    assert FetchRange("a", 101, 150) in deliver(sync, "a", 1, 100)
+    actions = deliver(sync, "a", 101, 150)
+    assert sync.stage == Stage.HEAD_CATCHUP
+    assert FetchRange("a", 151, 160) in actions
+    deliver(sync, "a", 151, 160)
+    assert sync.stage == Stage.IN_SYNC
+
+
+def test_a_stalled_range_is_reassigned_first() -> None:
+    sync, clock = manager(max_ranges=2)
+    sync.peer_position("slow", lib=1000, head=1000)
+    sync.peer_position("fast", lib=1000, head=1000)
+    assert [r.peer for r in sync.ranges] == ["slow", "fast"]
+    deliver(sync, "slow", 1, 10)  # then slow stalls in the middle of 1..100
+    clock.now += 6
+    sync.tick()
+    # The rest of slow's range is the next needed part: it goes out before anything new.
+    assert any(r.start == 11 and r.end == 100 for r in sync.ranges)
+
+
+def test_a_closed_peer_is_replaced() -> None:
+    sync, _ = manager(max_ranges=1)
+    sync.peer_position("a", lib=500, head=500)
+    sync.peer_position("b", lib=500, head=500)
+    assert [(r.peer, r.start) for r in sync.ranges] == [("a", 1)]
+    assert sync.peer_closed("a") == [FetchRange("b", 1, 100)]
+
+
+def test_strikes_drop_a_peer_and_rewind() -> None:
+    sync, _ = manager(max_ranges=1, max_strikes=2)
+    sync.peer_position("bad", lib=500, head=500)
+    sync.peer_position("good", lib=500, head=500)
+    deliver(sync, "bad", 1, 5)
+    first = sync.block_rejected("bad", 6, "bad signature")
+    assert not any(isinstance(a, DropPeer) for a in first)
+    assert sync.ranges[0].start == 6
+    sync.ranges.clear()
+    sync.ranges.append(sync.ranges[0] if sync.ranges else _range_for(sync, "bad", 6))
+    second = sync.block_rejected("bad", 6, "bad signature")
+    assert DropPeer("bad", GoAwayReason.VALIDATION, "bad signature") in second
+
+
+def _range_for(sync: SyncManager, peer: str, start: int) -> object:
+    from p2p.sync import _Range
+
+    return _Range(peer, start, start + 99, start, sync.clock(), sync.clock())
+
+
+def test_back_to_catchup_when_a_peer_lib_passes_our_head() -> None:
+    sync, _ = manager()
+    sync.chain_advanced(head=50, lib=40)
+    sync.peer_position("a", lib=40, head=51)
+    assert sync.stage == Stage.IN_SYNC
+    actions = sync.peer_position("a", lib=300, head=310)
+    assert sync.stage == Stage.LIB_CATCHUP
+    assert actions == [FetchRange("a", 51, 150)], "continue from our head"
+    # Block 51 does not link: our 41..50 are on an abandoned branch. Fetch from LIB + 1.
+    assert sync.block_unlinkable("a", 51) == [FetchRange("a", 41, 140)]
+
+
+def test_requests_stay_within_the_window_above_head() -> None:
+    sync, _ = manager(window=250, max_ranges=5)
+    for name in "abcde":
+        sync.peer_position(name, lib=10_000, head=10_000)
+    assert max(r.end for r in sync.ranges) == 250
+    deliver(sync, "a", 1, 100)
+    assert max(r.end for r in sync.ranges) <= 350
+
+
+def test_faster_peers_are_preferred() -> None:
+    sync, clock = manager(max_ranges=1, peer_limit=1)
+    sync.peer_position("a", lib=5000, head=5000)
+    sync.peer_position("b", lib=5000, head=5000)
+    # a delivers its range slowly, b its range quickly
+    clock.now += 10
+    deliver(sync, "a", 1, 100)
+    assert sync.ranges[0].peer == "b"
+    clock.now += 1
+    deliver(sync, "b", 101, 200)
+    assert sync.ranges[0].peer == "b", "b is faster, so it keeps being chosen"
