@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from p2p.messages import Message
+from p2p.messages import Message, Outbound
 
 
 class Channel(ABC):
@@ -33,7 +33,7 @@ class Channel(ABC):
     def closed(self) -> bool: ...
 
     @abstractmethod
-    async def send(self, message: Message) -> None: ...
+    async def send(self, message: Outbound) -> None: ...
 
     @abstractmethod
     async def recv(self) -> Message: ...

@@ -26,6 +26,8 @@ from p2p.messages import (
     IdListMode,
     Message,
     Notice,
+    Outbound,
+    RawBlock,
     Request,
     SyncRequest,
     Time,
@@ -48,12 +50,13 @@ _TYPES: dict[type[Any], int] = {
     Request: 5,
     SyncRequest: 6,
     BlockMessage: 7,
+    RawBlock: 7,
     TransactionMessage: 8,
 }
 
 
-def _payload(msg: Message) -> bytes:
-    if isinstance(msg, BlockMessage | TransactionMessage):
+def _payload(msg: Outbound) -> bytes:
+    if isinstance(msg, BlockMessage | TransactionMessage | RawBlock):
         return msg.raw
     if isinstance(msg, Hello):
         fields: list[Any] = [msg.version, msg.chain_id, msg.node_id, msg.nonce]
@@ -86,7 +89,7 @@ def _payload(msg: Message) -> bytes:
     return pack(fields)
 
 
-def encode_frame(msg: Message) -> bytes:
+def encode_frame(msg: Outbound) -> bytes:
     payload = _payload(msg)
     length = len(payload) + 1
     if length > MAX_FRAME_SIZE:

@@ -132,6 +132,15 @@ class BlockMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class RawBlock:
+    """Outbound only: a block served from our store as the bytes we hold, without decoding
+    it first (serving a range would otherwise cost a full decode per block). The receiver
+    decodes it as a ``BlockMessage``."""
+
+    raw: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class TransactionMessage:
     tx: SignedTransaction
     raw: bytes
@@ -152,3 +161,4 @@ Message = (
     | BlockMessage
     | TransactionMessage
 )
+Outbound = Message | RawBlock

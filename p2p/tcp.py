@@ -14,7 +14,7 @@ import socket
 from p2p.channel import Channel
 from p2p.codec import HEADER_SIZE, MAX_FRAME_SIZE, decode_message, encode_frame, frame_length
 from p2p.errors import ChannelBroken, ChannelClosed, MalformedMessage
-from p2p.messages import Message
+from p2p.messages import Message, Outbound
 
 # Enough for a few large blocks in flight to one peer; a slow peer then holds up only the
 # tasks sending to it.
@@ -72,7 +72,7 @@ class TcpChannel(Channel):
     def bytes_received(self) -> int:
         return self._received
 
-    async def send(self, message: Message) -> None:
+    async def send(self, message: Outbound) -> None:
         frame = encode_frame(message)
         async with self._send_lock:
             if self._closed:

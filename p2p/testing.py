@@ -7,7 +7,7 @@ import asyncio
 from p2p.channel import Channel
 from p2p.codec import decode_frame, encode_frame
 from p2p.errors import ChannelClosed, MalformedMessage
-from p2p.messages import Message
+from p2p.messages import Message, Outbound
 
 _EOF = b""
 
@@ -38,7 +38,7 @@ class MemoryChannel(Channel):
     def closed(self) -> bool:
         return self._closed
 
-    async def send(self, message: Message) -> None:
+    async def send(self, message: Outbound) -> None:
         if self._closed or self._peer is None or self._peer._closed:
             raise ChannelClosed("memory channel is closed")
         await self._peer._inbox.put(encode_frame(message))

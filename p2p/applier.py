@@ -1,0 +1,77 @@
+"""Blocks from peers wait here, ordered by number, until they can be applied in order.
+
+Ranges from several peers arrive interleaved; the applier hands the chain contiguous runs
+starting at the next needed number, in batches (one trip to the chain thread per batch, with
+the next blocks' signatures recovered ahead by the chain's worker processes). Blocks too far
+above the head are refused, which bounds memory together with the sync manager's window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from chain.block import SignedBlock
+from p2p.service import BlockResult, ChainService
+
+# Blocks per trip to the chain thread: a few hundred milliseconds of work at most, so that
+# produced blocks and RPC calls are not held up behind a sync batch for long.
+BATCH = 50
+
+
+class BlockApplier:
+    def __init__(
+        self,
+        chain: ChainService,
+        on_result: Callable[[str, BlockResult], Awaitable[None]],
+        max_ahead: int = 5000,
+    ) -> None:
+        self.chain = chain
+        self.on_result = on_result
+        self.max_ahead = max_ahead
+        self._pending: dict[int, list[tuple[str, SignedBlock]]] = {}
+        self._wake = asyncio.Event()
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._pending.values())
+
+    def add(self, peer: str, block: SignedBlock) -> bool:
+        """Queue ``block``; False if it is too far ahead of our head to hold."""
+        head = self.chain.position().head_num
+        if block.num > head + self.max_ahead:
+            return False
+        entries = self._pending.setdefault(block.num, [])
+        if all(b.id != block.id for _, b in entries):
+            entries.append((peer, block))
+        self._wake.set()
+        return True
+
+    def _next_batch(self) -> list[tuple[str, SignedBlock]]:
+        head = self.chain.position().head_num
+        # Anything at or below the head is a fork candidate or a duplicate: push it too, the
+        # chain sorts it out. Then the contiguous run above the head.
+        batch: list[tuple[str, SignedBlock]] = []
+        for num in sorted(n for n in self._pending if n <= head):
+            batch.extend(self._pending.pop(num))
+        num = head + 1
+        while num in self._pending and len(batch) < BATCH:
+            batch.extend(self._pending.pop(num))
+            num += 1
+        return batch
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while True:
+                batch = self._next_batch()
+                if not batch:
+                    break
+                results = await self.chain.push_blocks([b for _, b in batch])
+                for (peer, _), result in zip(batch, results, strict=True):
+                    await self.on_result(peer, result)
+            # Blocks left above a gap wait for the gap to be filled (the sync manager asks).
+
+    def drop_below(self, num: int) -> None:
+        for n in [n for n in self._pending if n < num]:
+            del self._pending[n]
