@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 import structlog
 
@@ -28,9 +29,15 @@ _Item = tuple[SignedTransaction, "asyncio.Future[None] | None"]
 
 
 class Admitter:
-    def __init__(self, runner: ChainRunner, metrics: NodeMetrics) -> None:
+    def __init__(
+        self,
+        runner: ChainRunner,
+        metrics: NodeMetrics,
+        on_accepted: Callable[[SignedTransaction], None] = lambda tx: None,
+    ) -> None:
         self.runner = runner
         self.metrics = metrics
+        self.on_accepted = on_accepted
         self._queue: asyncio.Queue[_Item] = asyncio.Queue(QUEUE_SIZE)
 
     async def admit(self, stx: SignedTransaction) -> None:
@@ -70,6 +77,7 @@ class Admitter:
     ) -> None:
         if error is None:
             self.metrics.tx_accepted.inc()
+            self.on_accepted(stx)
         else:
             self.metrics.tx_rejected.labels(reason=error.name).inc()
         if future is None:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
-import time
 
 import structlog
 from aiohttp import web
 
 from chain.block import SignedBlock
 from chain.controller import Chain
-from chain.crypto import recover_many
+from chain.crypto import PrivateKey, recover_many
 from chain.mempool import Mempool
 from chain.sigpool import ParallelRecoverer
 from chain.store import BlockStore
@@ -21,9 +21,13 @@ from node.config import NodeConfig
 from node.errors import NodeError
 from node.http import make_app
 from node.metrics import NodeMetrics
+from node.network import NodeChainService
 from node.producer import ProducerLoop
 from node.rpc import Api
 from node.runner import ChainRunner, InclusionWatch
+from p2p.handshake import AuthPolicy
+from p2p.manager import NetConfig, PeerManager
+from p2p.sync import Stage, SyncConfig
 
 log = structlog.get_logger("node")
 
@@ -44,18 +48,62 @@ def open_chain(config: NodeConfig, recoverer: ParallelRecoverer | None = None) -
         raise
 
 
+def node_key(config: NodeConfig) -> PrivateKey:
+    """The key this node signs handshakes with: ``peer-private-key``, else a producer key,
+    else one generated once and kept in the data dir (mode 0600)."""
+    if config.peer_private_key is not None:
+        return config.peer_private_key
+    if config.signing_keys:
+        return next(iter(config.signing_keys.values()))
+    path = config.data_dir / "node_key"
+    if path.exists():
+        return PrivateKey.from_text(path.read_text().strip())
+    key = PrivateKey.generate()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(key.to_text() + "\n")
+    return key
+
+
+def net_config(config: NodeConfig) -> NetConfig:
+    try:
+        policy = AuthPolicy.parse(config.allowed_connection, config.peer_keys)
+    except ValueError as err:
+        raise NodeError(f"allowed-connection: {err}") from err
+    return NetConfig(
+        listen=config.p2p_listen,
+        peers=list(config.p2p_peers),
+        p2p_address=config.p2p_server_address,
+        max_clients=config.max_clients,
+        policy=policy,
+        sync=SyncConfig(span=config.sync_fetch_span, max_ranges=config.sync_ranges),
+    )
+
+
 class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
         self.metrics = NodeMetrics()
         self.watch = InclusionWatch()
         self._stop = asyncio.Event()
+        self.network: PeerManager | None = None
 
     def stop(self) -> None:
         self._stop.set()
 
-    def _on_block(self, block: SignedBlock) -> None:
+    def _on_applied(self, blocks: list[SignedBlock]) -> None:
+        for block in blocks:
+            self.watch.included([t.id for t in block.transactions], block.num)
+        self.metrics.block_txs.inc(sum(len(b.transactions) for b in blocks))
+
+    def _on_produced(self, block: SignedBlock) -> None:
         self.watch.included([t.id for t in block.transactions], block.num)
+        if self.network is not None:
+            self.network.block_produced(block)
+
+    def _may_produce(self) -> bool:
+        """Produce only in step with the network: never on a head we know to be behind."""
+        return self.network is None or self.network.sync.stage == Stage.IN_SYNC
 
     async def run(self) -> None:
         config = self.config
@@ -64,8 +112,10 @@ class Node:
         )
         chain = open_chain(config, recoverer)
         runner = ChainRunner(chain)
-        admitter = Admitter(runner, self.metrics)
-        api = Api(runner, self.metrics, self.watch, admitter)
+        service = NodeChainService(runner, self._on_applied)
+        self.network = network = PeerManager(service, net_config(config), node_key(config))
+        admitter = Admitter(runner, self.metrics, on_accepted=network.relay_transaction)
+        api = Api(runner, self.metrics, self.watch, admitter, network)
         app = make_app(api, self.metrics, config.max_http_body_bytes)
         http = web.AppRunner(app, access_log=None)
         loop = asyncio.get_running_loop()
@@ -79,19 +129,34 @@ class Node:
             except OSError as err:
                 where = f"{config.http_host}:{config.http_port}"
                 raise NodeError(f"cannot serve the RPC on {where}: {err.strerror}") from err
+            try:
+                await network.listen()
+            except OSError as err:
+                raise NodeError(
+                    f"cannot accept peers on {config.p2p_listen}: {err.strerror}"
+                ) from err
             log.info(
                 "node_started",
                 chain_id=chain.chain_id.hex(),
                 head=chain.head.num,
                 lib=chain.lib,
                 rpc=f"http://{config.http_host}:{config.http_port}",
-                started_at=time.time(),
+                p2p=network.listen_port,
+                peers=len(config.p2p_peers),
             )
             async with asyncio.TaskGroup() as tg:
-                tasks = [tg.create_task(admitter.run(), name="admission")]
+                tasks = [
+                    tg.create_task(admitter.run(), name="admission"),
+                    tg.create_task(network.run(), name="network"),
+                ]
                 if config.producers:
                     producer = ProducerLoop(
-                        runner, config.producers, config.signing_keys, self.metrics, self._on_block
+                        runner,
+                        config.producers,
+                        config.signing_keys,
+                        self.metrics,
+                        self._on_produced,
+                        may_produce=self._may_produce,
                     )
                     tasks.append(tg.create_task(producer.run(), name="producer"))
                 await self._stop.wait()

@@ -12,18 +12,15 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from chain.crypto import PrivateKey, public_key_to_text
 from chain.errors import ChainError
-from genesis.devnet import DEV_USERS, producer_names, write_dev_genesis
+from genesis.devnet import DEV_USERS, write_dev_genesis
 from genesis.errors import GenesisError
 from genesis.model import load_genesis
+from node import devnet
 from node.app import Node, open_chain
-from node.config import add_options, load_config
+from node.config import add_options, load_config, parse_endpoint
 from node.errors import NodeError
 from node.logging import configure_logging
-
-# Dev chains unbond in a minute and re-elect every 10 s so that a person can watch it happen.
-DEV_PARAMS = {"unbond_delay_s": 60, "election_interval_blocks": 20}
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -57,44 +54,40 @@ def _cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_devnet_config(data_dir: Path, keys: dict[str, str], producers: int, http: str) -> None:
-    lines = [
-        "# written by bor-node devnet",
-        f"http-server-address = {http}",
-    ]
-    for name in producer_names(producers):
-        key = PrivateKey.from_text(keys[name])
-        lines.append(f"producer-name = {name}")
-        lines.append(
-            f"signature-provider = {public_key_to_text(key.public_key)}=KEY:{key.to_text()}"
-        )
-    (data_dir / "config.ini").write_text("\n".join(lines) + "\n")
-
-
 def _cmd_devnet(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir)
+    if not 1 <= args.producers <= 21:
+        raise NodeError("--producers must be between 1 and 21")
     if args.fresh and data_dir.exists():
         shutil.rmtree(data_dir)
-    if not (data_dir / "genesis.json").exists():
-        _, keys_path = write_dev_genesis(data_dir, args.producers, **DEV_PARAMS)
-        keys = json.loads(keys_path.read_text())
-        _write_devnet_config(data_dir, keys, args.producers, args.http_server_address)
+    nodes = devnet.plan(
+        args.producers,
+        parse_endpoint("--http-server-address", args.http_server_address),
+        args.p2p_base_port,
+    )
+    devnet.prepare(data_dir, nodes)
     keys_path = data_dir / "keys.json"
-    url = f"http://{args.http_server_address}"
+    url = nodes[0].url
+    table = "\n".join(
+        f"  {n.name}: producer {n.producer}, RPC {n.url}, p2p {n.p2p[0]}:{n.p2p[1]}" for n in nodes
+    )
     print(
-        f"BoR dev chain in {data_dir} (RPC {url}); dev keys in {keys_path}.\n"
+        f"BoR devnet of {len(nodes)} producer node(s) in {data_dir}:\n{table}\n"
+        f"Logs in {data_dir}/node*/node.log; dev keys in {keys_path}.\n"
         "Try the wallet in another terminal:\n"
         f"  export BOR_WALLET_PASSWORD=dev BOR_URL={url}\n"
-        "  bor-wallet create\n"
         f"  bor-wallet import --from-dev-keys {keys_path}\n"
         f"  bor-wallet transfer {DEV_USERS[0]} {DEV_USERS[1]} 10.0000 --memo hello\n"
-        f"  bor-wallet get account {DEV_USERS[1]}\n",
+        f"  bor-wallet get account {DEV_USERS[1]}\n"
+        f"  bor-node status --devnet {data_dir}\n",
         file=sys.stderr,
         flush=True,
     )
+    if len(nodes) > 1:
+        return devnet.supervise(data_dir, nodes, args.log_level)
     ns = argparse.Namespace(
         config=None,
-        data_dir=str(data_dir),
+        data_dir=str(data_dir / nodes[0].name),
         log_level=args.log_level,
         log_format=args.log_format,
     )
@@ -120,13 +113,22 @@ def _get_json(url: str) -> Any:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    info = _get_json(args.url.rstrip("/") + "/v1/chain/get_info")
-    print(
-        f"{args.url}: head {info['head_block_num']} ({info['head_block_producer']}, "
-        f"{info['head_block_time']}), LIB {info['last_irreversible_block_num']}, "
-        f"mempool {info['mempool_size']}, chain {info['chain_id'][:16]}…"
-    )
-    return 0
+    urls = devnet.node_urls(Path(args.devnet)) if args.devnet else [args.url]
+    failures = 0
+    for url in urls:
+        try:
+            info = _get_json(url.rstrip("/") + "/v1/chain/get_info")
+        except NodeError as err:
+            print(f"{url}: unreachable ({err})")
+            failures += 1
+            continue
+        print(
+            f"{url}: head {info['head_block_num']} ({info['head_block_producer']}, "
+            f"{info['head_block_time']}), LIB {info['last_irreversible_block_num']}, "
+            f"peers {info.get('peer_count', 0)}, sync {info.get('sync_stage', '-')}, "
+            f"mempool {info['mempool_size']}, chain {info['chain_id'][:16]}…"
+        )
+    return 1 if failures else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,8 +146,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     dev = sub.add_parser("devnet", help="generate a dev chain (if needed) and run it")
     dev.add_argument("--data-dir", default="devnet-data")
-    dev.add_argument("--producers", type=int, default=1, help="producers (1-21)")
-    dev.add_argument("--http-server-address", default="127.0.0.1:8888")
+    dev.add_argument(
+        "--producers", type=int, default=3, help="producer nodes, one process each (1-21)"
+    )
+    dev.add_argument(
+        "--http-server-address", default="127.0.0.1:8888", help="RPC of the first node"
+    )
+    dev.add_argument("--p2p-base-port", type=int, default=9876, help="p2p port of the first node")
     dev.add_argument("--fresh", action="store_true", help="delete the data dir first")
     dev.add_argument("--log-level", default="info")
     dev.add_argument("--log-format", default="auto")
@@ -160,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="show a node's head and LIB")
     status.add_argument("--url", default="http://127.0.0.1:8888")
+    status.add_argument("--devnet", help="a devnet data dir: show every node of it")
     status.set_defaults(func=_cmd_status)
     return parser
 

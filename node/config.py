@@ -38,6 +38,19 @@ OPTIONS: tuple[Option, ...] = (
         "PUB_K1_...=KEY:PVT_K1_... key that signs blocks (nodeos syntax)",
         repeatable=True,
     ),
+    Option("p2p-listen-endpoint", "host:port to accept peers on ('' for none)", "0.0.0.0:9876"),
+    Option("p2p-server-address", "host:port peers should use for us (default: listen endpoint)"),
+    Option("p2p-peer-address", "host:port of a peer to connect to", repeatable=True),
+    Option("allowed-connection", "any, producers or specified (repeatable)", repeatable=True),
+    Option(
+        "peer-key",
+        "PUB_K1_... key allowed to connect (allowed-connection = specified)",
+        repeatable=True,
+    ),
+    Option("peer-private-key", "PVT_K1_... key this node signs handshakes with"),
+    Option("max-clients", "inbound peers at most (0: no limit)", 25, int),
+    Option("sync-fetch-span", "blocks per sync range request", 500, int),
+    Option("sync-ranges", "sync ranges in flight at once, each from a different peer", 3, int),
     Option("max-mempool-txs", "transactions held in the mempool at most", 50_000, int),
     Option("max-mempool-per-account", "pending transactions per account at most", 5_000, int),
     Option("max-http-body-bytes", "largest accepted HTTP request body", 1 << 20, int),
@@ -62,6 +75,15 @@ class NodeConfig:
     http_port: int
     producers: tuple[str, ...]
     signing_keys: dict[PublicKey, PrivateKey]
+    p2p_listen: tuple[str, int] | None
+    p2p_server_address: str
+    p2p_peers: tuple[tuple[str, int], ...]
+    allowed_connection: tuple[str, ...]
+    peer_keys: frozenset[bytes]
+    peer_private_key: PrivateKey | None
+    max_clients: int
+    sync_fetch_span: int
+    sync_ranges: int
     max_mempool_txs: int
     max_mempool_per_account: int
     max_http_body_bytes: int
@@ -127,6 +149,13 @@ def _signature_provider(spec: str) -> tuple[PublicKey, PrivateKey]:
     return pub, key
 
 
+def parse_endpoint(option: str, text: str) -> tuple[str, int]:
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ConfigError(option, f"expected host:port, got {text!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
 def load_config(args: argparse.Namespace) -> NodeConfig:
     """Merge config.ini and flags into a validated NodeConfig."""
     flag_values = {o.name: getattr(args, o.name.replace("-", "_"), None) for o in OPTIONS}
@@ -163,8 +192,35 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
         raise ConfigError("log-level", "expected debug, info, warning or error")
     if merged["log-format"] not in ("auto", "json", "console"):
         raise ConfigError("log-format", "expected auto, json or console")
+    listen = merged["p2p-listen-endpoint"]
+    p2p_listen = parse_endpoint("p2p-listen-endpoint", listen) if listen else None
+    peers = tuple(parse_endpoint("p2p-peer-address", a) for a in merged["p2p-peer-address"])
+    modes = tuple(merged["allowed-connection"]) or ("any",)
+    for mode in modes:
+        if mode not in ("any", "producers", "specified"):
+            raise ConfigError("allowed-connection", f"{mode!r} is not any, producers or specified")
+    try:
+        peer_keys = frozenset(public_key_from_text(k) for k in merged["peer-key"])
+        node_key = (
+            PrivateKey.from_text(merged["peer-private-key"]) if merged["peer-private-key"] else None
+        )
+    except ChainError as err:
+        raise ConfigError("peer-key/peer-private-key", str(err)) from err
+    for name in ("sync-fetch-span", "sync-ranges"):
+        if merged[name] < 1:
+            raise ConfigError(name, "must be at least 1")
+    server_address = merged["p2p-server-address"] or listen or ""
     genesis = merged["genesis-json"]
     return NodeConfig(
+        p2p_listen=p2p_listen,
+        p2p_server_address=server_address,
+        p2p_peers=peers,
+        allowed_connection=modes,
+        peer_keys=peer_keys,
+        peer_private_key=node_key,
+        max_clients=merged["max-clients"],
+        sync_fetch_span=merged["sync-fetch-span"],
+        sync_ranges=merged["sync-ranges"],
         data_dir=data_dir,
         genesis_json=Path(genesis) if genesis else data_dir / "genesis.json",
         http_host=host.strip("[]") or "127.0.0.1",

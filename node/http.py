@@ -87,6 +87,7 @@ def make_app(api: Api, metrics: NodeMetrics, max_body_bytes: int) -> web.Applica
 
     async def get_metrics(request: web.Request) -> web.Response:
         metrics.observe_chain(api.chain)
+        metrics.observe_network(api.network)
         return web.Response(body=metrics.render(), content_type="text/plain", charset="utf-8")
 
     document = openapi_document(api)

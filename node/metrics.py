@@ -5,6 +5,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from chain.controller import Chain
+from p2p.manager import PeerManager
+from p2p.sync import Stage
 
 
 class NodeMetrics:
@@ -32,6 +34,25 @@ class NodeMetrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0),
             registry=r,
         )
+
+        self.peers = Gauge("bor_p2p_peers", "Connected peers", registry=r)
+        self.sync_target = Gauge("bor_sync_target_block_num", "Block the node syncs to", registry=r)
+        self.sync_rate = Gauge(
+            "bor_sync_blocks_per_second", "Blocks applied per second", registry=r
+        )
+        self.sync_stage = Gauge(
+            "bor_sync_stage", "1 for the current sync stage", ["stage"], registry=r
+        )
+
+    def observe_network(self, network: PeerManager | None) -> None:
+        if network is None:
+            return
+        status = network.sync.status()
+        self.peers.set(len(network.peers))
+        self.sync_target.set(status["target"])
+        self.sync_rate.set(status["blocks_per_s"])
+        for stage in Stage:
+            self.sync_stage.labels(stage=str(stage)).set(1 if stage == network.sync.stage else 0)
 
     def observe_chain(self, chain: Chain) -> None:
         self.head.set(chain.head.num)

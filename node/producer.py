@@ -26,12 +26,14 @@ class ProducerLoop:
         keys: dict[PublicKey, PrivateKey],
         metrics: NodeMetrics,
         on_block: Callable[[SignedBlock], None],
+        may_produce: Callable[[], bool] = lambda: True,
     ) -> None:
         self.runner = runner
         self.producers = set(producers)
         self.keys = keys
         self.metrics = metrics
         self.on_block = on_block
+        self.may_produce = may_produce
         self._warned: set[str] = set()
 
     async def run(self) -> None:
@@ -49,6 +51,9 @@ class ProducerLoop:
             return None
         name, key_pub = head.scheduled(slot, chain.params)
         if name not in self.producers:
+            return None
+        if not self.may_produce():
+            log.info("production_paused_while_syncing", producer=name, slot=slot)
             return None
         key = self.keys.get(PublicKey(key_pub))
         if key is None:

@@ -23,6 +23,7 @@ from node.admission import Admitter
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner, InclusionWatch
 from node.views import account_json, block_json, producer_json, schedule_json, slot_iso
+from p2p.manager import PeerManager
 
 log = structlog.get_logger("rpc")
 
@@ -106,12 +107,14 @@ class Api:
         metrics: NodeMetrics,
         watch: InclusionWatch,
         admitter: Admitter,
+        network: PeerManager | None = None,
     ) -> None:
         self.runner = runner
         self.chain = runner.chain
         self.metrics = metrics
         self.watch = watch
         self.admitter = admitter
+        self.network = network
         self.routes: dict[str, Route] = {
             "/v1/chain/get_info": Route(self.get_info, "Head, LIB and chain identity", {}),
             "/v1/chain/get_block": Route(
@@ -143,6 +146,18 @@ class Api:
                 self.get_evidence, "Blocks kept as evidence of double signing", {}
             ),
             "/v1/node/health": Route(self.health, "Liveness and head age", {}),
+            "/v1/node/sync": Route(
+                self.sync_status,
+                "Sync stage, target, next expected block, sources, blocks/s and ETA",
+                {},
+            ),
+            "/v1/net/peers": Route(self.net_peers, "Connected peers", {}),
+            "/v1/net/connect": Route(
+                self.net_connect, "Dial a peer (and keep redialling it)", {"address": "host:port"}
+            ),
+            "/v1/net/disconnect": Route(
+                self.net_disconnect, "Send a peer away", {"peer": "peer id from /v1/net/peers"}
+            ),
         }
 
     # --- chain API -------------------------------------------------------------------------
@@ -169,7 +184,48 @@ class Api:
             "token_precision": p.token_precision,
             "mempool_size": len(chain.mempool),
             "fork_db_size": chain.fork_db_size,
+        } | self._network_summary()
+
+    def _network_summary(self) -> dict[str, Any]:
+        if self.network is None:
+            return {}
+        sync = self.network.sync.status()
+        return {
+            "peer_count": len(self.network.peers),
+            "sync_stage": sync["stage"],
+            "sync_target": sync["target"],
+            "sync_blocks_per_s": sync["blocks_per_s"],
+            "sync_eta_s": sync["eta_s"],
         }
+
+    # --- node and net API -------------------------------------------------------------------
+
+    def _require_network(self) -> PeerManager:
+        if self.network is None:
+            raise RpcError(404, "not_found", "this node runs without a network")
+        return self.network
+
+    async def sync_status(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._require_network().sync.status()
+
+    async def net_peers(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._require_network().status()
+
+    async def net_connect(self, body: dict[str, Any]) -> dict[str, Any]:
+        network = self._require_network()
+        text = _field(body, "address")
+        host, sep, port = str(text).rpartition(":")
+        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+            raise RpcError(400, "bad_field", "address must be host:port")
+        started = network.connect((host.strip("[]"), int(port)))
+        return {"address": text, "status": "dialling" if started else "already dialling"}
+
+    async def net_disconnect(self, body: dict[str, Any]) -> dict[str, Any]:
+        network = self._require_network()
+        peer = _field(body, "peer")
+        if not isinstance(peer, str) or not await network.disconnect(peer):
+            raise RpcError(404, "not_found", f"no connected peer {peer!r}")
+        return {"peer": peer, "status": "disconnected"}
 
     async def get_block(self, body: dict[str, Any]) -> dict[str, Any]:
         key = _field(body, "block_num_or_id")

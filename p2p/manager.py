@@ -94,22 +94,26 @@ class PeerManager:
         self._tg: asyncio.TaskGroup | None = None
         self._dialing: set[tuple[str, int]] = set()
         self.listen_port: int | None = None
+        self._server: asyncio.Server | None = None
         self.ready = asyncio.Event()
         pos = chain.position()
         self.sync.chain_advanced(pos.head_num, pos.lib_num)
 
     # --- lifecycle --------------------------------------------------------------------------
 
+    async def listen(self) -> None:
+        """Open the listening socket (raises OSError if the endpoint is taken)."""
+        if self.config.listen is not None and self._server is None:
+            host, port = self.config.listen
+            self._server = await asyncio.start_server(self._on_inbound, host, port)
+            self.listen_port = self._server.sockets[0].getsockname()[1]
+            log.info("p2p_listening", address=f"{host}:{self.listen_port}")
+
     async def run(self) -> None:
-        server = None
+        await self.listen()
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
-                if self.config.listen is not None:
-                    host, port = self.config.listen
-                    server = await asyncio.start_server(self._on_inbound, host, port)
-                    self.listen_port = server.sockets[0].getsockname()[1]
-                    log.info("p2p_listening", address=f"{host}:{self.listen_port}")
                 tg.create_task(self.applier.run(), name="applier")
                 tg.create_task(self._tick_loop(), name="sync-ticker")
                 tg.create_task(self._tx_loop(), name="tx-relay")
@@ -118,8 +122,8 @@ class PeerManager:
                 self.ready.set()
                 await asyncio.Event().wait()  # until cancelled
         finally:
-            if server is not None:
-                server.close()
+            if self._server is not None:
+                self._server.close()
             for peer in list(self.peers.values()):
                 await peer.channel.close()
 
@@ -397,6 +401,12 @@ class PeerManager:
                 why=result.detail,
             )
             self._act(self.sync.block_rejected(peer_id, block.num, result.detail))
+
+    def block_produced(self, block: SignedBlock) -> None:
+        """Our producer made ``block``: our head moved, and every peer needs it."""
+        pos = self.chain.position()
+        self._act(self.sync.chain_advanced(pos.head_num, pos.lib_num))
+        self.relay_block(block)
 
     def relay_block(self, block: SignedBlock, exclude: str | None = None) -> None:
         """Send ``block`` to every peer that does not have it (our own, or newly applied)."""

@@ -1,0 +1,163 @@
+"""``bor-node devnet``: a local network of N producer nodes on loopback, one command.
+
+Layout of the data dir: ``genesis.json`` and ``keys.json`` shared by all, ``devnet.json``
+(which node listens where), and one directory per node (``node1`` …) with its config.ini,
+block store and log. Node i serves the RPC on the base port + i and accepts peers on the
+p2p base port + i; every node dials the ones before it, so the network is fully meshed.
+One producer runs in this process; more run as child processes that die with this one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from chain.crypto import PrivateKey, public_key_to_text
+from genesis.devnet import producer_names, write_dev_genesis
+from node.errors import NodeError
+
+# Dev chains unbond in a minute and re-elect every 10 s so that a person can watch it happen.
+DEV_PARAMS = {"unbond_delay_s": 60, "election_interval_blocks": 20}
+
+
+@dataclass(frozen=True, slots=True)
+class DevNode:
+    name: str
+    producer: str
+    rpc: tuple[str, int]
+    p2p: tuple[str, int]
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.rpc[0]}:{self.rpc[1]}"
+
+
+def plan(producers: int, rpc: tuple[str, int], p2p_port: int) -> list[DevNode]:
+    names = producer_names(producers)
+    return [
+        DevNode(f"node{i + 1}", names[i], (rpc[0], rpc[1] + i), ("127.0.0.1", p2p_port + i))
+        for i in range(producers)
+    ]
+
+
+def prepare(data_dir: Path, nodes: list[DevNode]) -> None:
+    """Write genesis, keys and every node's config.ini, unless the devnet already exists."""
+    manifest = data_dir / "devnet.json"
+    if manifest.exists():
+        existing = json.loads(manifest.read_text())
+        if len(existing["nodes"]) != len(nodes):
+            raise NodeError(
+                f"{data_dir} holds a devnet of {len(existing['nodes'])} producers; "
+                "use --fresh to start a new one"
+            )
+        return
+    _, keys_path = write_dev_genesis(data_dir, len(nodes), **DEV_PARAMS)
+    keys = json.loads(keys_path.read_text())
+    for i, node in enumerate(nodes):
+        node_dir = data_dir / node.name
+        node_dir.mkdir(parents=True, exist_ok=True)
+        key = PrivateKey.from_text(keys[node.producer])
+        lines = [
+            "# written by bor-node devnet",
+            f"genesis-json = {(data_dir / 'genesis.json').resolve()}",
+            f"http-server-address = {node.rpc[0]}:{node.rpc[1]}",
+            f"p2p-listen-endpoint = {node.p2p[0]}:{node.p2p[1]}",
+            f"producer-name = {node.producer}",
+            f"signature-provider = {public_key_to_text(key.public_key)}=KEY:{key.to_text()}",
+        ]
+        lines += [f"p2p-peer-address = {p.p2p[0]}:{p.p2p[1]}" for p in nodes[:i]]
+        (node_dir / "config.ini").write_text("\n".join(lines) + "\n")
+    manifest.write_text(
+        json.dumps(
+            {
+                "nodes": [
+                    {
+                        "name": n.name,
+                        "producer": n.producer,
+                        "rpc": n.url,
+                        "p2p": f"{n.p2p[0]}:{n.p2p[1]}",
+                    }
+                    for n in nodes
+                ]
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+
+
+def node_urls(data_dir: Path) -> list[str]:
+    manifest = data_dir / "devnet.json"
+    if not manifest.exists():
+        raise NodeError(f"{data_dir} is not a devnet data dir (no devnet.json)")
+    return [n["rpc"] for n in json.loads(manifest.read_text())["nodes"]]
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: receive SIGTERM when the devnet process dies, however."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass  # not Linux: children are still stopped on a clean exit
+
+
+def supervise(data_dir: Path, nodes: list[DevNode], log_level: str) -> int:
+    """Run every node as a child process until a signal, or until one of them dies."""
+    children: list[tuple[DevNode, subprocess.Popen[bytes]]] = []
+    stopping = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    for node in nodes:
+        node_dir = data_dir / node.name
+        log = (node_dir / "node.log").open("ab")
+        cmd = [
+            sys.executable,
+            "-m",
+            "node.cli",
+            "run",
+            "--data-dir",
+            str(node_dir),
+            "--log-format",
+            "json",
+            "--log-level",
+            log_level,
+        ]
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=log, preexec_fn=_die_with_parent, env=os.environ.copy()
+        )
+        log.close()
+        children.append((node, proc))
+    code = 0
+    while not stopping:
+        for node, proc in children:
+            if proc.poll() is not None:
+                print(
+                    f"bor-node devnet: {node.name} exited with {proc.returncode}; "
+                    f"see {data_dir / node.name / 'node.log'}",
+                    file=sys.stderr,
+                )
+                stopping, code = True, 1
+                break
+        time.sleep(0.3)
+    for _, proc in children:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for _, proc in children:
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return code
