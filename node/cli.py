@@ -12,11 +12,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from chain.controller import Chain
+from chain.sigpool import ParallelRecoverer
 from chain.errors import ChainError
 from genesis.devnet import DEV_USERS, write_dev_genesis
 from genesis.errors import GenesisError
 from genesis.model import load_genesis
-from node import devnet
+from node import devnet, history
 from node.app import Node, open_chain
 from node.config import add_options, load_config, parse_endpoint
 from node.errors import NodeError
@@ -97,6 +99,47 @@ def _cmd_devnet(args: argparse.Namespace) -> int:
     return 0
 
 
+def _offline_chain(args: argparse.Namespace) -> Chain:
+    ns = argparse.Namespace(
+        config=None, data_dir=args.data_dir, genesis_json=args.genesis_json, log_level="warning"
+    )
+    return open_chain(load_config(ns))
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    chain = _offline_chain(args)
+    try:
+        count = history.export_history(chain, Path(args.to))
+    finally:
+        chain.store.close()
+    print(f"exported blocks 1..{count} (irreversible) to {args.to}")
+    return 0
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    if args.validation_mode not in ("full", "light"):
+        raise NodeError("--validation-mode must be full or light")
+    ns = argparse.Namespace(
+        config=None, data_dir=args.data_dir, genesis_json=args.genesis_json, log_level="warning"
+    )
+    config = load_config(ns)
+    workers = config.signature_workers if args.validation_mode == "full" else 0
+    recoverer = ParallelRecoverer(workers) if workers else None
+    chain = open_chain(config, recoverer)
+    try:
+        applied, seconds = history.import_history(
+            chain, Path(args.file), light=args.validation_mode == "light"
+        )
+        head = chain.head.num
+    finally:
+        chain.store.close()
+        if recoverer is not None:
+            recoverer.close()
+    rate = f", {applied / seconds:,.0f} blocks/s" if seconds else ""
+    print(f"imported {applied} blocks in {seconds:.1f} s{rate}; head {head}")
+    return 0
+
+
 def _cmd_genesis_new(args: argparse.Namespace) -> int:
     genesis_path, keys_path = write_dev_genesis(Path(args.out), args.producers)
     genesis = load_genesis(genesis_path)
@@ -157,6 +200,23 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--log-level", default="info")
     dev.add_argument("--log-format", default="auto")
     dev.set_defaults(func=_cmd_devnet)
+
+    exp = sub.add_parser("export", help="write the irreversible history to a block log file")
+    exp.add_argument("--data-dir", default="data")
+    exp.add_argument("--genesis-json")
+    exp.add_argument("--to", required=True, help="the file to write (and FILE.index)")
+    exp.set_defaults(func=_cmd_export)
+
+    imp = sub.add_parser("import", help="bootstrap a data dir from a block log file")
+    imp.add_argument("file")
+    imp.add_argument("--data-dir", default="data")
+    imp.add_argument("--genesis-json", help="default: <data-dir>/genesis.json")
+    imp.add_argument(
+        "--validation-mode",
+        default="full",
+        help="full (default) or light: skip transaction signatures of this irreversible history",
+    )
+    imp.set_defaults(func=_cmd_import)
 
     gen = sub.add_parser("genesis", help="genesis tools")
     gen_sub = gen.add_subparsers(dest="genesis_command", required=True)
