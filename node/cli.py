@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from chain.controller import Chain
-from chain.sigpool import ParallelRecoverer
 from chain.errors import ChainError
+from chain.sigpool import ParallelRecoverer
 from genesis.devnet import DEV_USERS, write_dev_genesis
 from genesis.errors import GenesisError
 from genesis.model import load_genesis
