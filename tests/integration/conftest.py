@@ -5,95 +5,162 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 BIN = Path(sys.executable).parent
+_next_port = [20000 + (os.getpid() % 200) * 100]
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port nobody listens on, from a range private to this test process."""
+    import socket
+
+    while True:
+        _next_port[0] += 1
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", _next_port[0]))
+            except OSError:
+                continue
+            return _next_port[0]
+
+
+def rpc(url: str, path: str, body: dict[str, Any] | None = None, timeout: float = 10) -> Any:
+    request = urllib.request.Request(
+        url + path,
+        data=json.dumps(body or {}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if check():
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 class NodeProcess:
-    """``bor-node devnet`` in its own process group, logging to a file."""
+    """A ``bor-node`` process in its own process group, logging to a file."""
 
-    def __init__(self, data_dir: Path, port: int) -> None:
+    def __init__(self, data_dir: Path, args: list[str], port: int, log: Path) -> None:
         self.data_dir = data_dir
+        self.args = args
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
+        self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
-        self.log = data_dir.parent / f"{data_dir.name}.log"
 
-    def start(self) -> NodeProcess:
-        cmd = [
-            str(BIN / "bor-node"),
-            "devnet",
-            "--data-dir",
-            str(self.data_dir),
-            "--http-server-address",
-            f"127.0.0.1:{self.port}",
-            "--log-format",
-            "json",
-        ]
+    def start(self, wait_head: int = 0) -> NodeProcess:
         with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()[-2000:]
-            try:
-                if self.rpc("/v1/chain/get_info")["head_block_num"] >= 1:
-                    return self
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise AssertionError("node did not start producing:\n" + self.log.read_text()[-2000:])
+            self.proc = subprocess.Popen(
+                [str(BIN / "bor-node"), *self.args],
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+
+        def ready() -> bool:
+            assert self.proc is not None and self.proc.poll() is None, self.tail()
+            return bool(self.rpc("/v1/chain/get_info")["head_block_num"] >= wait_head)
+
+        wait_for(ready, 40, f"node on {self.url}:\n{self.tail()}")
+        return self
+
+    def tail(self) -> str:
+        return self.log.read_text()[-3000:] if self.log.exists() else ""
 
     def rpc(self, path: str, body: dict[str, Any] | None = None) -> Any:
-        request = urllib.request.Request(
-            self.url + path,
-            data=json.dumps(body or {}).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return json.loads(response.read())
+        return rpc(self.url, path, body)
+
+    def info(self) -> dict[str, Any]:
+        return dict(self.rpc("/v1/chain/get_info"))
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         assert self.proc is not None
         os.kill(self.proc.pid, sig)
         return self.proc.wait(timeout=20)
 
-    def wait_for_head(self, num: int, timeout: float = 20) -> dict[str, Any]:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            info: dict[str, Any] = self.rpc("/v1/chain/get_info")
-            if info["head_block_num"] >= num:
-                return info
-            time.sleep(0.1)
-        raise AssertionError(f"head did not reach {num}")
+    def wait_for_head(self, num: int, timeout: float = 30) -> dict[str, Any]:
+        wait_for(lambda: self.info()["head_block_num"] >= num, timeout, f"head {num}")
+        return self.info()
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class Nodes:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.started: list[NodeProcess] = []
+
+    def devnet(self, name: str = "devnet") -> NodeProcess:
+        """``bor-node devnet`` with one producer, in one process."""
+        data_dir = self.tmp / name
+        port = free_port()
+        args = [
+            "devnet",
+            "--producers",
+            "1",
+            "--data-dir",
+            str(data_dir),
+            "--http-server-address",
+            f"127.0.0.1:{port}",
+            "--p2p-base-port",
+            str(free_port()),
+            "--log-format",
+            "json",
+        ]
+        node = NodeProcess(data_dir, args, port, self.tmp / f"{name}.log")
+        self.started.append(node)
+        return node
+
+    def run(self, data_dir: Path, *extra: str, p2p_port: int | None = None) -> NodeProcess:
+        """``bor-node run`` on ``data_dir`` with fresh RPC and p2p ports."""
+        port = free_port()
+        p2p = p2p_port or free_port()
+        args = [
+            "run",
+            "--data-dir",
+            str(data_dir),
+            "--http-server-address",
+            f"127.0.0.1:{port}",
+            "--p2p-listen-endpoint",
+            f"127.0.0.1:{p2p}",
+            "--log-format",
+            "json",
+            *extra,
+        ]
+        node = NodeProcess(data_dir, args, port, data_dir.parent / f"{data_dir.name}.log")
+        node.p2p_port = p2p  # type: ignore[attr-defined]
+        self.started.append(node)
+        return node
+
+    def stop_all(self) -> None:
+        for node in self.started:
+            if node.running and node.proc is not None:
+                node.proc.kill()
+                node.proc.wait()
 
 
 @pytest.fixture
-def node_factory(tmp_path: Path) -> Iterator[Any]:
-    started: list[NodeProcess] = []
-
-    def make(name: str = "node") -> NodeProcess:
-        node = NodeProcess(tmp_path / name, free_port())
-        started.append(node)
-        return node
-
-    yield make
-    for node in started:
-        if node.proc is not None and node.proc.poll() is None:
-            node.proc.kill()
-            node.proc.wait()
+def nodes(tmp_path: Path) -> Iterator[Nodes]:
+    pool = Nodes(tmp_path)
+    yield pool
+    pool.stop_all()

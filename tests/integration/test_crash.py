@@ -19,6 +19,7 @@ from chain.testing import now_ms, state_dump
 from chain.transaction import SignedTransaction, Transaction, tapos_of
 from chain.types import AccountName, BlockId
 from genesis.model import load_genesis
+from tests.integration.conftest import Nodes
 
 
 def _load(node: Any, keys: dict[str, PrivateKey], stop: threading.Event, sent: list[int]) -> None:
@@ -43,8 +44,8 @@ def _load(node: Any, keys: dict[str, PrivateKey], stop: threading.Event, sent: l
             sent.append(n)
 
 
-def test_kill_9_under_load_leaves_whole_blocks(node_factory: Any, tmp_path: Path) -> None:
-    node = node_factory().start()
+def test_kill_9_under_load_leaves_whole_blocks(nodes: Nodes, tmp_path: Path) -> None:
+    node = nodes.devnet().start(wait_head=1)
     keys = {
         name: PrivateKey.from_text(text)
         for name, text in json.loads((node.data_dir / "keys.json").read_text()).items()
@@ -59,7 +60,7 @@ def test_kill_9_under_load_leaves_whole_blocks(node_factory: Any, tmp_path: Path
     assert len(sent) > 100, "the node was under load when it died"
 
     genesis = load_genesis(node.data_dir / "genesis.json")
-    crashed = Chain(BlockStore(str(node.data_dir / "blocks")), genesis.to_initial_state())
+    crashed = Chain(BlockStore(str(node.data_dir / "node1" / "blocks")), genesis.to_initial_state())
     head = crashed.head
     assert crashed.store.head_id() == head.id == crashed.store.block_id_at(head.num)
     assert crashed.store.block_id_at(head.num + 1) is None, "no block beyond the head"
@@ -84,7 +85,7 @@ def test_kill_9_under_load_leaves_whole_blocks(node_factory: Any, tmp_path: Path
     crashed.store.close()
     replay.store.close()
 
-    node.start()  # and the node resumes from its last committed block
+    node.start(wait_head=1)  # and the node resumes from its last committed block
     info = node.wait_for_head(head.num + 2)
     first_new = node.rpc("/v1/chain/get_block", {"block_num_or_id": head.num + 1})
     assert first_new["previous"] == head.id.hex()

@@ -6,9 +6,8 @@ import json
 import os
 import subprocess
 from pathlib import Path
-from typing import Any
 
-from tests.integration.conftest import BIN
+from tests.integration.conftest import BIN, Nodes
 
 
 def _wallet(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -17,8 +16,8 @@ def _wallet(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
-def test_wallet_moves_tokens_and_state_survives_restart(node_factory: Any, tmp_path: Path) -> None:
-    node = node_factory().start()
+def test_wallet_moves_tokens_and_state_survives_restart(nodes: Nodes, tmp_path: Path) -> None:
+    node = nodes.devnet().start(wait_head=1)
     env = os.environ | {
         "BOR_URL": node.url,
         "BOR_WALLET": str(tmp_path / "test.wallet"),
@@ -58,9 +57,9 @@ def test_wallet_moves_tokens_and_state_survives_restart(node_factory: Any, tmp_p
     info = node.rpc("/v1/chain/get_info")
     carol = node.rpc("/v1/chain/get_account", {"account_name": "carol"})
     assert node.stop() == 0
-    assert '"event": "node_stopped"' in node.log.read_text()
+    assert '"event": "node_stopped"' in node.tail()
 
-    node.start()
+    node.start(wait_head=1)
     again = node.rpc("/v1/chain/get_info")
     assert again["chain_id"] == info["chain_id"]
     assert again["head_block_num"] >= info["head_block_num"]
