@@ -33,6 +33,15 @@ def free_port() -> int:
             return _next_port[0]
 
 
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive free ports."""
+    while True:
+        first = free_port()
+        rest = [free_port() for _ in range(count - 1)]
+        if rest == list(range(first + 1, first + count)):
+            return first
+
+
 def rpc(url: str, path: str, body: dict[str, Any] | None = None, timeout: float = 10) -> Any:
     request = urllib.request.Request(
         url + path,
@@ -109,21 +118,23 @@ class Nodes:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
         self.started: list[NodeProcess] = []
+        self.p2p_ports: dict[Path, int] = {}
 
-    def devnet(self, name: str = "devnet") -> NodeProcess:
-        """``bor-node devnet`` with one producer, in one process."""
+    def devnet(self, name: str = "devnet", producers: int = 1) -> NodeProcess:
+        """``bor-node devnet``: one producer in this process, or several as children (the
+        returned process's RPC is the first node's; the others follow on the next ports)."""
         data_dir = self.tmp / name
-        port = free_port()
+        port = free_ports(producers)
         args = [
             "devnet",
             "--producers",
-            "1",
+            str(producers),
             "--data-dir",
             str(data_dir),
             "--http-server-address",
             f"127.0.0.1:{port}",
             "--p2p-base-port",
-            str(free_port()),
+            str(free_ports(producers)),
             "--log-format",
             "json",
         ]
@@ -131,24 +142,20 @@ class Nodes:
         self.started.append(node)
         return node
 
-    def run(self, data_dir: Path, *extra: str, p2p_port: int | None = None) -> NodeProcess:
-        """``bor-node run`` on ``data_dir`` with fresh RPC and p2p ports."""
-        port = free_port()
-        p2p = p2p_port or free_port()
-        args = [
-            "run",
-            "--data-dir",
-            str(data_dir),
-            "--http-server-address",
-            f"127.0.0.1:{port}",
-            "--p2p-listen-endpoint",
-            f"127.0.0.1:{p2p}",
-            "--log-format",
-            "json",
-            *extra,
-        ]
-        node = NodeProcess(data_dir, args, port, data_dir.parent / f"{data_dir.name}.log")
-        node.p2p_port = p2p  # type: ignore[attr-defined]
+    def run(self, data_dir: Path, *extra: str, rpc_port: int | None = None) -> NodeProcess:
+        """``bor-node run`` on ``data_dir``; with ``rpc_port`` the ports come from its
+        config.ini, otherwise fresh RPC and p2p ports are passed as flags."""
+        args = ["run", "--data-dir", str(data_dir), "--log-format", "json", *extra]
+        if rpc_port is None:
+            rpc_port = free_port()
+            self.p2p_ports[data_dir] = free_port()
+            args += [
+                "--http-server-address",
+                f"127.0.0.1:{rpc_port}",
+                "--p2p-listen-endpoint",
+                f"127.0.0.1:{self.p2p_ports[data_dir]}",
+            ]
+        node = NodeProcess(data_dir, args, rpc_port, data_dir.parent / f"{data_dir.name}.log")
         self.started.append(node)
         return node
 
