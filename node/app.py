@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 
 import structlog
 from aiohttp import web
@@ -80,6 +81,14 @@ def net_config(config: NodeConfig) -> NetConfig:
     )
 
 
+def dump_tasks() -> None:
+    """SIGUSR1: print every asyncio task and where it waits (for a node that seems stuck)."""
+    for task in asyncio.all_tasks():
+        print(f"--- task {task.get_name()}", file=sys.stderr)
+        task.print_stack(limit=8, file=sys.stderr)
+    sys.stderr.flush()
+
+
 class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
@@ -121,6 +130,7 @@ class Node:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.stop)
+        loop.add_signal_handler(signal.SIGUSR1, dump_tasks)
         try:
             await http.setup()
             site = web.TCPSite(http, config.http_host, config.http_port)
@@ -163,7 +173,7 @@ class Node:
                 for task in tasks:
                     task.cancel()
         finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
                 loop.remove_signal_handler(sig)
             await http.cleanup()
             runner.close()
