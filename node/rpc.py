@@ -301,7 +301,8 @@ class Api:
             if included is None:
                 return {"transaction_id": stx.id.hex(), "status": "accepted"}
             try:
-                num = await asyncio.wait_for(asyncio.shield(included), timeout / 1000)
+                async with asyncio.timeout(timeout / 1000):
+                    num = await asyncio.shield(included)
             except TimeoutError:
                 return {"transaction_id": stx.id.hex(), "status": "pending"}
             return {"transaction_id": stx.id.hex(), "status": "included", "block_num": num}

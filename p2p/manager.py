@@ -136,9 +136,12 @@ class PeerManager:
         return True
 
     async def disconnect(self, peer_id: str) -> bool:
+        """Send a peer away and stop redialling it (if we dialled it); False if unknown."""
         peer = self.peers.get(peer_id)
         if peer is None:
             return False
+        if peer.dial_address is not None:
+            self._dialing.discard(peer.dial_address)
         await self._send_away(peer, GoAwayReason.NO_REASON, "disconnect requested")
         return True
 
@@ -154,14 +157,17 @@ class PeerManager:
     async def _dial_loop(self, address: tuple[str, int]) -> None:
         delay = 0.5
         host, port = address
-        while True:
+        while address in self._dialing:  # ``disconnect`` takes it out
             try:
                 channel: Channel = await TcpChannel.connect(host, port)
             except ChannelBroken:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
                 continue
-            connected, reason = await self._session(channel, dialed=True)
+            if address not in self._dialing:
+                await channel.close()
+                return
+            connected, reason = await self._session(channel, dialed=True, address=address)
             if reason is not None and not reason.retry and reason != GoAwayReason.DUPLICATE:
                 log.warning("peer_refused_us", address=f"{host}:{port}", reason=reason.name)
                 self._dialing.discard(address)
@@ -169,7 +175,9 @@ class PeerManager:
             delay = 0.5 if connected else min(delay * 2, 30.0)
             await asyncio.sleep(delay)
 
-    async def _handshake(self, channel: Channel, dialed: bool) -> Peer:
+    async def _handshake(
+        self, channel: Channel, dialed: bool, address: tuple[str, int] | None
+    ) -> Peer:
         nonce = os.urandom(32)
         await channel.send(Hello(PROTOCOL_VERSION, self.chain.chain_id, self.node_id, nonce))
         hello = await channel.recv()
@@ -218,14 +226,15 @@ class PeerManager:
             if not keep_new:
                 raise HandshakeFailed(GoAwayReason.DUPLICATE, "already connected")
             await self._send_away(existing, GoAwayReason.DUPLICATE, "replaced by a new connection")
-        return Peer(channel, hs.node_id, hs, dialed)
+        return Peer(channel, hs.node_id, hs, dialed, dial_address=address)
 
-    async def _session(self, channel: Channel, dialed: bool) -> tuple[bool, GoAwayReason | None]:
+    async def _session(
+        self, channel: Channel, dialed: bool, address: tuple[str, int] | None = None
+    ) -> tuple[bool, GoAwayReason | None]:
         """Run one connection to its end: (whether the handshake succeeded, go_away reason)."""
         try:
-            peer = await asyncio.wait_for(
-                self._handshake(channel, dialed), self.config.handshake_timeout
-            )
+            async with asyncio.timeout(self.config.handshake_timeout):
+                peer = await self._handshake(channel, dialed, address)
         except HandshakeFailed as err:
             refusal = GoAwayReason(err.reason)
             log.info("peer_refused", remote=channel.remote, reason=refusal.name, why=err.detail)
@@ -390,6 +399,8 @@ class PeerManager:
             self.on_applied(block)
             if self.sync.stage == Stage.IN_SYNC:
                 self.relay_block(block, exclude=peer_id)
+        elif result.outcome in (Outcome.ADDED, Outcome.DUPLICATE):
+            self._act(self.sync.block_kept(peer_id, block.num))
         elif result.outcome == Outcome.UNLINKABLE:
             self._act(self.sync.block_unlinkable(peer_id, block.num))
         elif result.outcome in (Outcome.INVALID, Outcome.STALE):
@@ -458,7 +469,8 @@ class PeerManager:
     async def _send_away(self, peer: Peer, reason: GoAwayReason, detail: str) -> None:
         log.info("sending_peer_away", peer=peer.id, reason=reason.name, why=detail)
         with contextlib.suppress(ChannelClosed, TimeoutError):
-            await asyncio.wait_for(peer.channel.send(GoAway(reason, self.node_id, detail)), 2.0)
+            async with asyncio.timeout(2.0):
+                await peer.channel.send(GoAway(reason, self.node_id, detail))
         await peer.channel.close()
 
     def _ban(self, node_id: bytes) -> None:

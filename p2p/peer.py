@@ -44,6 +44,7 @@ class Peer:
     node_id: bytes
     handshake: Handshake
     dialed: bool
+    dial_address: tuple[str, int] | None = None  # the address we dialled, to stop redialling
     outbox: asyncio.Queue[Outbound] = field(default_factory=lambda: asyncio.Queue(OUTBOX_SIZE))
     known_blocks: RecentSet = field(default_factory=lambda: RecentSet(KNOWN_IDS))
     known_txs: RecentSet = field(default_factory=lambda: RecentSet(KNOWN_IDS))

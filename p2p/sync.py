@@ -67,6 +67,9 @@ class _Peer:
     rate: float | None = None  # None until measured: an untried peer ranks first
     strikes: int = 0
     last_used: float = 0.0
+    # The highest head of this peer's that we hold and that lost the fork choice to ours:
+    # its branch is not ahead of us until it grows past this.
+    lost_at: int = 0
 
 
 @dataclass(slots=True)
@@ -103,6 +106,9 @@ class SyncManager:
     ranges: list[_Range] = field(default_factory=list)
     gaps: list[tuple[int, int]] = field(default_factory=list)
     rewound: bool = False  # requesting blocks at or below our head again, after an unlinkable
+    # A peer on a branch we do not know, and how far to fetch it (from LIB + 1) so that the
+    # fork database can weigh it against ours: set by an unlinkable block.
+    fork: tuple[PeerId, int] | None = None
     _progress: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=64))
 
     # --- events ---------------------------------------------------------------------------
@@ -136,6 +142,17 @@ class SyncManager:
                 if num >= r.end:
                     self._finish(r, now)
                 break
+        if self.fork is not None and self.fork[0] == peer and num >= self.fork[1]:
+            self.fork = None  # all of the branch is here: the fork database decides
+        return self._schedule()
+
+    def block_kept(self, peer: PeerId, num: int) -> list[Action]:
+        """A valid block from ``peer`` did not become our head (our branch ranks higher, or
+        we had it). At the peer's head, its branch is not ahead of ours: stop catching up
+        with it, which also lets our producer go on."""
+        p = self.peers.get(peer)
+        if p is not None and num >= p.head:
+            p.lost_at = max(p.lost_at, num)
         return self._schedule()
 
     def block_rejected(self, peer: PeerId, num: int, detail: str) -> list[Action]:
@@ -155,16 +172,25 @@ class SyncManager:
         return actions + self._schedule()
 
     def block_unlinkable(self, peer: PeerId, num: int) -> list[Action]:
-        """A block from ``peer`` does not link to our chain: we are on a branch the peer
-        abandoned. Fetch again from our LIB + 1 (no strike: the peer did nothing wrong)."""
+        """A block from ``peer`` does not link to any block we know: the peer is on a branch
+        we have not seen (and may be on one the network abandoned). Fetch the peer's branch
+        from our LIB + 1 up to its head, from that peer, and let the fork database rank it —
+        even when its head is below ours, since a branch can rank higher by its LIB. No
+        strike: the peer did nothing wrong."""
+        p = self.peers.get(peer)
+        if p is None:
+            return []
         self.ranges.clear()
         self.gaps.clear()
         self.next_request = self.lib + 1
         self.rewound = True
+        self.fork = (peer, max(num, p.head))
         return self._schedule()
 
     def peer_closed(self, peer: PeerId) -> list[Action]:
         self.peers.pop(peer, None)
+        if self.fork is not None and self.fork[0] == peer:
+            self.fork = None
         self._release(peer)
         return self._schedule()
 
@@ -225,9 +251,14 @@ class SyncManager:
 
     def _stage(self) -> tuple[Stage, int]:
         known_lib = max((p.lib for p in self.peers.values()), default=0)
-        known_head = max((p.head for p in self.peers.values()), default=0)
+        known_head = max(
+            (p.head for p in self.peers.values() if p.head > p.lost_at + HEAD_ALLOWANCE),
+            default=0,
+        )
         if known_lib > self.head:
             return Stage.LIB_CATCHUP, known_lib
+        if self.fork is not None:
+            return Stage.HEAD_CATCHUP, self.fork[1]
         if known_head > self.head + HEAD_ALLOWANCE:
             return Stage.HEAD_CATCHUP, known_head
         return Stage.IN_SYNC, self.head
@@ -235,7 +266,7 @@ class SyncManager:
     def _schedule(self) -> list[Action]:
         stage, target = self._stage()
         if stage != self.stage:
-            if self.stage == Stage.IN_SYNC:
+            if self.stage == Stage.IN_SYNC and not self.rewound:
                 # Entering catch-up: continue from our head. Should our blocks above the LIB be
                 # on a branch the network abandoned, the first block will not link and
                 # ``block_unlinkable`` rewinds to LIB + 1 (EOSIO always restarts there, and
@@ -247,6 +278,7 @@ class SyncManager:
         if stage == Stage.IN_SYNC:
             self.ranges.clear()
             self.gaps.clear()
+            self.rewound = False
             return []
         if self.rewound and self.next_request > self.head:
             self.rewound = False
@@ -263,7 +295,7 @@ class SyncManager:
                 end = min(start + self.config.span - 1, target, limit)
             else:
                 break
-            peer = self._pick_peer(start)
+            peer = self._pick_peer(start, end)
             if peer is None:
                 break
             if self.gaps:
@@ -276,12 +308,16 @@ class SyncManager:
             actions.append(FetchRange(peer.id, start, end))
         return actions
 
-    def _pick_peer(self, start: int) -> _Peer | None:
+    def _pick_peer(self, start: int, end: int) -> _Peer | None:
         busy = {r.peer for r in self.ranges}
         candidates = [
             p
             for p in self.peers.values()
-            if p.id not in busy and p.head >= start and p.strikes < self.config.max_strikes
+            if p.id not in busy
+            and p.head >= start
+            and p.strikes < self.config.max_strikes
+            # A branch comes from its own peer; blocks final on another peer are the same.
+            and (self.fork is None or p.id == self.fork[0] or p.lib >= end)
         ]
         if not candidates:
             return None

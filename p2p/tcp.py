@@ -51,7 +51,8 @@ class TcpChannel(Channel):
         cls, host: str, port: int, timeout: float = 5.0, max_frame: int = MAX_FRAME_SIZE
     ) -> TcpChannel:
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_connection(host, port)
         except (TimeoutError, OSError) as err:
             raise ChannelBroken(f"cannot connect to {host}:{port}: {err}") from err
         return cls(reader, writer, max_frame)
@@ -117,6 +118,7 @@ class TcpChannel(Channel):
         self._closed = True
         self._writer.close()
         try:
-            await asyncio.wait_for(self._writer.wait_closed(), 2.0)
+            async with asyncio.timeout(2.0):
+                await self._writer.wait_closed()
         except (TimeoutError, *_BROKEN):
             pass

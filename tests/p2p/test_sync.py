@@ -118,3 +118,43 @@ def test_faster_peers_are_preferred() -> None:
     clock.now += 1
     deliver(sync, "b", 101, 200)
     assert sync.ranges[0].peer == "b", "b is faster, so it keeps being chosen"
+
+
+def test_a_branch_that_lost_the_fork_choice_does_not_hold_us_in_catchup() -> None:
+    """Our branch ranks higher (by LIB) than a longer one: once we hold the peer's head and
+    it did not become ours, we are in sync again (and our producer may go on)."""
+    sync, _ = manager()
+    sync.chain_advanced(head=27, lib=20)
+    assert sync.peer_position("a", lib=8, head=32) == [FetchRange("a", 28, 32)]
+    assert sync.block_unlinkable("a", 28) == [FetchRange("a", 21, 32)]
+    for num in range(21, 33):
+        sync.block_received("a", num)
+        sync.block_kept("a", num)
+    assert stage(sync) == Stage.IN_SYNC
+    sync.peer_position("a", lib=8, head=34)
+    assert stage(sync) == Stage.IN_SYNC, "within the allowance of the branch we hold"
+    assert sync.peer_position("a", lib=8, head=40) == [FetchRange("a", 28, 40)]
+
+
+def test_an_unlinkable_block_from_a_shorter_branch_fetches_that_branch_from_its_peer() -> None:
+    """A peer behind us relays a block we cannot link: its branch may rank higher (a higher
+    LIB), so fetch it from LIB + 1 to its head — from that peer only."""
+    sync, _ = manager()
+    sync.chain_advanced(head=33, lib=8)
+    sync.peer_position("b", lib=8, head=33)
+    sync.peer_position("c", lib=20, head=27)
+    assert stage(sync) == Stage.IN_SYNC
+    assert sync.block_unlinkable("c", 28) == [FetchRange("c", 9, 28)]
+    assert stage(sync) == Stage.HEAD_CATCHUP
+    for num in range(9, 29):
+        sync.block_received("c", num)
+    assert stage(sync) == Stage.IN_SYNC and sync.fork is None
+
+
+def test_a_fork_fetch_ends_when_its_peer_goes() -> None:
+    sync, _ = manager()
+    sync.chain_advanced(head=33, lib=8)
+    sync.peer_position("c", lib=20, head=27)
+    sync.block_unlinkable("c", 28)
+    sync.peer_closed("c")
+    assert stage(sync) == Stage.IN_SYNC and sync.fork is None
