@@ -93,6 +93,7 @@ class PeerManager:
         self._bans: dict[bytes, tuple[float, int]] = {}
         self._tg: asyncio.TaskGroup | None = None
         self._dialing: set[tuple[str, int]] = set()
+        self.dial_errors: dict[str, str] = {}  # why a dialled address is not connected
         self.listen_port: int | None = None
         self._server: asyncio.Server | None = None
         self.ready = asyncio.Event()
@@ -142,6 +143,7 @@ class PeerManager:
             return False
         if peer.dial_address is not None:
             self._dialing.discard(peer.dial_address)
+            self.dial_errors.pop(f"{peer.dial_address[0]}:{peer.dial_address[1]}", None)
         await self._send_away(peer, GoAwayReason.NO_REASON, "disconnect requested")
         return True
 
@@ -157,10 +159,12 @@ class PeerManager:
     async def _dial_loop(self, address: tuple[str, int]) -> None:
         delay = 0.5
         host, port = address
+        where = f"{host}:{port}"
         while address in self._dialing:  # ``disconnect`` takes it out
             try:
                 channel: Channel = await TcpChannel.connect(host, port)
-            except ChannelBroken:
+            except ChannelBroken as err:
+                self.dial_errors[where] = str(err)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
                 continue
@@ -168,8 +172,10 @@ class PeerManager:
                 await channel.close()
                 return
             connected, reason = await self._session(channel, dialed=True, address=address)
+            if reason is not None:
+                self.dial_errors[where] = f"refused: {reason.name}"
             if reason is not None and not reason.retry and reason != GoAwayReason.DUPLICATE:
-                log.warning("peer_refused_us", address=f"{host}:{port}", reason=reason.name)
+                log.warning("peer_refused_for_good", address=where, reason=reason.name)
                 self._dialing.discard(address)
                 return
             delay = 0.5 if connected else min(delay * 2, 30.0)
@@ -241,7 +247,7 @@ class PeerManager:
             with contextlib.suppress(ChannelClosed):
                 await channel.send(GoAway(refusal, self.node_id, err.detail))
             await channel.close()
-            return False, None
+            return False, refusal
         except _WentAway as away:
             log.info(
                 "peer_sent_us_away", remote=channel.remote, reason=away.reason.name, why=away.detail
@@ -255,6 +261,8 @@ class PeerManager:
             await channel.close()
             return False, None
         self.peers[peer.id] = peer
+        if address is not None:
+            self.dial_errors.pop(f"{address[0]}:{address[1]}", None)
         structlog.contextvars.bind_contextvars(peer=peer.id)
         hs = peer.handshake
         log.info(
@@ -489,7 +497,27 @@ class PeerManager:
             if known is not None:
                 info["head"], info["lib"] = known.head, known.lib
             peers.append(info)
-        return {"node_id": self.node_id.hex(), "peers": peers, "sync": self.sync.status()}
+        connected = {p.dial_address for p in self.peers.values()}
+        dialing = [
+            {"address": f"{h}:{p}", "state": "dialing", "error": self.dial_errors.get(f"{h}:{p}")}
+            for h, p in sorted(self._dialing - connected)
+        ]
+        refused = [
+            {"address": where, "state": "given_up", "error": error}
+            for where, error in sorted(self.dial_errors.items())
+            if error.startswith("refused") and tuple_of(where) not in self._dialing
+        ]
+        return {
+            "node_id": self.node_id.hex(),
+            "peers": peers,
+            "dialing": dialing + refused,
+            "sync": self.sync.status(),
+        }
+
+
+def tuple_of(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host, int(port)
 
 
 class _WentAway(Exception):

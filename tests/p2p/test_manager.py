@@ -1,0 +1,169 @@
+"""Peer managers in one process, over real TCP on loopback, each on a real chain (LevelDB)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from chain.controller import Chain
+from chain.crypto import PrivateKey
+from chain.testing import DevNet
+from node.network import NodeChainService
+from node.runner import ChainRunner
+from p2p.handshake import AuthPolicy
+from p2p.manager import NetConfig, PeerManager
+
+
+class Member:
+    """One node's chain and peer manager (no RPC, no producer loop)."""
+
+    def __init__(self, devnet: DevNet, path: Path, config: NetConfig, key: PrivateKey) -> None:
+        self.devnet = devnet
+        self.chain: Chain = devnet.open(path)
+        self.runner = ChainRunner(self.chain)
+        self.service = NodeChainService(self.runner, lambda blocks: None)
+        self.net = PeerManager(self.service, config, key)
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> Member:
+        await self.net.listen()
+        self.task = asyncio.create_task(self.net.run())
+        await self.net.ready.wait()
+        return self
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+        self.runner.close()
+        self.chain.store.close()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        assert self.net.listen_port is not None
+        return ("127.0.0.1", self.net.listen_port)
+
+    async def produce(self, count: int) -> None:
+        for _ in range(count):
+            block = await self.runner.call(self.devnet.produce, self.chain)
+            self.net.block_produced(block)
+
+
+async def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not check():
+            await asyncio.sleep(0.02)
+
+
+class Members:
+    """Members made in one test, all stopped at its end."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.made: list[Member] = []
+
+    def __call__(
+        self,
+        name: str,
+        devnet: DevNet,
+        policy: AuthPolicy | None = None,
+        key: PrivateKey | None = None,
+    ) -> Member:
+        config = NetConfig(listen=("127.0.0.1", 0), policy=policy or AuthPolicy())
+        member = Member(devnet, self.tmp / name, config, key or PrivateKey.generate())
+        self.made.append(member)
+        return member
+
+    async def stop(self) -> None:
+        for member in self.made:
+            await member.stop()
+
+
+def run(tmp: Path, body: Callable[[Members], Awaitable[None]]) -> None:
+    async def main() -> None:
+        members = Members(tmp)
+        try:
+            async with asyncio.timeout(60):
+                await body(members)
+        finally:
+            await members.stop()
+
+    asyncio.run(main())
+
+
+def test_a_dialled_peer_receives_produced_blocks(tmp_path: Path) -> None:
+    async def body(members: Members) -> None:
+        devnet = DevNet.create()
+        a = await members("a", devnet).start()
+        b = await members("b", devnet).start()
+        await a.produce(3)
+        b.net.connect(a.address)
+        await until(lambda: b.chain.head.num == 3)  # synced what it missed
+        await a.produce(2)
+        await until(lambda: b.chain.head.num == 5)  # and relayed blocks as they come
+        assert b.chain.head.id == a.chain.head.id
+        assert [p["direction"] for p in a.net.status()["peers"]] == ["inbound"]
+
+    run(tmp_path, body)
+
+
+def test_a_peer_on_another_chain_is_refused_and_not_redialled(tmp_path: Path) -> None:
+    async def body(members: Members) -> None:
+        a = await members("a", DevNet.create()).start()
+        b = await members("b", DevNet.create()).start()  # another genesis: another chain id
+        b.net.connect(a.address)
+        await until(
+            lambda: bool(b.net.status()["dialing"]) and "WRONG_CHAIN" in str(b.net.status())
+        )
+        await asyncio.sleep(1.5)  # longer than the first redial delay
+        assert a.net.peers == {} and b.net.peers == {}
+        assert b.net.status()["dialing"] == [
+            {
+                "address": f"127.0.0.1:{a.address[1]}",
+                "state": "given_up",
+                "error": "refused: WRONG_CHAIN",
+            }
+        ]
+
+    run(tmp_path, body)
+
+
+def test_only_specified_keys_may_connect(tmp_path: Path) -> None:
+    async def body(members: Members) -> None:
+        devnet = DevNet.create()
+        known = PrivateKey.generate()
+        a = await members(
+            "a",
+            devnet,
+            policy=AuthPolicy(allow_any=False, peer_keys=frozenset({known.public_key})),
+        ).start()
+        stranger = await members("stranger", devnet).start()
+        stranger.net.connect(a.address)
+        await until(lambda: "AUTHENTICATION" in str(stranger.net.status()["dialing"]))
+        assert a.net.peers == {}
+        friend = await members("friend", devnet, key=known).start()
+        friend.net.connect(a.address)
+        await until(lambda: len(a.net.peers) == 1)
+        assert [p["direction"] for p in friend.net.status()["peers"]] == ["outbound"]
+
+    run(tmp_path, body)
+
+
+def test_disconnect_sends_the_peer_away_and_stops_redialling(tmp_path: Path) -> None:
+    async def body(members: Members) -> None:
+        devnet = DevNet.create()
+        a = await members("a", devnet).start()
+        b = await members("b", devnet).start()
+        b.net.connect(a.address)
+        await until(lambda: len(b.net.peers) == 1)
+        (peer_id,) = b.net.peers
+        assert await b.net.disconnect(peer_id)
+        await until(lambda: not a.net.peers and not b.net.peers)
+        await asyncio.sleep(1.5)
+        assert not a.net.peers and b.net.status()["dialing"] == []
+        assert not await b.net.disconnect(peer_id), "no longer connected"
+
+    run(tmp_path, body)
