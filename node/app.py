@@ -110,6 +110,14 @@ class Node:
         if self.network is not None:
             self.network.block_produced(block)
 
+    def _light_upto(self) -> int:
+        """With validation-mode = light: blocks up to the LIB our peers report, while we
+        catch up to it (never blocks that are still reversible)."""
+        sync = None if self.network is None else self.network.sync
+        if self.config.validation_mode != "light" or sync is None:
+            return 0
+        return sync.target if sync.stage == Stage.LIB_CATCHUP else 0
+
     def _may_produce(self) -> bool:
         """Produce only in step with the network: never on a head we know to be behind."""
         return self.network is None or self.network.sync.stage == Stage.IN_SYNC
@@ -121,7 +129,7 @@ class Node:
         )
         chain = open_chain(config, recoverer)
         runner = ChainRunner(chain)
-        service = NodeChainService(runner, self._on_applied)
+        service = NodeChainService(runner, self._on_applied, self._light_upto)
         self.network = network = PeerManager(service, net_config(config), node_key(config))
         admitter = Admitter(runner, self.metrics, on_accepted=network.relay_transaction)
         api = Api(runner, self.metrics, self.watch, admitter, network)

@@ -51,6 +51,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("max-clients", "inbound peers at most (0: no limit)", 25, int),
     Option("sync-fetch-span", "blocks per sync range request", 500, int),
     Option("sync-ranges", "sync ranges in flight at once, each from a different peer", 3, int),
+    Option(
+        "validation-mode",
+        "full, or light: irreversible blocks during catch-up are checked by producer signature"
+        " and Merkle roots, their transactions' signatures are not",
+        "full",
+    ),
     Option("max-mempool-txs", "transactions held in the mempool at most", 50_000, int),
     Option("max-mempool-per-account", "pending transactions per account at most", 5_000, int),
     Option("max-http-body-bytes", "largest accepted HTTP request body", 1 << 20, int),
@@ -88,6 +94,7 @@ class NodeConfig:
     max_mempool_per_account: int
     max_http_body_bytes: int
     signature_workers: int
+    validation_mode: str
     log_level: str
     log_format: str
 
@@ -209,6 +216,8 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
     for name in ("sync-fetch-span", "sync-ranges"):
         if merged[name] < 1:
             raise ConfigError(name, "must be at least 1")
+    if merged["validation-mode"] not in ("full", "light"):
+        raise ConfigError("validation-mode", f"{merged['validation-mode']!r} is not full or light")
     server_address = merged["p2p-server-address"] or listen or ""
     genesis = merged["genesis-json"]
     return NodeConfig(
@@ -231,6 +240,7 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
         max_mempool_per_account=merged["max-mempool-per-account"],
         max_http_body_bytes=merged["max-http-body-bytes"],
         signature_workers=merged["signature-workers"],
+        validation_mode=merged["validation-mode"],
         log_level=merged["log-level"],
         log_format=merged["log-format"],
     )

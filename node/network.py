@@ -26,9 +26,13 @@ PREFETCH_BLOCKS = 2
 
 class NodeChainService:
     def __init__(
-        self, runner: ChainRunner, on_applied: Callable[[list[SignedBlock]], None]
+        self,
+        runner: ChainRunner,
+        on_applied: Callable[[list[SignedBlock]], None],
+        light_upto: Callable[[], int] = lambda: 0,
     ) -> None:
         self.runner = runner
+        self.light_upto = light_upto  # blocks up to this number are applied in light mode
         self.chain: Chain = runner.chain
         self.chain_id = self.chain.chain_id
         self.on_applied = on_applied
@@ -66,14 +70,21 @@ class NodeChainService:
 
     def _push(self, blocks: Sequence[SignedBlock]) -> tuple[list[BlockResult], list[SignedBlock]]:
         chain = self.chain
+        light_upto = self.light_upto()
+        chain.set_light_validation(light_upto)
         now = int(time.time() * 1000)
         results: list[BlockResult] = []
         applied: list[SignedBlock] = []
+
+        def prefetch(block: SignedBlock) -> None:
+            if block.num > light_upto:
+                chain.prefetch_keys(block.transactions)
+
         for block in blocks[:PREFETCH_BLOCKS]:
-            chain.prefetch_keys(block.transactions)
+            prefetch(block)
         for i, block in enumerate(blocks):
             if i + PREFETCH_BLOCKS < len(blocks):
-                chain.prefetch_keys(blocks[i + PREFETCH_BLOCKS].transactions)
+                prefetch(blocks[i + PREFETCH_BLOCKS])
             try:
                 pushed = chain.push_block(block, now)
             except UnlinkableBlock as err:

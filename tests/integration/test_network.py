@@ -28,11 +28,13 @@ def _transfer_body(info: dict[str, Any], key: PrivateKey, memo: str) -> tuple[st
     return stx.id.hex(), body
 
 
-def _joiner(nodes: Nodes, tmp: Path, genesis: Path, peer_p2p: int, name: str = "joiner") -> Any:
+def _joiner(
+    nodes: Nodes, tmp: Path, genesis: Path, peer_p2p: int, name: str = "joiner", *extra: str
+) -> Any:
     data = tmp / name
     data.mkdir()
     shutil.copy(genesis, data / "genesis.json")
-    return nodes.run(data, "--p2p-peer-address", f"127.0.0.1:{peer_p2p}")
+    return nodes.run(data, "--p2p-peer-address", f"127.0.0.1:{peer_p2p}", *extra)
 
 
 def test_three_producers_advance_lib_and_a_joiner_relays_a_transfer(
@@ -87,7 +89,8 @@ def _history_node(nodes: Nodes, tmp: Path, blocks: int) -> tuple[Any, dict[str, 
 
 def test_bootstrap_from_a_peer_resumes_after_kill(nodes: Nodes, tmp_path: Path) -> None:
     """A fresh node with only the genesis and one peer syncs every block to the same head id
-    and state root; killed mid-sync and restarted, it resumes and ends the same."""
+    and state root; killed mid-sync and restarted, it resumes and ends the same (that one in
+    light validation)."""
     server, summary = _history_node(nodes, tmp_path, 2500)
     target = server.info()
     assert target["head_block_num"] == summary["head"] > summary["lib"] > 2000
@@ -107,7 +110,9 @@ def test_bootstrap_from_a_peer_resumes_after_kill(nodes: Nodes, tmp_path: Path) 
     status = fresh.rpc("/v1/node/sync")
     assert status["stage"] == "in_sync"
 
-    killed = _joiner(nodes, tmp_path, genesis, server_p2p, "killed").start()
+    killed = _joiner(
+        nodes, tmp_path, genesis, server_p2p, "killed", "--validation-mode", "light"
+    ).start()
     killed.wait_for_head(600, timeout=60)
     assert killed.stop(signal.SIGKILL) == -signal.SIGKILL
     killed.start()
