@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 
 import structlog
 from aiohttp import web
@@ -14,6 +15,7 @@ from chain.block import SignedBlock
 from chain.controller import Chain
 from chain.crypto import PrivateKey, recover_many
 from chain.mempool import Mempool
+from chain.params import slot_start_ms
 from chain.sigpool import ParallelRecoverer
 from chain.store import BlockStore
 from genesis.model import load_genesis
@@ -101,8 +103,23 @@ class Node:
         self._stop.set()
 
     def _on_applied(self, blocks: list[SignedBlock]) -> None:
+        in_sync = self.network is None or self.network.sync.stage == Stage.IN_SYNC
+        now_ms = time.time() * 1000
         for block in blocks:
             self.watch.included([t.id for t in block.transactions], block.num)
+            if in_sync:
+                # One line per block from a peer, as nodeos does; during catch-up the sync
+                # status tells the story instead. Latency: from the block's slot start.
+                latency = now_ms - slot_start_ms(block.header.slot)
+                self.metrics.block_latency.observe(latency / 1000)
+                log.info(
+                    "block_applied",
+                    num=block.num,
+                    id=block.id.hex()[:16],
+                    producer=block.header.producer,
+                    txs=len(block.transactions),
+                    latency_ms=round(latency, 1),
+                )
         self.metrics.block_txs.inc(sum(len(b.transactions) for b in blocks))
 
     def _on_produced(self, block: SignedBlock) -> None:

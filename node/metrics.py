@@ -35,6 +35,12 @@ class NodeMetrics:
             registry=r,
         )
 
+        self.block_latency = Histogram(
+            "bor_block_latency_seconds",
+            "From a peer's block's slot start to its application here (in sync)",
+            buckets=(0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.5, 1.0, 2.0, 5.0),
+            registry=r,
+        )
         self.peers = Gauge("bor_p2p_peers", "Connected peers", registry=r)
         self.sync_target = Gauge("bor_sync_target_block_num", "Block the node syncs to", registry=r)
         self.sync_rate = Gauge(

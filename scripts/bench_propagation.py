@@ -1,0 +1,266 @@
+"""Block propagation on a devnet under a steady transaction load.
+
+Starts ``bor-node devnet --producers N`` (real node processes on loopback, fully meshed),
+pushes signed transfers at a steady rate spread over every node's RPC, and reads each node's
+JSON log: a block's production time is its producer's ``block_produced`` line, its arrival
+on another node that node's ``block_applied`` line. Prints p50/p99/max of the time from
+production to application on each other node, and on every other node (the slowest one per
+block), with the transactions per block and the rate the nodes accepted.
+
+    python scripts/bench_propagation.py [--rate 1000] [--seconds 30] [--producers 3]
+
+The last line of output is a JSON object of the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from chain.actions import Transfer
+from chain.crypto import PrivateKey
+from chain.transaction import SignedTransaction, Transaction, tapos_of
+from chain.types import AccountName, BlockId
+from genesis.devnet import DEV_USERS
+
+BIN = Path(sys.executable).parent / "bor-node"
+
+
+def free_ports(count: int) -> int:
+    import socket
+
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            first = int(s.getsockname()[1])
+        if first + count > 65000:
+            continue
+        try:
+            for port in range(first, first + count):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return first
+
+
+def get_json(url: str, body: dict[str, Any] | None = None) -> Any:
+    request = urllib.request.Request(url, data=json.dumps(body or {}).encode())
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def sign_load(info: dict[str, Any], keys: dict[str, PrivateKey], count: int) -> list[bytes]:
+    """``count`` distinct transfers among the dev users, as push_transaction bodies."""
+    chain_id = bytes.fromhex(info["chain_id"])
+    ref = tapos_of(BlockId(bytes.fromhex(info["last_irreversible_block_id"])))
+    expiration = int(time.time()) + 3000
+    users = list(DEV_USERS)
+    bodies = []
+    for i in range(count):
+        sender, receiver = users[i % len(users)], users[(i + 1) % len(users)]
+        action = Transfer(AccountName(sender), AccountName(receiver), 1, f"load {i}")
+        tx = Transaction(expiration, ref[0], ref[1], (action,))
+        stx = SignedTransaction.sign(tx, chain_id, [keys[sender]])
+        body = {
+            "packed_trx": stx.packed.hex(),
+            "signatures": [stx.signatures[0].hex()],
+            "mode": "async",
+        }
+        bodies.append(json.dumps(body).encode())
+    return bodies
+
+
+async def push_load(urls: list[str], bodies: list[bytes], rate: float) -> tuple[int, int, float]:
+    """Send ``bodies`` at ``rate`` per second, round-robin over ``urls``; (ok, refused, s)."""
+    ok = refused = 0
+    tick = 0.01
+    per_tick = rate * tick
+    connector = aiohttp.TCPConnector(limit=64)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def one(url: str, body: bytes) -> None:
+            nonlocal ok, refused
+            try:
+                async with session.post(
+                    url + "/v1/chain/push_transaction",
+                    data=body,
+                    headers={"Content-Type": "application/json"},
+                ) as response:
+                    await response.read()
+                    if response.status == 200:
+                        ok += 1
+                    else:
+                        refused += 1
+            except aiohttp.ClientError:
+                refused += 1
+
+        started = time.perf_counter()
+        tasks: set[asyncio.Task[None]] = set()
+        sent = 0
+        while sent < len(bodies):
+            due = min(len(bodies), int((time.perf_counter() - started) / tick * per_tick) + 1)
+            while sent < due:
+                task = asyncio.create_task(one(urls[sent % len(urls)], bodies[sent]))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+                sent += 1
+            await asyncio.sleep(tick)
+        await asyncio.gather(*tasks)
+        return ok, refused, time.perf_counter() - started
+
+
+def read_events(log: Path) -> list[dict[str, Any]]:
+    events = []
+    for line in log.read_text().splitlines():
+        if line.startswith("{"):
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                continue
+    return events
+
+
+def stamp(event: dict[str, Any]) -> float:
+    return datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rate", type=float, default=1000.0, help="transactions per second")
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--producers", type=int, default=3)
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="bor-bench-prop-"))
+    rpc_base, p2p_base = free_ports(args.producers), free_ports(args.producers)
+    devnet = subprocess.Popen(
+        [
+            str(BIN),
+            "devnet",
+            "--producers",
+            str(args.producers),
+            "--data-dir",
+            str(work / "devnet"),
+            "--http-server-address",
+            f"127.0.0.1:{rpc_base}",
+            "--p2p-base-port",
+            str(p2p_base),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    urls = [f"http://127.0.0.1:{rpc_base + i}" for i in range(args.producers)]
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                infos = [get_json(u + "/v1/chain/get_info") for u in urls]
+                if min(i["last_irreversible_block_num"] for i in infos) > 3:
+                    break
+            except OSError:
+                pass
+            if devnet.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("bench_propagation: the devnet did not reach a LIB")
+            time.sleep(0.5)
+        keys_doc = json.loads((work / "devnet" / "keys.json").read_text())
+        keys = {name: PrivateKey.from_text(k) for name, k in keys_doc.items()}
+        count = int(args.rate * args.seconds)
+        print(f"signing {count:,} transfers …", flush=True)
+        bodies = sign_load(infos[0], keys, count)
+        print(f"pushing {args.rate:,.0f} tx/s for {args.seconds:.0f} s to {len(urls)} nodes …")
+        load_start = time.time()
+        ok, refused, spent = asyncio.run(push_load(urls, bodies, args.rate))
+        time.sleep(3)  # the last blocks propagate
+        load_end = time.time()
+    finally:
+        os.killpg(devnet.pid, signal.SIGTERM)
+        try:
+            devnet.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(devnet.pid, signal.SIGKILL)
+
+    produced: dict[str, tuple[float, str, int]] = {}
+    applied: dict[str, dict[str, float]] = {}
+    for i in range(args.producers):
+        node = f"node{i + 1}"
+        for event in read_events(work / "devnet" / node / "node.log"):
+            if event.get("event") == "block_produced":
+                produced[event["id"]] = (stamp(event), node, event["txs"])
+            elif event.get("event") == "block_applied":
+                applied.setdefault(event["id"], {})[node] = stamp(event)
+    shutil.rmtree(work, ignore_errors=True)
+
+    pairs: list[float] = []
+    slowest: list[float] = []
+    txs_per_block: list[int] = []
+    missing = 0
+    for block_id, (t0, origin, txs) in produced.items():
+        if not load_start <= t0 <= load_end - 3:
+            continue
+        arrivals = applied.get(block_id, {})
+        others = [n for n in (f"node{i + 1}" for i in range(args.producers)) if n != origin]
+        if any(n not in arrivals for n in others):
+            missing += 1
+            continue
+        delays = [(arrivals[n] - t0) * 1000 for n in others]
+        pairs.extend(delays)
+        slowest.append(max(delays))
+        txs_per_block.append(txs)
+    if not slowest:
+        raise SystemExit("bench_propagation: no block was seen on every node")
+    figures = {
+        "rate_target": args.rate,
+        "rate_accepted": round(ok / spent),
+        "refused": refused,
+        "blocks": len(slowest),
+        "blocks_missing_somewhere": missing,
+        "txs_per_block_mean": round(statistics.mean(txs_per_block)),
+        "every_node_p50_ms": round(percentile(slowest, 0.5), 1),
+        "every_node_p99_ms": round(percentile(slowest, 0.99), 1),
+        "every_node_max_ms": round(max(slowest), 1),
+        "each_node_p50_ms": round(percentile(pairs, 0.5), 1),
+        "each_node_p99_ms": round(percentile(pairs, 0.99), 1),
+    }
+    print(
+        f"load: {ok:,} accepted ({ok / spent:,.0f} tx/s), {refused:,} refused; "
+        f"{len(slowest)} blocks, {figures['txs_per_block_mean']} tx per block"
+    )
+    print(
+        f"production → applied on every other node: p50 {figures['every_node_p50_ms']} ms, "
+        f"p99 {figures['every_node_p99_ms']} ms, max {figures['every_node_max_ms']} ms"
+    )
+    print(
+        f"production → applied, per node: p50 {figures['each_node_p50_ms']} ms, "
+        f"p99 {figures['each_node_p99_ms']} ms"
+    )
+    if missing:
+        print(f"{missing} blocks were not applied on some node (forked out or missed)")
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

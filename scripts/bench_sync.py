@@ -1,0 +1,248 @@
+"""Bootstrap throughput: a fresh node syncing over TCP from a peer, against a local import.
+
+Generates a history (``make_history``: transfers, stakes, votes, new accounts, schedule
+changes), starts a node serving it, and for each validation mode (full, light) bootstraps
+one fresh node over TCP on loopback and, in the same run, imports the history's export file
+into another fresh data dir with ``bor-node import``. Both are timed from process start to
+the export's last block (the LIB of the history), so start-up costs both the same.
+
+Prints blocks/s, tx/s and MB/s of each, the CPU seconds of every process (with its signature
+workers), CPU seconds per 1,000 transactions on the sending and the receiving node, the ratio
+network-sync rate / local-import rate, and sync tx/s in units of R (single-core Ed25519
+verifications per second through ``cryptography``, measured in the same run).
+
+    python scripts/bench_sync.py [--txs 200000] [--txs-per-block 1000] [--history DIR]
+
+The last line of output is a JSON object of the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from scripts.bench_apply import measure_r
+from scripts.make_history import make_history
+
+BIN = Path(sys.executable).parent / "bor-node"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def rpc(port: int, path: str) -> Any:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=b"{}")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of ``pid`` and its live descendants, from /proc."""
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / TICKS
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        total += cpu.get(p, 0.0)
+        todo.extend(c for c, parent in parents.items() if parent == p)
+    return total
+
+
+def start_node(data_dir: Path, *extra: str) -> tuple[subprocess.Popen[bytes], int, int]:
+    http, p2p = free_port(), free_port()
+    log = (data_dir.parent / f"{data_dir.name}.log").open("ab")
+    proc = subprocess.Popen(
+        [
+            str(BIN),
+            "run",
+            "--data-dir",
+            str(data_dir),
+            "--http-server-address",
+            f"127.0.0.1:{http}",
+            "--p2p-listen-endpoint",
+            f"127.0.0.1:{p2p}",
+            "--log-level",
+            "warning",
+            "--log-format",
+            "json",
+            *extra,
+        ],
+        stdout=log,
+        stderr=log,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            rpc(http, "/v1/chain/get_info")
+            return proc, http, p2p
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"bench_sync: node on {data_dir} did not start") from None
+            time.sleep(0.1)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def fresh_dir(work: Path, name: str, genesis: Path) -> Path:
+    path = work / name
+    path.mkdir()
+    shutil.copy(genesis, path / "genesis.json")
+    return path
+
+
+def run_import(work: Path, history: Path, mode: str) -> dict[str, float]:
+    target = fresh_dir(work, f"import-{mode}", history / "genesis.json")
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [
+            str(BIN),
+            "import",
+            str(history / "history.log"),
+            "--data-dir",
+            str(target),
+            "--validation-mode",
+            mode,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - started
+    if status != 0:
+        raise SystemExit(f"bench_sync: import ({mode}) failed with status {status}")
+    return {"seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime}
+
+
+def run_sync(work: Path, history: Path, source: tuple[int, int], mode: str, lib: int) -> Any:
+    source_pid, source_p2p = source
+    target = fresh_dir(work, f"sync-{mode}", history / "genesis.json")
+    source_cpu = tree_cpu(source_pid)
+    started = time.perf_counter()
+    proc, http, _ = start_node(
+        target, "--p2p-peer-address", f"127.0.0.1:{source_p2p}", "--validation-mode", mode
+    )
+    try:
+        while rpc(http, "/v1/chain/get_info")["head_block_num"] < lib:
+            time.sleep(0.05)
+        seconds = time.perf_counter() - started
+        cpu = tree_cpu(proc.pid)
+        sent = tree_cpu(source_pid) - source_cpu
+        received = sum(p["bytes_received"] for p in rpc(http, "/v1/net/peers")["peers"])
+    finally:
+        stop(proc)
+    return {"seconds": seconds, "cpu_s": cpu, "source_cpu_s": sent, "bytes": received}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--txs", type=int, default=200_000)
+    parser.add_argument("--txs-per-block", type=int, default=1000)
+    parser.add_argument("--accounts", type=int, default=5000)
+    parser.add_argument("--history", type=Path, help="reuse (or keep) a history in this dir")
+    parser.add_argument("--modes", default="full,light")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="bor-bench-sync-"))
+    history = args.history or work / "history"
+    try:
+        if not (history / "history.log").exists():
+            print(f"generating a history of {args.txs:,} transfers …", flush=True)
+            t0 = time.perf_counter()
+            make_history(history, args.txs, args.txs_per_block, accounts=args.accounts)
+            print(f"  done in {time.perf_counter() - t0:.0f} s")
+        source, http, p2p = start_node(history)
+        info = rpc(http, "/v1/chain/get_info")
+        lib = info["last_irreversible_block_num"]
+        size = (history / "history.log").stat().st_size
+        txs = sum(
+            len(rpc_block(http, n)["transactions"]) for n in range(1, lib + 1)
+        )  # counted on the node, not taken from the generator
+        print(f"history: {lib:,} irreversible blocks, {txs:,} transactions, {size / 1e6:.1f} MB")
+        r = measure_r()
+        print(f"R (Ed25519 verify/s, one core): {r:,.0f}")
+        figures: dict[str, Any] = {"R": round(r), "blocks": lib, "txs": txs, "mb": size / 1e6}
+        try:
+            for mode in args.modes.split(","):
+                imp = run_import(work, history, mode)
+                syn = run_sync(work, history, (source.pid, p2p), mode, lib)
+                ratio = imp["seconds"] / syn["seconds"]
+                for name, m in (("import", imp), ("sync", syn)):
+                    s = m["seconds"]
+                    print(
+                        f"{mode:5} {name:6}: {s:6.1f} s  {lib / s:7,.0f} blocks/s  "
+                        f"{txs / s:7,.0f} tx/s  {size / 1e6 / s:5.2f} MB/s  "
+                        f"cpu {m['cpu_s']:.1f} s ({m['cpu_s'] / txs * 1000:.3f} s per 1k tx)"
+                    )
+                print(
+                    f"{mode:5} sync: sender cpu {syn['source_cpu_s']:.1f} s "
+                    f"({syn['source_cpu_s'] / txs * 1000:.3f} s per 1k tx), "
+                    f"{syn['bytes'] / 1e6:.1f} MB received; "
+                    f"sync/import rate {ratio:.2f}; sync {txs / syn['seconds'] / r:.2f} R"
+                )
+                figures[mode] = {
+                    "import_s": round(imp["seconds"], 2),
+                    "sync_s": round(syn["seconds"], 2),
+                    "sync_blocks_per_s": round(lib / syn["seconds"], 1),
+                    "sync_tx_per_s": round(txs / syn["seconds"]),
+                    "import_tx_per_s": round(txs / imp["seconds"]),
+                    "sync_mb_per_s": round(size / 1e6 / syn["seconds"], 2),
+                    "ratio_sync_import": round(ratio, 3),
+                    "sync_R": round(txs / syn["seconds"] / r, 3),
+                    "import_cpu_s": round(imp["cpu_s"], 1),
+                    "receiver_cpu_s": round(syn["cpu_s"], 1),
+                    "sender_cpu_s": round(syn["source_cpu_s"], 1),
+                    "receiver_cpu_s_per_1k_tx": round(syn["cpu_s"] / txs * 1000, 4),
+                    "sender_cpu_s_per_1k_tx": round(syn["source_cpu_s"] / txs * 1000, 4),
+                }
+        finally:
+            stop(source)
+        figures["R_after"] = round(measure_r())
+        print(f"R again after the runs: {figures['R_after']:,} (noise indicator)")
+        print(json.dumps(figures))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def rpc_block(port: int, num: int) -> Any:
+    body = json.dumps({"block_num_or_id": num}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chain/get_block", data=body)
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+if __name__ == "__main__":
+    main()
