@@ -105,7 +105,7 @@ class NodeChainService:
         return results, applied
 
     async def push_blocks(self, blocks: Sequence[SignedBlock]) -> list[BlockResult]:
-        results, applied = await self.runner.call(self._push, blocks)
+        results, applied = await self.runner.call_urgent(self._push, blocks)
         if applied:
             self.on_applied(applied)
         return results

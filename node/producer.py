@@ -62,7 +62,7 @@ class ProducerLoop:
                 log.warning("no_signing_key", producer=name, slot=slot)
             return None
         started = time.perf_counter()
-        block = await self.runner.call(chain.produce_block, slot, key)
+        block = await self.runner.call_urgent(chain.produce_block, slot, key)
         elapsed = time.perf_counter() - started
         self.metrics.produced.inc()
         self.metrics.block_txs.inc(len(block.transactions))

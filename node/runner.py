@@ -8,10 +8,14 @@ manager never sees two callers at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import itertools
+import queue
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import ParamSpec, TypeVar
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
 
 from chain.controller import Chain
 from chain.types import BlockNum, TxId
@@ -21,16 +25,66 @@ T = TypeVar("T")
 
 
 class ChainRunner:
+    """The chain's own thread, with two lanes: blocks (ours and our peers') go before queued
+    transaction batches and queries, so a block never waits behind admission work longer
+    than the one call already running (``bench_propagation.py`` measures the effect)."""
+
+    URGENT, NORMAL = 0, 1
+
     def __init__(self, chain: Chain) -> None:
         self.chain = chain
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="chain")
+        self._queue: queue.PriorityQueue[tuple[int, int, _Job | None]] = queue.PriorityQueue()
+        self._seq = itertools.count()
+        self._thread = threading.Thread(target=self._work, name="chain", daemon=True)
+        self._thread.start()
 
     async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._submit(self.NORMAL, functools.partial(fn, *args, **kwargs))
+
+    async def call_urgent(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._submit(self.URGENT, functools.partial(fn, *args, **kwargs))
+
+    async def _submit(self, lane: int, job: Callable[[], T]) -> T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+        future: asyncio.Future[T] = loop.create_future()
+        self._queue.put((lane, next(self._seq), _Job(job, future, loop)))
+        return await future
+
+    def _work(self) -> None:
+        while True:
+            _, _, job = self._queue.get()
+            if job is None:
+                return
+            if job.future.cancelled():
+                continue
+            result, error = None, None
+            try:
+                result = job.fn()
+            except BaseException as err:  # handed to the awaiting task, which re-raises it
+                error = err
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is waiting
+                job.loop.call_soon_threadsafe(_settle, job.future, result, error)
 
     def close(self) -> None:
-        self._executor.shutdown(wait=True)
+        """Finish the calls already queued, then stop the thread."""
+        self._queue.put((self.NORMAL + 1, next(self._seq), None))
+        self._thread.join()
+
+
+@dataclass(slots=True)
+class _Job:
+    fn: Callable[[], Any]
+    future: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
 
 
 class InclusionWatch:
