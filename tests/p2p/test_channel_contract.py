@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -120,7 +121,35 @@ async def tcp_pair() -> AsyncIterator[Pair]:
     await server.wait_closed()
 
 
-PAIRS = {"memory": memory_pair, "tcp": tcp_pair}
+@asynccontextmanager
+async def rdma_pair() -> AsyncIterator[Pair]:
+    """Two RdmaChannels on one device (the Soft-RoCE VM runs this; elsewhere it skips)."""
+    from p2p.rdma.channel import RdmaChannel
+    from p2p.rdma.device import RdmaDevice, detect
+
+    info = detect()
+    if not info.available:
+        if os.environ.get("BOR_RDMA_REQUIRED"):
+            pytest.fail(f"RDMA required but unavailable: {info.reason}")
+        pytest.skip(f"no RDMA here: {info.reason}")
+    device = RdmaDevice(info, channels=4, slots=8, slot_size=4096)
+    device.start(asyncio.get_running_loop())
+    a, b = RdmaChannel(device, "b"), RdmaChannel(device, "a")
+    a.connect(b.endpoint())
+    b.connect(a.endpoint())
+
+    async def inject(raw: bytes) -> None:
+        await a.send_frame(raw)
+
+    try:
+        yield Pair(a, b, inject)
+    finally:
+        await a.close()
+        await b.close()
+        device.close()
+
+
+PAIRS = {"memory": memory_pair, "tcp": tcp_pair, "rdma": rdma_pair}
 
 
 def run(kind: str, scenario: Callable[[Pair], Awaitable[None]]) -> None:

@@ -1,0 +1,1 @@
+"""The RDMA transport (pyverbs, imported lazily): detection, node-wide resources, channel."""
