@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
 import signal
 import sys
@@ -28,8 +29,10 @@ from node.network import NodeChainService
 from node.producer import ProducerLoop
 from node.rpc import Api
 from node.runner import ChainRunner, InclusionWatch
+from p2p.errors import P2PError
 from p2p.handshake import AuthPolicy
 from p2p.manager import NetConfig, PeerManager
+from p2p.rdma.device import RdmaDevice, RdmaInfo, detect
 from p2p.sync import Stage, SyncConfig
 
 log = structlog.get_logger("node")
@@ -81,6 +84,39 @@ def net_config(config: NodeConfig) -> NetConfig:
         policy=policy,
         sync=SyncConfig(span=config.sync_fetch_span, max_ranges=config.sync_ranges),
     )
+
+
+def open_rdma(config: NodeConfig) -> tuple[RdmaDevice | None, dict[str, object]]:
+    """Detect RDMA and set up the node's verbs resources, per ``rdma = auto|off|required``.
+    Says once, in the log and in get_info, what it found."""
+    if config.rdma == "off":
+        return None, {"available": False, "reason": "rdma = off"}
+    host = config.p2p_listen[0] if config.p2p_listen else ""
+    try:
+        address = ipaddress.ip_address(host)
+        usable = address.version == 4 and not (address.is_loopback or address.is_unspecified)
+        ip = str(address) if usable else None
+    except ValueError:
+        ip = None
+    info = detect(ip, config.rdma_device)
+    device = None
+    if info.available:
+        try:
+            device = RdmaDevice(
+                info,
+                channels=config.rdma_max_peers,
+                slots=config.rdma_ring_slots,
+                slot_size=config.rdma_slot_size,
+            )
+        except P2PError as err:
+            info = RdmaInfo(False, str(err), info.device, pyverbs=info.pyverbs)
+    if device is None:
+        if config.rdma == "required":
+            raise NodeError(f"rdma = required, but RDMA is unavailable: {info.reason}")
+        log.info("rdma_unavailable", reason=info.reason, using="tcp")
+    else:
+        log.info("rdma_ready", device=info.device, gid=info.gid, pyverbs=info.pyverbs)
+    return device, info.as_dict()
 
 
 def dump_tasks() -> None:
@@ -147,7 +183,11 @@ class Node:
         chain = open_chain(config, recoverer)
         runner = ChainRunner(chain)
         service = NodeChainService(runner, self._on_applied, self._light_upto)
-        self.network = network = PeerManager(service, net_config(config), node_key(config))
+        rdma, rdma_status = open_rdma(config)
+        self.network = network = PeerManager(
+            service, net_config(config), node_key(config), rdma=rdma
+        )
+        network.rdma_status = rdma_status
         admitter = Admitter(runner, self.metrics, on_accepted=network.relay_transaction)
         api = Api(runner, self.metrics, self.watch, admitter, network)
         app = make_app(api, self.metrics, config.max_http_body_bytes)
@@ -170,6 +210,8 @@ class Node:
                 raise NodeError(
                     f"cannot accept peers on {config.p2p_listen}: {err.strerror}"
                 ) from err
+            if rdma is not None:
+                rdma.start(loop)
             log.info(
                 "node_started",
                 chain_id=chain.chain_id.hex(),
@@ -201,6 +243,8 @@ class Node:
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
                 loop.remove_signal_handler(sig)
             await http.cleanup()
+            if rdma is not None:
+                rdma.close()  # after the network task: its channels are closed by now
             runner.close()
             chain.store.close()
             if recoverer is not None:

@@ -57,6 +57,11 @@ OPTIONS: tuple[Option, ...] = (
         " and Merkle roots, their transactions' signatures are not",
         "full",
     ),
+    Option("rdma", "auto (RDMA with peers that can, else TCP), off, or required", "auto"),
+    Option("rdma-device", "RDMA device to use (default: the first with an active port)"),
+    Option("rdma-max-peers", "peers with an RDMA channel at once (buffer regions)", 16, int),
+    Option("rdma-ring-slots", "slots of each RDMA receive ring (the credit window)", 32, int),
+    Option("rdma-slot-size", "bytes per RDMA ring slot", 64 * 1024, int),
     Option("max-mempool-txs", "transactions held in the mempool at most", 50_000, int),
     Option("max-mempool-per-account", "pending transactions per account at most", 5_000, int),
     Option("max-http-body-bytes", "largest accepted HTTP request body", 1 << 20, int),
@@ -95,6 +100,11 @@ class NodeConfig:
     max_http_body_bytes: int
     signature_workers: int
     validation_mode: str
+    rdma: str
+    rdma_device: str | None
+    rdma_max_peers: int
+    rdma_ring_slots: int
+    rdma_slot_size: int
     log_level: str
     log_format: str
 
@@ -218,6 +228,15 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
             raise ConfigError(name, "must be at least 1")
     if merged["validation-mode"] not in ("full", "light"):
         raise ConfigError("validation-mode", f"{merged['validation-mode']!r} is not full or light")
+    if merged["rdma"] not in ("auto", "off", "required"):
+        raise ConfigError("rdma", f"{merged['rdma']!r} is not auto, off or required")
+    for name, low, high in (
+        ("rdma-max-peers", 1, 1024),
+        ("rdma-ring-slots", 2, 4096),
+        ("rdma-slot-size", 4096, 8 << 20),
+    ):
+        if not low <= merged[name] <= high:
+            raise ConfigError(name, f"must be between {low} and {high}")
     server_address = merged["p2p-server-address"] or listen or ""
     genesis = merged["genesis-json"]
     return NodeConfig(
@@ -241,6 +260,11 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
         max_http_body_bytes=merged["max-http-body-bytes"],
         signature_workers=merged["signature-workers"],
         validation_mode=merged["validation-mode"],
+        rdma=merged["rdma"],
+        rdma_device=merged["rdma-device"] or None,
+        rdma_max_peers=merged["rdma-max-peers"],
+        rdma_ring_slots=merged["rdma-ring-slots"],
+        rdma_slot_size=merged["rdma-slot-size"],
         log_level=merged["log-level"],
         log_format=merged["log-format"],
     )

@@ -49,6 +49,23 @@ class NodeMetrics:
         self.sync_stage = Gauge(
             "bor_sync_stage", "1 for the current sync stage", ["stage"], registry=r
         )
+        self.rdma_available = Gauge(
+            "bor_rdma_available", "1 if this node can set up RDMA channels", registry=r
+        )
+        labels = ["peer", "transport"]
+        self.peer_sent = Gauge("bor_p2p_peer_bytes_sent", "Bytes sent", labels, registry=r)
+        self.peer_received = Gauge(
+            "bor_p2p_peer_bytes_received", "Bytes received", labels, registry=r
+        )
+        self.rdma_writes = Gauge(
+            "bor_rdma_peer_writes", "RDMA writes posted to a peer", ["peer"], registry=r
+        )
+        self.rdma_completions = Gauge(
+            "bor_rdma_peer_completions",
+            "Work completions of a peer's channel",
+            ["peer"],
+            registry=r,
+        )
 
     def observe_network(self, network: PeerManager | None) -> None:
         if network is None:
@@ -59,6 +76,20 @@ class NodeMetrics:
         self.sync_rate.set(status["blocks_per_s"])
         for stage in Stage:
             self.sync_stage.labels(stage=str(stage)).set(1 if stage == network.sync.stage else 0)
+        self.rdma_available.set(1 if network.rdma is not None else 0)
+        for gauge in (self.peer_sent, self.peer_received, self.rdma_writes, self.rdma_completions):
+            gauge.clear()  # peers come and go
+        for peer in network.peers.values():
+            info = peer.info()
+            transport = str(info["transport"])
+            self.peer_sent.labels(peer.id, transport).set(peer.channel.bytes_sent)
+            self.peer_received.labels(peer.id, transport).set(peer.channel.bytes_received)
+            if peer.tcp is not None:
+                self.peer_sent.labels(peer.id, "tcp").set(peer.tcp.bytes_sent)
+                self.peer_received.labels(peer.id, "tcp").set(peer.tcp.bytes_received)
+            if transport == "rdma":
+                self.rdma_writes.labels(peer.id).set(float(str(info["rdma_writes"])))
+                self.rdma_completions.labels(peer.id).set(float(str(info["rdma_completions"])))
 
     def observe_chain(self, chain: Chain) -> None:
         self.head.set(chain.head.num)

@@ -196,6 +196,7 @@ class Api:
             "sync_target": sync["target"],
             "sync_blocks_per_s": sync["blocks_per_s"],
             "sync_eta_s": sync["eta_s"],
+            "rdma": self.network.rdma_status,
         }
 
     # --- node and net API -------------------------------------------------------------------

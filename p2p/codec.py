@@ -28,6 +28,8 @@ from p2p.messages import (
     Notice,
     Outbound,
     RawBlock,
+    RdmaSetup,
+    RdmaStep,
     Request,
     SyncRequest,
     Time,
@@ -52,6 +54,7 @@ _TYPES: dict[type[Any], int] = {
     BlockMessage: 7,
     RawBlock: 7,
     TransactionMessage: 8,
+    RdmaSetup: 9,
 }
 
 
@@ -84,6 +87,8 @@ def _payload(msg: Outbound) -> bytes:
         fields = [int(msg.mode), msg.pending, list(msg.ids)]
     elif isinstance(msg, Request):
         fields = [int(msg.mode), list(msg.ids)]
+    elif isinstance(msg, RdmaSetup):
+        fields = [int(msg.step), list(msg.endpoint), msg.detail]
     else:
         fields = [msg.start, msg.end]
     return pack(fields)
@@ -211,6 +216,20 @@ def _transaction(payload: bytes) -> TransactionMessage:
     return TransactionMessage(decode_signed_transaction(payload), payload)
 
 
+def _rdma_setup(payload: bytes) -> RdmaSetup:
+    r = _fields(payload, "rdma_setup", 3)
+    step = RdmaStep(check_int(r[0], 1, 3, "rdma_setup.step"))
+    endpoint = r[1]
+    if type(endpoint) is not list or len(endpoint) > 16:
+        raise MalformedMessage("rdma_setup: bad endpoint")
+    for value in endpoint:
+        if isinstance(value, int):
+            check_int(value, 0, 2**64 - 1, "rdma_setup.endpoint")
+        elif not isinstance(value, str) or len(value) > 64:
+            raise MalformedMessage("rdma_setup: bad endpoint")
+    return RdmaSetup(step, tuple(endpoint), check_str(r[2], 256, "rdma_setup.detail"))
+
+
 _DECODERS: dict[int, Callable[[bytes], Message]] = {
     0: _hello,
     1: _handshake,
@@ -221,6 +240,7 @@ _DECODERS: dict[int, Callable[[bytes], Message]] = {
     6: _sync_request,
     7: _block,
     8: _transaction,
+    9: _rdma_setup,
 }
 
 

@@ -37,12 +37,17 @@ from p2p.messages import (
     Message,
     Notice,
     RawBlock,
+    RdmaSetup,
+    RdmaStep,
     Request,
     SyncRequest,
     Time,
     TransactionMessage,
 )
 from p2p.peer import Peer, RecentSet
+from p2p.rdma.channel import Endpoint, RdmaChannel
+from p2p.rdma.device import RdmaDevice
+from p2p.rdma.verbs import RdmaFailure
 from p2p.service import BlockResult, ChainService, Outcome
 from p2p.sync import Action, DropPeer, FetchRange, Stage, SyncConfig, SyncManager
 from p2p.tcp import TcpChannel
@@ -52,6 +57,8 @@ log = structlog.get_logger("p2p")
 SERVE_CHUNK = 50  # blocks read from the store per trip to the chain thread when serving
 MAX_BAD_REQUESTS = 5  # ranges asked beyond our head before the peer is sent away
 TX_BATCH = 256
+RDMA_RETRY_SECONDS = 30.0  # after an RDMA failure with a peer: TCP, then RDMA again later
+MAX_RDMA_RETRY_SECONDS = 900.0
 BAN_SECONDS = 10.0  # first ban; doubles with every further ban of the same node, to 10 min
 MAX_BAN_SECONDS = 600.0
 
@@ -65,6 +72,7 @@ class NetConfig:
     policy: AuthPolicy = field(default_factory=AuthPolicy)
     keepalive: float = 2.0
     handshake_timeout: float = 5.0
+    rdma_probe_timeout: float = 5.0
     sync: SyncConfig = field(default_factory=SyncConfig)
 
 
@@ -79,8 +87,13 @@ class PeerManager:
         config: NetConfig,
         node_key: PrivateKey,
         on_applied: Callable[[SignedBlock], None] = lambda b: None,
+        rdma: RdmaDevice | None = None,
     ) -> None:
         self.chain = chain
+        self.rdma = rdma
+        # What RDMA detection found (set by the node; reported by get_info).
+        self.rdma_status: dict[str, object] = {"available": rdma is not None, "reason": ""}
+        self._rdma_backoff: dict[bytes, tuple[float, int]] = {}
         self.config = config
         self.node_key = node_key
         self.node_id = os.urandom(32)
@@ -199,6 +212,7 @@ class PeerManager:
         if not dialed and self.config.max_clients and inbound >= self.config.max_clients:
             raise HandshakeFailed(GoAwayReason.BENIGN_OTHER, "too many clients")
         position = self.chain.position()
+        rdma_offered = self._rdma_offered(hello.node_id)
         await channel.send(
             make_handshake(
                 chain_id=self.chain.chain_id,
@@ -207,6 +221,7 @@ class PeerManager:
                 peer_nonce=hello.nonce,
                 position=position,
                 p2p_address=self.config.p2p_address,
+                rdma=rdma_offered,
             )
         )
         hs = await channel.recv()
@@ -232,14 +247,101 @@ class PeerManager:
             if not keep_new:
                 raise HandshakeFailed(GoAwayReason.DUPLICATE, "already connected")
             await self._send_away(existing, GoAwayReason.DUPLICATE, "replaced by a new connection")
+        if rdma_offered and hs.rdma:
+            upgraded = await self._upgrade(channel, hs.node_id, dialed)
+            return Peer(upgraded, hs.node_id, hs, dialed, dial_address=address, tcp=channel)
         return Peer(channel, hs.node_id, hs, dialed, dial_address=address)
+
+    # --- RDMA -------------------------------------------------------------------------------
+
+    def _rdma_offered(self, node_id: bytes) -> bool:
+        """Whether we advertise RDMA to ``node_id``: we have a device, and no recent RDMA
+        failure with that node (retried with back-off)."""
+        if self.rdma is None:
+            return False
+        until = self._rdma_backoff.get(node_id)
+        return until is None or until[0] <= time.monotonic()
+
+    def _rdma_failed(self, node_id: bytes, why: str) -> None:
+        _, count = self._rdma_backoff.get(node_id, (0.0, 0))
+        seconds = min(RDMA_RETRY_SECONDS * 2**count, MAX_RDMA_RETRY_SECONDS)
+        self._rdma_backoff[node_id] = (time.monotonic() + seconds, count + 1)
+        log.warning("rdma_failed", node=node_id.hex()[:16], why=why, retry_in_s=seconds)
+
+    async def _upgrade(self, tcp: Channel, node_id: bytes, dialed: bool) -> Channel:
+        """Both sides advertised RDMA: exchange queue pairs over ``tcp`` and prove the path
+        with a probe each way. Returns the RDMA channel, or ``tcp`` if either side declines.
+        A probe that fails ends the connection (HandshakeFailed, retryable); the node then
+        stays on TCP with that peer until its RDMA back-off expires."""
+        assert self.rdma is not None
+        rdma: RdmaChannel | None = None
+        try:
+            if dialed:
+                try:
+                    rdma = RdmaChannel(self.rdma, tcp.remote)
+                except RdmaFailure as err:
+                    await tcp.send(RdmaSetup(RdmaStep.DECLINE, (), str(err)[:200]))
+                    self._rdma_failed(node_id, str(err))
+                    return tcp
+                await tcp.send(RdmaSetup(RdmaStep.OFFER, rdma.endpoint().to_wire()))
+                reply = await tcp.recv()
+                if not isinstance(reply, RdmaSetup) or reply.step == RdmaStep.OFFER:
+                    raise HandshakeFailed(GoAwayReason.FATAL_OTHER, "expected rdma_setup")
+                if reply.step == RdmaStep.DECLINE:
+                    log.info("rdma_declined", why=reply.detail)
+                    self._rdma_failed(node_id, f"declined: {reply.detail}")
+                    await rdma.close()
+                    return tcp
+                rdma.connect(Endpoint.from_wire(reply.endpoint))
+                await rdma.send(Time(0, 0, _now_ns(), 0))
+                await self._probe(rdma)
+            else:
+                offer = await tcp.recv()
+                if not isinstance(offer, RdmaSetup) or offer.step == RdmaStep.ACCEPT:
+                    raise HandshakeFailed(GoAwayReason.FATAL_OTHER, "expected rdma_setup")
+                if offer.step == RdmaStep.DECLINE:
+                    log.info("rdma_declined", why=offer.detail)
+                    return tcp
+                try:
+                    rdma = RdmaChannel(self.rdma, tcp.remote)
+                    rdma.connect(Endpoint.from_wire(offer.endpoint))
+                except (RdmaFailure, MalformedMessage) as err:
+                    if rdma is not None:
+                        await rdma.close()
+                    await tcp.send(RdmaSetup(RdmaStep.DECLINE, (), str(err)[:200]))
+                    self._rdma_failed(node_id, str(err))
+                    return tcp
+                await tcp.send(RdmaSetup(RdmaStep.ACCEPT, rdma.endpoint().to_wire()))
+                await self._probe(rdma)
+                await rdma.send(Time(0, 0, _now_ns(), 0))
+        except (ChannelClosed, MalformedMessage, TimeoutError) as err:
+            if rdma is not None:
+                await rdma.close()
+            self._rdma_failed(node_id, f"set-up failed: {type(err).__name__}: {err}")
+            raise HandshakeFailed(GoAwayReason.BENIGN_OTHER, "RDMA set-up failed") from err
+        except BaseException:
+            if rdma is not None:
+                await rdma.close()
+            raise
+        self._rdma_backoff.pop(node_id, None)
+        log.info("rdma_connected", remote=tcp.remote)
+        return rdma
+
+    async def _probe(self, rdma: RdmaChannel) -> None:
+        async with asyncio.timeout(self.config.rdma_probe_timeout):
+            probe = await rdma.recv()
+        if not isinstance(probe, Time):
+            raise MalformedMessage("RDMA probe is not a time message")
 
     async def _session(
         self, channel: Channel, dialed: bool, address: tuple[str, int] | None = None
     ) -> tuple[bool, GoAwayReason | None]:
         """Run one connection to its end: (whether the handshake succeeded, go_away reason)."""
         try:
-            async with asyncio.timeout(self.config.handshake_timeout):
+            limit = self.config.handshake_timeout
+            if self.rdma is not None:
+                limit += self.config.rdma_probe_timeout
+            async with asyncio.timeout(limit):
                 peer = await self._handshake(channel, dialed, address)
         except HandshakeFailed as err:
             refusal = GoAwayReason(err.reason)
@@ -288,6 +390,7 @@ class PeerManager:
         finally:
             if self.peers.get(peer.id) is peer:
                 del self.peers[peer.id]
+            await peer.channel.close()
             await channel.close()
             self._act(self.sync.peer_closed(peer.id))
             log.info("peer_disconnected", reason=None if reason is None else reason.name)

@@ -150,6 +150,22 @@ class TransactionMessage:
         return cls(tx, tx.encode())
 
 
+class RdmaStep(IntEnum):
+    OFFER = 1  # the dialling side: here is my queue pair and ring
+    ACCEPT = 2  # the listening side: and here is mine
+    DECLINE = 3  # the listening side: not now (``detail`` says why); stay on TCP
+
+
+@dataclass(frozen=True, slots=True)
+class RdmaSetup:
+    """Moving a connection to RDMA, on the TCP channel right after the handshakes, when both
+    advertised ``rdma``: the endpoint is ``p2p.rdma.channel.Endpoint.to_wire()``."""
+
+    step: RdmaStep
+    endpoint: tuple[int | str, ...] = ()
+    detail: str = ""
+
+
 Message = (
     Hello
     | Handshake
@@ -160,5 +176,6 @@ Message = (
     | SyncRequest
     | BlockMessage
     | TransactionMessage
+    | RdmaSetup
 )
 Outbound = Message | RawBlock

@@ -45,6 +45,7 @@ class Peer:
     handshake: Handshake
     dialed: bool
     dial_address: tuple[str, int] | None = None  # the address we dialled, to stop redialling
+    tcp: Channel | None = None  # the TCP connection an RDMA channel was set up over
     outbox: asyncio.Queue[Outbound] = field(default_factory=lambda: asyncio.Queue(OUTBOX_SIZE))
     known_blocks: RecentSet = field(default_factory=lambda: RecentSet(KNOWN_IDS))
     known_txs: RecentSet = field(default_factory=lambda: RecentSet(KNOWN_IDS))
@@ -79,5 +80,9 @@ class Peer:
             "rtt_ms": None if self.rtt is None else round(self.rtt * 1000, 2),
             "bytes_sent": self.channel.bytes_sent,
             "bytes_received": self.channel.bytes_received,
+            "tcp_bytes_sent": (self.tcp or self.channel).bytes_sent,
+            "tcp_bytes_received": (self.tcp or self.channel).bytes_received,
+            "rdma_writes": getattr(self.channel, "writes", 0),
+            "rdma_completions": getattr(self.channel, "completions", 0),
             "connected_at": self.connected_at,
         }

@@ -12,6 +12,11 @@ network-sync rate / local-import rate, and sync tx/s in units of R (single-core 
 verifications per second through ``cryptography``, measured in the same run).
 
     python scripts/bench_sync.py [--txs 200000] [--txs-per-block 1000] [--history DIR]
+                                 [--transport tcp|rdma|tcp,rdma] [--modes full,light]
+
+``--transport rdma`` needs pyverbs and an RDMA device (run it with the RDMA venv's python,
+``.venv-rdma/bin/python``; on Soft-RoCE see ``scripts/rdma-vm-test``): both nodes then run
+with ``rdma = required`` and the script checks the sync really went over RDMA.
 
 The last line of output is a JSON object of the figures.
 """
@@ -147,13 +152,21 @@ def run_import(work: Path, history: Path, mode: str) -> dict[str, float]:
     return {"seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime}
 
 
-def run_sync(work: Path, history: Path, source: tuple[int, int], mode: str, lib: int) -> Any:
+def run_sync(
+    work: Path, history: Path, source: tuple[int, int], mode: str, lib: int, transport: str
+) -> Any:
     source_pid, source_p2p = source
-    target = fresh_dir(work, f"sync-{mode}", history / "genesis.json")
+    target = fresh_dir(work, f"sync-{mode}-{transport}", history / "genesis.json")
     source_cpu = tree_cpu(source_pid)
     started = time.perf_counter()
     proc, http, _ = start_node(
-        target, "--p2p-peer-address", f"127.0.0.1:{source_p2p}", "--validation-mode", mode
+        target,
+        "--p2p-peer-address",
+        f"127.0.0.1:{source_p2p}",
+        "--validation-mode",
+        mode,
+        "--rdma",
+        "required" if transport == "rdma" else "off",
     )
     try:
         while rpc(http, "/v1/chain/get_info")["head_block_num"] < lib:
@@ -161,9 +174,13 @@ def run_sync(work: Path, history: Path, source: tuple[int, int], mode: str, lib:
         seconds = time.perf_counter() - started
         cpu = tree_cpu(proc.pid)
         sent = tree_cpu(source_pid) - source_cpu
-        received = sum(p["bytes_received"] for p in rpc(http, "/v1/net/peers")["peers"])
+        peers = rpc(http, "/v1/net/peers")["peers"]
+        received = sum(p["bytes_received"] for p in peers)
+        used = {p["transport"] for p in peers}
     finally:
         stop(proc)
+    if used != {transport}:
+        raise SystemExit(f"bench_sync: asked for {transport}, the sync used {used}")
     return {"seconds": seconds, "cpu_s": cpu, "source_cpu_s": sent, "bytes": received}
 
 
@@ -174,6 +191,7 @@ def main() -> None:
     parser.add_argument("--accounts", type=int, default=5000)
     parser.add_argument("--history", type=Path, help="reuse (or keep) a history in this dir")
     parser.add_argument("--modes", default="full,light")
+    parser.add_argument("--transport", default="tcp", help="tcp, rdma, or tcp,rdma")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bor-bench-sync-"))
@@ -184,7 +202,8 @@ def main() -> None:
             t0 = time.perf_counter()
             make_history(history, args.txs, args.txs_per_block, accounts=args.accounts)
             print(f"  done in {time.perf_counter() - t0:.0f} s")
-        source, http, p2p = start_node(history)
+        transports = args.transport.split(",")
+        source, http, p2p = start_node(history, "--rdma", "auto" if "rdma" in transports else "off")
         info = rpc(http, "/v1/chain/get_info")
         lib = info["last_irreversible_block_num"]
         size = (history / "history.log").stat().st_size
@@ -198,36 +217,43 @@ def main() -> None:
         try:
             for mode in args.modes.split(","):
                 imp = run_import(work, history, mode)
-                syn = run_sync(work, history, (source.pid, p2p), mode, lib)
-                ratio = imp["seconds"] / syn["seconds"]
-                for name, m in (("import", imp), ("sync", syn)):
-                    s = m["seconds"]
-                    print(
-                        f"{mode:5} {name:6}: {s:6.1f} s  {lib / s:7,.0f} blocks/s  "
-                        f"{txs / s:7,.0f} tx/s  {size / 1e6 / s:5.2f} MB/s  "
-                        f"cpu {m['cpu_s']:.1f} s ({m['cpu_s'] / txs * 1000:.3f} s per 1k tx)"
-                    )
+                m = imp["seconds"]
                 print(
-                    f"{mode:5} sync: sender cpu {syn['source_cpu_s']:.1f} s "
-                    f"({syn['source_cpu_s'] / txs * 1000:.3f} s per 1k tx), "
-                    f"{syn['bytes'] / 1e6:.1f} MB received; "
-                    f"sync/import rate {ratio:.2f}; sync {txs / syn['seconds'] / r:.2f} R"
+                    f"{mode:5} import      : {m:6.1f} s  {lib / m:7,.0f} blocks/s  "
+                    f"{txs / m:7,.0f} tx/s  {size / 1e6 / m:5.2f} MB/s  "
+                    f"cpu {imp['cpu_s']:.1f} s ({imp['cpu_s'] / txs * 1000:.3f} s per 1k tx)"
                 )
-                figures[mode] = {
-                    "import_s": round(imp["seconds"], 2),
-                    "sync_s": round(syn["seconds"], 2),
-                    "sync_blocks_per_s": round(lib / syn["seconds"], 1),
-                    "sync_tx_per_s": round(txs / syn["seconds"]),
-                    "import_tx_per_s": round(txs / imp["seconds"]),
-                    "sync_mb_per_s": round(size / 1e6 / syn["seconds"], 2),
-                    "ratio_sync_import": round(ratio, 3),
-                    "sync_R": round(txs / syn["seconds"] / r, 3),
-                    "import_cpu_s": round(imp["cpu_s"], 1),
-                    "receiver_cpu_s": round(syn["cpu_s"], 1),
-                    "sender_cpu_s": round(syn["source_cpu_s"], 1),
-                    "receiver_cpu_s_per_1k_tx": round(syn["cpu_s"] / txs * 1000, 4),
-                    "sender_cpu_s_per_1k_tx": round(syn["source_cpu_s"] / txs * 1000, 4),
-                }
+                for transport in transports:
+                    syn = run_sync(work, history, (source.pid, p2p), mode, lib, transport)
+                    s_ = syn["seconds"]
+                    ratio = m / s_
+                    print(
+                        f"{mode:5} sync {transport:4}   : {s_:6.1f} s  {lib / s_:7,.0f} blocks/s  "
+                        f"{txs / s_:7,.0f} tx/s  {size / 1e6 / s_:5.2f} MB/s  "
+                        f"cpu {syn['cpu_s']:.1f} s ({syn['cpu_s'] / lib * 1000:.1f} s per 1k "
+                        f"blocks); sender cpu {syn['source_cpu_s']:.1f} s "
+                        f"({syn['source_cpu_s'] / lib * 1000:.2f} s per 1k blocks); "
+                        f"sync/import {ratio:.2f}; {txs / s_ / r:.2f} R"
+                    )
+                    key = mode if transport == "tcp" else f"{mode}_{transport}"
+                    figures[key] = {
+                        "import_s": round(m, 2),
+                        "sync_s": round(s_, 2),
+                        "sync_blocks_per_s": round(lib / s_, 1),
+                        "sync_tx_per_s": round(txs / s_),
+                        "import_tx_per_s": round(txs / m),
+                        "sync_mb_per_s": round(size / 1e6 / s_, 2),
+                        "ratio_sync_import": round(ratio, 3),
+                        "sync_R": round(txs / s_ / r, 3),
+                        "import_cpu_s": round(imp["cpu_s"], 1),
+                        "receiver_cpu_s": round(syn["cpu_s"], 1),
+                        "sender_cpu_s": round(syn["source_cpu_s"], 1),
+                        "receiver_cpu_s_per_1k_tx": round(syn["cpu_s"] / txs * 1000, 4),
+                        "sender_cpu_s_per_1k_tx": round(syn["source_cpu_s"] / txs * 1000, 4),
+                        "receiver_cpu_s_per_1k_blocks": round(syn["cpu_s"] / lib * 1000, 2),
+                        "sender_cpu_s_per_1k_blocks": round(syn["source_cpu_s"] / lib * 1000, 2),
+                        "mb_received": round(syn["bytes"] / 1e6, 2),
+                    }
         finally:
             stop(source)
         figures["R_after"] = round(measure_r())

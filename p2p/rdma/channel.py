@@ -44,6 +44,7 @@ from p2p.codec import HEADER_SIZE, MAX_FRAME_SIZE, decode_message, encode_frame,
 from p2p.errors import ChannelBroken, ChannelClosed, MalformedMessage
 from p2p.messages import Message, Outbound
 from p2p.rdma.device import PORT, Completion, RdmaDevice
+from p2p.rdma.verbs import RdmaFailure
 
 OP_DATA, OP_END, OP_CREDIT, OP_CLOSE = 1, 2, 3, 4
 _OPS = (OP_DATA, OP_END, OP_CREDIT, OP_CLOSE)
@@ -66,8 +67,8 @@ class Endpoint:
     slots: int
     slot_size: int
 
-    def to_wire(self) -> list[Any]:
-        return [
+    def to_wire(self) -> tuple[int | str, ...]:
+        return (
             self.qp_num,
             self.psn,
             self.gid,
@@ -76,11 +77,11 @@ class Endpoint:
             self.rkey,
             self.slots,
             self.slot_size,
-        ]
+        )
 
     @classmethod
-    def from_wire(cls, r: list[Any]) -> Endpoint:
-        if not isinstance(r, list) or len(r) != 8:
+    def from_wire(cls, r: tuple[Any, ...]) -> Endpoint:
+        if len(r) != 8:
             raise MalformedMessage("bad RDMA endpoint")
         qp_num, psn, gid, mtu, addr, rkey, slots, slot_size = r
         if not all(isinstance(x, int) for x in (qp_num, psn, mtu, addr, rkey, slots, slot_size)):
@@ -103,7 +104,11 @@ class RdmaChannel(Channel):
         base = self._region * device.region_size
         self._ring = base  # offsets into the device pool
         self._staging = base + self.slots * self.slot_size
-        self.qp = device.create_qp()
+        try:
+            self.qp = device.create_qp()
+        except device.v.Error as err:
+            device.give_region(self._region)
+            raise RdmaFailure(f"cannot create a queue pair: {err}") from err
         self.psn = random.getrandbits(24)
         self._peer: Endpoint | None = None
         self._credit_wr: Any = None
@@ -167,7 +172,10 @@ class RdmaChannel(Channel):
             dgid=v.GID(peer.gid), sgid_index=dev.info.gid_index, hop_limit=64, traffic_class=0
         )
         attr.ah_attr = v.AHAttr(port_num=PORT, is_global=1, gr=route, sl=0)
-        self.qp.to_rts(attr)
+        try:
+            self.qp.to_rts(attr)
+        except v.Error as err:
+            raise RdmaFailure(f"cannot connect the queue pair to {self._remote}: {err}") from err
         self._peer = peer
         write_imm = v.E.ibv_wr_opcode.IBV_WR_RDMA_WRITE_WITH_IMM
         signaled = v.E.ibv_send_flags.IBV_SEND_SIGNALED

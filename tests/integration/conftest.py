@@ -48,12 +48,17 @@ def rpc(url: str, path: str, body: dict[str, Any] | None = None, timeout: float 
         data=json.dumps(body or {}).encode(),
         headers={"Content-Type": "application/json"},
     )
-    with urllib.request.urlopen(request, timeout=timeout) as response:
+    with urllib.request.urlopen(request, timeout=timeout * SLOWDOWN) as response:
         return json.loads(response.read())
 
 
+# Timeouts scale by this factor where everything runs slower (the Soft-RoCE VM emulates its
+# CPU: BOR_TEST_SLOWDOWN=10 there).
+SLOWDOWN = float(os.environ.get("BOR_TEST_SLOWDOWN", "1"))
+
+
 def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.time() + timeout
+    deadline = time.time() + timeout * SLOWDOWN
     while time.time() < deadline:
         try:
             if check():
@@ -97,13 +102,17 @@ class NodeProcess:
     def rpc(self, path: str, body: dict[str, Any] | None = None) -> Any:
         return rpc(self.url, path, body)
 
+    def rpc_text(self, path: str) -> str:
+        with urllib.request.urlopen(self.url + path, timeout=10 * SLOWDOWN) as response:
+            return str(response.read().decode())
+
     def info(self) -> dict[str, Any]:
         return dict(self.rpc("/v1/chain/get_info"))
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         assert self.proc is not None
         os.kill(self.proc.pid, sig)
-        return self.proc.wait(timeout=20)
+        return self.proc.wait(timeout=20 * SLOWDOWN)
 
     def wait_for_head(self, num: int, timeout: float = 30) -> dict[str, Any]:
         wait_for(lambda: self.info()["head_block_num"] >= num, timeout, f"head {num}")

@@ -28,6 +28,8 @@ from p2p.messages import (
     IdListMode,
     Message,
     Notice,
+    RdmaSetup,
+    RdmaStep,
     Request,
     SyncRequest,
     Time,
@@ -74,6 +76,7 @@ def sample_messages() -> list[Message]:
         SyncRequest(1, 100),
         BlockMessage.of(block),
         TransactionMessage.of(tx),
+        RdmaSetup(RdmaStep.OFFER, (7, 99, "0000:0000:0000:0000:0000:ffff:0a4d:0001", 3), "x"),
     ]
 
 

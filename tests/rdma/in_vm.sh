@@ -17,7 +17,7 @@ cd "$src"
     rdma link show
     ibv_devinfo -d rxe0 || true
 } >"$out/setup.log" 2>&1
-export HOME=/tmp PYTHONDONTWRITEBYTECODE=1 BOR_RDMA_REQUIRED=1
+export HOME=/tmp PYTHONDONTWRITEBYTECODE=1 BOR_RDMA_REQUIRED=1 BOR_TEST_SLOWDOWN=8
 timeout 1200 "$src/.venv-rdma/bin/python" -m pytest -p no:cacheprovider -q \
     --junitxml="$out/junit.xml" -o junit_family=xunit2 \
     -k "rdma or not (memory or tcp)" tests/p2p/test_channel_contract.py tests/rdma \
