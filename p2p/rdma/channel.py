@@ -105,7 +105,7 @@ class RdmaChannel(Channel):
         self._ring = base  # offsets into the device pool
         self._staging = base + self.slots * self.slot_size
         try:
-            self.qp = device.create_qp()
+            self.qp: Any = device.create_qp()
         except device.v.Error as err:
             device.give_region(self._region)
             raise RdmaFailure(f"cannot create a queue pair: {err}") from err
@@ -241,6 +241,8 @@ class RdmaChannel(Channel):
         )
         wr.imm_data = socket.htonl(immediate(op, slot))
         wr.set_wr_rdma(self._peer.rkey, self._peer.ring_addr + slot * self.slot_size)
+        if self.qp is None:
+            raise ChannelClosed(f"channel to {self._remote} is closed")
         try:
             self.qp.post_send(wr)
         except v.Error as err:
@@ -252,7 +254,7 @@ class RdmaChannel(Channel):
         self.writes += 1
 
     def _post_control(self, op: int, arg: int) -> None:
-        if self._peer is None or self._error is not None:
+        if self._peer is None or self._error is not None or self.qp is None:
             return
         wr = self._credit_wr
         wr.imm_data = socket.htonl(immediate(op, arg))
@@ -300,11 +302,24 @@ class RdmaChannel(Channel):
         if self._error is None:
             self._post_control(OP_CLOSE, 0)
             await asyncio.sleep(0.05)  # let the close write leave before the QP goes
+        self._release()
+
+    def abort(self) -> None:
+        """Drop the queue pair without a word to the peer, as a crash would (its writes then
+        fail and its channel breaks). Used when the connection is beyond saving, and by tests."""
+        self._closed = True
+        self._fail(ChannelBroken(f"channel to {self._remote} aborted"))
+        self._release()
+
+    def _release(self) -> None:
         self._can_send.set()
         self._arrived.set()
-        self.device.unregister(self.qp.qp_num)
+        if self.qp is None:
+            return
+        qp, self.qp = self.qp, None  # pyverbs does not guard a closed QP: never touch it again
+        self.device.unregister(qp.qp_num)
         with contextlib.suppress(Exception):
-            self.qp.close()
+            qp.close()
         self.device.give_region(self._region)
 
     # --- completions (on the event loop, in the order the CQ gave them) ----------------------
