@@ -18,9 +18,11 @@ byte count:
                        CREDIT: the number of slots freed
 
 Flow control is by credits: a sender starts with ``slots`` credits, spends one per chunk and
-waits at zero; the receiver returns a frame's slots when ``recv`` hands the frame out — so a
-peer that does not read stops the sender, as the Channel contract asks. Credits are returned
-in batches (a quarter of the ring, or whenever nothing more is waiting). Several writes are
+waits at zero. The receiver copies each chunk out of its ring as it arrives and credits the
+slot back at once — except a frame's last slot, credited only when ``recv`` hands the frame
+out, so a peer that does not read stops the sender after ``slots`` frames, as the Channel
+contract asks, and a frame larger than the ring still gets through. Credits are returned in
+batches (a quarter of the ring, or whenever nothing more is waiting). Several writes are
 in flight at once (the paper's design waited for an ACK per block). A staging slot is reused
 only once its write has completed locally.
 
@@ -121,8 +123,7 @@ class RdmaChannel(Channel):
         # Receiving side.
         self._recv_slot = 0
         self._partial = bytearray()
-        self._partial_slots = 0
-        self._frames: deque[tuple[bytes, int]] = deque()
+        self._frames: deque[bytes] = deque()
         self._arrived = asyncio.Event()
         self._unreturned = 0  # slots freed by recv, not yet credited back
         # State and counters.
@@ -276,11 +277,8 @@ class RdmaChannel(Channel):
                 raise ChannelClosed(f"channel to {self._remote} is closed")
             self._arrived.clear()
             await self._arrived.wait()
-        frame, used = self._frames.popleft()
-        self._unreturned += used
-        if self._unreturned >= max(1, self.slots // 4) or not self._frames:
-            self._post_control(OP_CREDIT, self._unreturned)
-            self._unreturned = 0
+        frame = self._frames.popleft()
+        self._credit_back(force=not self._frames)
         try:
             if len(frame) < HEADER_SIZE:
                 raise MalformedMessage("frame shorter than its header")
@@ -366,16 +364,28 @@ class RdmaChannel(Channel):
                 self._arrived.set()
                 return
         self._partial += self.device.view[offset : offset + length]
-        self._partial_slots += 1
         self._recv_slot = (slot + 1) % self.slots
         if len(self._partial) > self._max_frame + HEADER_SIZE:
             self._malformed("frame larger than the limit")
             return
         if op == OP_END:
-            self._frames.append((bytes(self._partial), self._partial_slots))
+            # The frame's last slot stays spent until ``recv`` takes the frame: that is the
+            # back-pressure. Its other slots were copied out and are credited back now, so a
+            # frame larger than the whole ring still gets through.
+            self._frames.append(bytes(self._partial))
             self._partial.clear()
-            self._partial_slots = 0
             self._arrived.set()
+        else:
+            self._credit_back(force=False)
+
+    def _credit_back(self, force: bool) -> None:
+        """One more slot of ours is free; tell the peer in batches (a quarter of the ring,
+        or now with ``force``). Fewer than a batch stay unreturned, so a blocked sender always
+        gets credits back."""
+        self._unreturned += 1
+        if force or self._unreturned >= max(1, self.slots // 4):
+            self._post_control(OP_CREDIT, self._unreturned)
+            self._unreturned = 0
 
     # --- failure ------------------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ CQ_DEPTH = 4096
 SRQ_DEPTH = 1024
 REPOST_BATCH = 32  # receive WQEs re-posted at once
 POLL_BATCH = 64
+RECV_WR_ID = 1 << 62  # marks the SRQ's receive WQEs (send WRs carry small slot numbers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +179,7 @@ class RdmaDevice:
             self.srq = v.SRQ(self.pd, v.SrqInitAttr(v.SrqAttr(max_wr=SRQ_DEPTH, max_sge=1)))
             self._closers.append(self.srq.close)
             sge = v.SGE(self.scratch.buf, 64, self.scratch.lkey)
-            self._recv_wr = v.RecvWR(wr_id=0, num_sge=1, sg=[sge])
+            self._recv_wr = v.RecvWR(wr_id=RECV_WR_ID, num_sge=1, sg=[sge])
             for _ in range(SRQ_DEPTH):
                 self.srq.post_recv(self._recv_wr)
             self.cq.req_notify()
@@ -191,6 +192,7 @@ class RdmaDevice:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._consumed = 0
+        self.failed = ""
         self.completions = 0
         self.errors = 0
 
@@ -239,57 +241,70 @@ class RdmaDevice:
         self._thread.start()
 
     def _poll_forever(self) -> None:
+        try:
+            while not self._stop.is_set():
+                ready, _, _ = select.select([self.fd], [], [], 0.2)  # releases the GIL
+                if ready:
+                    self._drain()
+        except BaseException as err:  # the device is unusable: every channel on it breaks
+            log.error("rdma_poller_failed", error=f"{type(err).__name__}: {err}")
+            self.failed = f"poller failed: {err}"
+            if self._loop is not None:
+                with contextlib.suppress(RuntimeError):
+                    self._loop.call_soon_threadsafe(self._fail_all)
+
+    def _drain(self) -> None:
         v = self.v
         success = v.E.ibv_wc_status.IBV_WC_SUCCESS
         recv_imm = v.E.ibv_wc_opcode.IBV_WC_RECV_RDMA_WITH_IMM
-
-        while not self._stop.is_set():
-            ready, _, _ = select.select([self.fd], [], [], 0.2)  # releases the GIL
-            if not ready:
-                continue
-            events = 0
-            while True:
-                try:
-                    self.comp_channel.get_cq_event(self.cq)
-                    events += 1
-                except v.Error as err:
-                    if is_again(v, err):
-                        break
-                    raise
-            if events:
-                self.cq.ack_events(events)
-            self.cq.req_notify()  # re-arm before the last drain: nothing is missed
-            while True:
-                count, wcs = self.cq.poll(POLL_BATCH)
-                batch = []
-                for wc in wcs:
-                    ok = wc.status == success
-                    is_recv = wc.opcode == recv_imm if ok else False
-                    if is_recv or (not ok and wc.opcode >= 128):
-                        self._consumed += 1
-                    batch.append(
-                        Completion(
-                            wc.qp_num,
-                            wc.wr_id,
-                            wc.status,
-                            wc.opcode if ok else -1,
-                            socket.ntohl(wc.imm_data) if is_recv else 0,
-                            wc.byte_len if ok else 0,
-                            wc.vendor_err,
-                        )
-                    )
-                if self._consumed >= REPOST_BATCH:
-                    for _ in range(self._consumed):
-                        self.srq.post_recv(self._recv_wr)
-                    self._consumed = 0
-                if batch and self._loop is not None:
-                    self.completions += len(batch)
-                    try:
-                        self._loop.call_soon_threadsafe(self._dispatch, batch)
-                    except RuntimeError:  # the loop is closed: we are shutting down
-                        return
-                if count < POLL_BATCH:
+        events = 0
+        while True:
+            try:
+                self.comp_channel.get_cq_event(self.cq)
+                events += 1
+            except v.Error as err:
+                if is_again(v, err):
                     break
+                raise
+        if events:
+            self.cq.ack_events(events)
+        self.cq.req_notify()  # re-arm before the last drain: nothing is missed
+        while True:
+            count, wcs = self.cq.poll(POLL_BATCH)
+            batch = []
+            for wc in wcs:
+                ok = wc.status == success
+                if wc.wr_id == RECV_WR_ID:
+                    self._consumed += 1  # an SRQ WQE, used by a write with immediate
+                is_recv = ok and wc.opcode == recv_imm
+                batch.append(
+                    Completion(
+                        wc.qp_num,
+                        wc.wr_id,
+                        wc.status,
+                        wc.opcode if ok else -1,
+                        socket.ntohl(wc.imm_data) if is_recv else 0,
+                        wc.byte_len if ok else 0,
+                        wc.vendor_err,
+                    )
+                )
+            if self._consumed >= REPOST_BATCH:
+                for _ in range(self._consumed):
+                    self.srq.post_recv(self._recv_wr)
+                self._consumed = 0
+            if batch and self._loop is not None:
+                self.completions += len(batch)
+                try:
+                    self._loop.call_soon_threadsafe(self._dispatch, batch)
+                except RuntimeError:  # the loop is closed: we are shutting down
+                    self._stop.set()
+                    return
+            if count < POLL_BATCH:
+                return
+
+    def _fail_all(self) -> None:
+        for handler in list(self._handlers.values()):
+            handler(Completion(0, 0, -1, -1, 0, 0, 0))
 
     def _dispatch(self, batch: list[Completion]) -> None:
         for wc in batch:

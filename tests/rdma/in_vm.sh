@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Inside the QEMU guest (root, host filesystem read-only, $2 writable): make a Soft-RoCE
 # device and run the RDMA tests with the project's RDMA venv. Writes $2/result.
+# With a third argument "bench", runs scripts/bench_sync.py over TCP and RDMA instead.
 set -u
 src=$1
 out=$2
+what=${3:-tests}
 cd "$src"
 {
     set -x
@@ -18,6 +20,13 @@ cd "$src"
     ibv_devinfo -d rxe0 || true
 } >"$out/setup.log" 2>&1
 export HOME=/tmp PYTHONDONTWRITEBYTECODE=1 BOR_RDMA_REQUIRED=1 BOR_TEST_SLOWDOWN=8
+if [ "$what" = bench ]; then
+    timeout 1500 "$src/.venv-rdma/bin/python" scripts/bench_sync.py --txs 2000 \
+        --txs-per-block 20 --accounts 50 --transport tcp,rdma --modes full \
+        >"$out/bench.log" 2>&1
+    echo $? >"$out/result"
+    exit 0
+fi
 timeout 1200 "$src/.venv-rdma/bin/python" -m pytest -p no:cacheprovider -q \
     --junitxml="$out/junit.xml" -o junit_family=xunit2 \
     -k "rdma or not (memory or tcp)" tests/p2p/test_channel_contract.py tests/rdma \

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections.abc import Awaitable, Callable
 
@@ -57,8 +58,8 @@ def big_transaction(memo_bytes: int) -> TransactionMessage:
 
 def test_a_frame_larger_than_a_slot_travels_in_chunks() -> None:
     async def scenario(a: RdmaChannel, b: RdmaChannel) -> None:
-        message = big_transaction(12_000)  # three slots of 4 KiB and a bit
-        assert len(message.raw) > 3 * 4096
+        message = big_transaction(4096)  # 16 actions: five slots of 1 KiB, more than the ring
+        assert len(message.raw) > 4 * 1024
 
         async def send_both() -> None:
             await a.send(message)
@@ -68,9 +69,9 @@ def test_a_frame_larger_than_a_slot_travels_in_chunks() -> None:
         assert await b.recv() == message
         assert await b.recv() == SyncRequest(1, 2)
         await sender
-        assert a.writes >= 5 and b.bytes_received == a.bytes_sent
+        assert a.writes >= 6 and b.bytes_received == a.bytes_sent
 
-    run(scenario)
+    run(scenario, slots=4, slot_size=1024)
 
 
 def test_credits_come_back_so_a_long_stream_never_stalls() -> None:
@@ -99,13 +100,18 @@ def test_an_unknown_immediate_is_a_malformed_stream() -> None:
     run(scenario)
 
 
-def test_a_peer_queue_pair_that_vanishes_breaks_the_channel() -> None:
+def test_an_error_completion_breaks_the_channel() -> None:
+    """A write the peer's device refuses (here: a wrong rkey, so a remote access error)
+    completes in error, and the channel breaks instead of skipping it. (A peer that vanishes
+    without a word is caught a level up, by the keepalive: tests/rdma/test_sync_over_rdma.)"""
+
     async def scenario(a: RdmaChannel, b: RdmaChannel) -> None:
-        b.abort()  # as if the peer process died: no close message, no more ACKs
-        with pytest.raises(ChannelBroken):
-            for _ in range(100):
+        assert a._peer is not None
+        a._peer = dataclasses.replace(a._peer, rkey=a._peer.rkey ^ 0x5A5A)
+        with pytest.raises(ChannelBroken, match="completion error"):
+            for _ in range(20):
                 await a.send(SyncRequest(1, 2))
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.1)
         with pytest.raises(ChannelClosed):
             await a.recv()
 
