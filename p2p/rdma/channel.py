@@ -107,7 +107,8 @@ class RdmaChannel(Channel):
         self._ring = base  # offsets into the device pool
         self._staging = base + self.slots * self.slot_size
         try:
-            self.qp: Any = device.create_qp()
+            self.qp: Any
+            self.qp, self.inline_max = device.create_qp()
         except device.v.Error as err:
             device.give_region(self._region)
             raise RdmaFailure(f"cannot create a queue pair: {err}") from err
@@ -133,6 +134,7 @@ class RdmaChannel(Channel):
         self._sent = 0
         self._received = 0
         self.writes = 0
+        self.inline_writes = 0
         self.completions = 0
         device.register(self.qp.qp_num, self._on_completion)
 
@@ -233,12 +235,16 @@ class RdmaChannel(Channel):
         self.device.view[offset : offset + len(chunk)] = chunk
         # A work request copies its SGE when built, so each chunk gets its own (~3 us).
         v, pool = self.device.v, self.device.pool
+        flags = v.E.ibv_send_flags.IBV_SEND_SIGNALED
+        if len(chunk) <= self.inline_max:
+            flags |= v.E.ibv_send_flags.IBV_SEND_INLINE
+            self.inline_writes += 1
         wr = v.SendWR(
             wr_id=slot,
             opcode=v.E.ibv_wr_opcode.IBV_WR_RDMA_WRITE_WITH_IMM,
             num_sge=1,
             sg=[v.SGE(pool.buf + offset, len(chunk), pool.lkey)],
-            send_flags=v.E.ibv_send_flags.IBV_SEND_SIGNALED,
+            send_flags=flags,
         )
         wr.imm_data = socket.htonl(immediate(op, slot))
         wr.set_wr_rdma(self._peer.rkey, self._peer.ring_addr + slot * self.slot_size)

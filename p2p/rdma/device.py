@@ -40,6 +40,7 @@ CQ_DEPTH = 4096
 SRQ_DEPTH = 1024
 REPOST_BATCH = 32  # receive WQEs re-posted at once
 POLL_BATCH = 64
+INLINE_WANTED = 256  # bytes of a write copied into the work request (no DMA read of ours)
 RECV_WR_ID = 1 << 62  # marks the SRQ's receive WQEs (send WRs carry small slot numbers)
 
 
@@ -209,23 +210,38 @@ class RdmaDevice:
     def region_address(self, region: int) -> int:
         return int(self.pool.buf) + region * self.region_size
 
-    def create_qp(self) -> Any:
+    def create_qp(self) -> tuple[Any, int]:
+        """A new RC queue pair on the shared CQ and SRQ, and the inline size it was granted
+        (small writes go inline where the device allows: rxe grants a few hundred bytes)."""
         v, e = self.v, self.v.E
-        cap = v.QPCap(
-            max_send_wr=2 * self.slots + 16,
-            max_recv_wr=1,
-            max_send_sge=1,
-            max_recv_sge=1,
-        )
-        init = v.QPInitAttr(
-            qp_type=e.ibv_qp_type.IBV_QPT_RC,
-            scq=self.cq,
-            rcq=self.cq,
-            srq=self.srq,
-            cap=cap,
-            sq_sig_all=0,
-        )
-        return v.QP(self.pd, init)
+        for inline in (INLINE_WANTED, 0):
+            cap = v.QPCap(
+                max_send_wr=2 * self.slots + 16,
+                max_recv_wr=1,
+                max_send_sge=1,
+                max_recv_sge=1,
+                max_inline_data=inline,
+            )
+            init = v.QPInitAttr(
+                qp_type=e.ibv_qp_type.IBV_QPT_RC,
+                scq=self.cq,
+                rcq=self.cq,
+                srq=self.srq,
+                cap=cap,
+                sq_sig_all=0,
+            )
+            try:
+                qp = v.QP(self.pd, init)
+            except v.Error:
+                if inline == 0:
+                    raise
+                continue
+            try:
+                granted = int(qp.query(e.ibv_qp_attr_mask.IBV_QP_CAP)[1].max_inline_data)
+            except (v.Error, AttributeError, IndexError, TypeError):
+                granted = inline
+            return qp, min(granted, inline)
+        raise AssertionError("unreachable")
 
     def register(self, qp_num: int, handler: Callable[[Completion], None]) -> None:
         self._handlers[qp_num] = handler

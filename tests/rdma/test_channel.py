@@ -70,6 +70,7 @@ def test_a_frame_larger_than_a_slot_travels_in_chunks() -> None:
         assert await b.recv() == SyncRequest(1, 2)
         await sender
         assert a.writes >= 6 and b.bytes_received == a.bytes_sent
+        assert a.inline_max > 0 and a.inline_writes >= 1, "the small request went inline"
 
     run(scenario, slots=4, slot_size=1024)
 
