@@ -390,6 +390,9 @@ class PeerManager:
         finally:
             if self.peers.get(peer.id) is peer:
                 del self.peers[peer.id]
+            if peer.tcp is not None and (peer.silent or isinstance(peer.broken, ChannelBroken)):
+                # The RDMA path failed under a live session: TCP with this node for a while.
+                self._rdma_failed(peer.node_id, "silent" if peer.silent else str(peer.broken))
             await peer.channel.close()
             await channel.close()
             self._act(self.sync.peer_closed(peer.id))
@@ -415,6 +418,7 @@ class PeerManager:
                 await asyncio.sleep(interval)
                 if time.monotonic() - peer.last_recv > 3 * interval:
                     log.info("peer_silent", seconds=round(time.monotonic() - peer.last_recv, 1))
+                    peer.silent = True
                     await peer.channel.close()
                     return
         except ChannelClosed:
@@ -425,7 +429,8 @@ class PeerManager:
         while True:
             try:
                 message = await peer.channel.recv()
-            except ChannelClosed:
+            except ChannelClosed as err:
+                peer.broken = err
                 return None
             except MalformedMessage as err:
                 log.warning("malformed_message", why=str(err))

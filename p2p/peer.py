@@ -46,6 +46,8 @@ class Peer:
     dialed: bool
     dial_address: tuple[str, int] | None = None  # the address we dialled, to stop redialling
     tcp: Channel | None = None  # the TCP connection an RDMA channel was set up over
+    silent: bool = False  # dropped for not answering keepalives
+    broken: Exception | None = None  # how the channel ended, if it did not end cleanly
     outbox: asyncio.Queue[Outbound] = field(default_factory=lambda: asyncio.Queue(OUTBOX_SIZE))
     known_blocks: RecentSet = field(default_factory=lambda: RecentSet(KNOWN_IDS))
     known_txs: RecentSet = field(default_factory=lambda: RecentSet(KNOWN_IDS))

@@ -119,6 +119,14 @@ def detect(ip: str | None = None, device: str | None = None) -> RdmaInfo:
     return RdmaInfo(False, "; ".join(reasons), pyverbs=v.version)
 
 
+def _huge_pages_reserved() -> bool:
+    try:
+        with open("/proc/sys/vm/nr_hugepages") as f:
+            return int(f.read().strip() or 0) > 0
+    except (OSError, ValueError):
+        return False
+
+
 @dataclass(frozen=True, slots=True)
 class Completion:
     """One work completion, copied out of pyverbs' WC in the poller thread."""
@@ -162,8 +170,9 @@ class RdmaDevice:
             self.device_attr = self.ctx.query_device()
             self.pd = v.PD(self.ctx)
             self._closers.append(self.pd.close)
-            # One pool for every channel's ring and staging area, registered once.
-            self.pool = v.MR(self.pd, channels * self.region_size, self.access)
+            # One pool for every channel's ring and staging area, registered once; in huge
+            # pages when the host has some reserved (fewer TLB misses on the NIC's side too).
+            self.pool, self.huge_pages = self._register_pool(channels * self.region_size)
             self._closers.append(self.pool.close)
             self.view = memoryview(
                 (ctypes.c_char * self.pool.length).from_address(self.pool.buf)
@@ -196,6 +205,16 @@ class RdmaDevice:
         self.failed = ""
         self.completions = 0
         self.errors = 0
+
+    def _register_pool(self, size: int) -> tuple[Any, bool]:
+        v = self.v
+        if _huge_pages_reserved():
+            huge = self.access | v.E.ibv_access_flags.IBV_ACCESS_HUGETLB
+            try:
+                return v.MR(self.pd, size, huge), True
+            except v.Error as err:
+                log.info("rdma_huge_pages_unused", why=str(err))
+        return v.MR(self.pd, size, self.access), False
 
     # --- regions and queue pairs ------------------------------------------------------------
 

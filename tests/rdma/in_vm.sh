@@ -10,6 +10,7 @@ cd "$src"
 {
     set -x
     modprobe rdma_rxe
+    sysctl -w vm.nr_hugepages=64  # so that the huge-page pool is exercised
     ip link set lo up
     ip link add vA type veth peer name vB
     ip addr add 10.77.0.1/24 dev vA

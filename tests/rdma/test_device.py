@@ -50,3 +50,13 @@ def test_an_idle_poller_does_not_hold_the_gil() -> None:
     finally:
         device.close()
     assert worst < 0.2, f"the event loop stalled for {worst * 1000:.0f} ms"
+
+
+def test_the_pool_uses_huge_pages_when_the_host_has_them() -> None:
+    device = RdmaDevice(device_info(), channels=2, slots=4, slot_size=4096)
+    try:
+        with open("/proc/sys/vm/nr_hugepages") as f:
+            reserved = int(f.read()) > 0
+        assert device.huge_pages == reserved
+    finally:
+        device.close()

@@ -108,3 +108,20 @@ def test_the_rdma_peer_killed_mid_sync_the_sync_completes_over_tcp(
 
     # The dead peer's channel goes when its writes fail or its keepalives stop (3 intervals).
     wait_for(lambda: transports_now() == {"tcp"}, 30, "the dead RDMA peer to be dropped")
+
+
+def test_a_peer_that_stops_answering_is_dropped_and_the_sync_resumes_over_tcp(
+    nodes: Nodes, tmp_path: Path
+) -> None:
+    server = _history(nodes, tmp_path)
+    joiner = _joiner(nodes, tmp_path, [tmp_path / "history"], "--sync-fetch-span", "20").start()
+    wait_for(lambda: joiner.info()["head_block_num"] >= 40, 300, "sync under way")
+    assert _peer(joiner)["transport"] == "rdma"
+    assert server.proc is not None
+    os.kill(server.proc.pid, signal.SIGSTOP)  # its RDMA queue pair lives on, its node does not
+    try:
+        wait_for(lambda: not joiner.rpc("/v1/net/peers")["peers"], 60, "the silent peer dropped")
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+    _same_chain(joiner, server)
+    assert _peer(joiner)["transport"] == "tcp", "RDMA with that peer backs off after a failure"
