@@ -30,6 +30,7 @@ from p2p.messages import (
     RawBlock,
     RdmaSetup,
     RdmaStep,
+    RdmaSyncRequest,
     Request,
     SyncRequest,
     Time,
@@ -55,6 +56,7 @@ _TYPES: dict[type[Any], int] = {
     RawBlock: 7,
     TransactionMessage: 8,
     RdmaSetup: 9,
+    RdmaSyncRequest: 10,
 }
 
 
@@ -89,6 +91,8 @@ def _payload(msg: Outbound) -> bytes:
         fields = [int(msg.mode), list(msg.ids)]
     elif isinstance(msg, RdmaSetup):
         fields = [int(msg.step), list(msg.endpoint), msg.detail]
+    elif isinstance(msg, RdmaSyncRequest):
+        fields = [msg.start, msg.end, msg.addr, msg.rkey, msg.units]
     else:
         fields = [msg.start, msg.end]
     return pack(fields)
@@ -230,6 +234,21 @@ def _rdma_setup(payload: bytes) -> RdmaSetup:
     return RdmaSetup(step, tuple(endpoint), check_str(r[2], 256, "rdma_setup.detail"))
 
 
+def _rdma_sync_request(payload: bytes) -> RdmaSyncRequest:
+    r = _fields(payload, "rdma_sync_request", 5)
+    start = check_int(r[0], 0, U32, "rdma_sync_request.start")
+    end = check_int(r[1], 0, U32, "rdma_sync_request.end")
+    if end < start:
+        raise MalformedMessage("rdma_sync_request: end before start")
+    return RdmaSyncRequest(
+        start,
+        end,
+        check_int(r[2], 0, 2**64 - 1, "rdma_sync_request.addr"),
+        check_int(r[3], 0, U32, "rdma_sync_request.rkey"),
+        check_int(r[4], 1, 0xFFFF, "rdma_sync_request.units"),
+    )
+
+
 _DECODERS: dict[int, Callable[[bytes], Message]] = {
     0: _hello,
     1: _handshake,
@@ -241,6 +260,7 @@ _DECODERS: dict[int, Callable[[bytes], Message]] = {
     7: _block,
     8: _transaction,
     9: _rdma_setup,
+    10: _rdma_sync_request,
 }
 
 

@@ -166,6 +166,19 @@ class RdmaSetup:
     detail: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class RdmaSyncRequest:
+    """A sync_request over RDMA, naming where the blocks should be written: a landing zone
+    of ``units`` KiB at ``addr`` (rkey ``rkey``) in the requester's registered memory. The
+    RDMA channel makes and consumes it; above the channel it is a plain ``SyncRequest``."""
+
+    start: int
+    end: int
+    addr: int
+    rkey: int
+    units: int
+
+
 Message = (
     Hello
     | Handshake
@@ -177,5 +190,6 @@ Message = (
     | BlockMessage
     | TransactionMessage
     | RdmaSetup
+    | RdmaSyncRequest
 )
 Outbound = Message | RawBlock

@@ -86,5 +86,6 @@ class Peer:
             "tcp_bytes_received": (self.tcp or self.channel).bytes_received,
             "rdma_writes": getattr(self.channel, "writes", 0),
             "rdma_completions": getattr(self.channel, "completions", 0),
+            "rdma_landed_bytes": getattr(self.channel, "landed_bytes", 0),
             "connected_at": self.connected_at,
         }

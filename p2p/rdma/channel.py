@@ -44,12 +44,14 @@ from typing import Any
 from p2p.channel import Channel
 from p2p.codec import HEADER_SIZE, MAX_FRAME_SIZE, decode_message, encode_frame, frame_length
 from p2p.errors import ChannelBroken, ChannelClosed, MalformedMessage
-from p2p.messages import Message, Outbound
+from p2p.messages import Message, Outbound, RawBlock, RdmaSyncRequest, SyncRequest
 from p2p.rdma.device import PORT, Completion, RdmaDevice
 from p2p.rdma.verbs import RdmaFailure
 
-OP_DATA, OP_END, OP_CREDIT, OP_CLOSE = 1, 2, 3, 4
-_OPS = (OP_DATA, OP_END, OP_CREDIT, OP_CLOSE)
+OP_DATA, OP_END, OP_CREDIT, OP_CLOSE, OP_LAND, OP_LAND_CREDIT = 1, 2, 3, 4, 5, 6
+_OPS = (OP_DATA, OP_END, OP_CREDIT, OP_CLOSE, OP_LAND, OP_LAND_CREDIT)
+LAND_UNIT = 1024  # landing-zone offsets and credits count in KiB
+LAND_WR_ID = 1 << 20  # work request ids of landing writes start here (ring writes: slots)
 
 
 def immediate(op: int, arg: int) -> int:
@@ -105,7 +107,10 @@ class RdmaChannel(Channel):
         self._region = device.take_region()
         base = self._region * device.region_size
         self._ring = base  # offsets into the device pool
-        self._staging = base + self.slots * self.slot_size
+        self._staging = base + device.ring_size
+        self._landing = base + 2 * device.ring_size
+        self._land_staging = base + 3 * device.ring_size
+        self.land_units = min(device.ring_size // LAND_UNIT, 0xFFFF)
         try:
             self.qp: Any
             self.qp, self.inline_max = device.create_qp()
@@ -121,10 +126,18 @@ class RdmaChannel(Channel):
         self._in_flight: set[int] = set()
         self._send_lock = asyncio.Lock()
         self._can_send = asyncio.Event()
+        # Landing writes (we serve a range into the zone the peer named).
+        self._land: tuple[int, int, int] | None = None  # the peer's zone: addr, rkey, units
+        self._land_head = 0  # next unit to write
+        self._land_free = 0
+        self._land_in_flight: dict[int, tuple[int, int]] = {}  # wr_id -> (unit, units)
+        self._land_seq = 0
+        self.landed_bytes = 0  # range bytes written straight into the peer's zone
         # Receiving side.
+        self._land_tail = 0  # where the next frame in our zone should start
         self._recv_slot = 0
         self._partial = bytearray()
-        self._frames: deque[bytes] = deque()
+        self._frames: deque[tuple[bytes, int]] = deque()  # frame, landing units it holds
         self._arrived = asyncio.Event()
         self._unreturned = 0  # slots freed by recv, not yet credited back
         # State and counters.
@@ -211,7 +224,66 @@ class RdmaChannel(Channel):
         return self._received
 
     async def send(self, message: Outbound) -> None:
-        await self.send_frame(encode_frame(message))
+        if isinstance(message, SyncRequest) and message.end:
+            # Name our landing zone: the peer writes the blocks of this range straight into it.
+            message = RdmaSyncRequest(
+                message.start,
+                message.end,
+                self.device.region_address(self._region) + 2 * self.device.ring_size,
+                self.device.pool.rkey,
+                self.land_units,
+            )
+        frame = encode_frame(message)
+        if isinstance(message, RawBlock) and self._land is not None:
+            units = -(-len(frame) // LAND_UNIT)
+            if units <= self._land[2]:
+                async with self._send_lock:
+                    await self._land_frame(frame, units)
+                self._sent += len(frame)
+                return
+        await self.send_frame(frame)
+
+    async def _land_frame(self, frame: bytes, units: int) -> None:
+        """Write a block frame into the peer's landing zone, contiguously (skipping the zone's
+        tail when it does not fit there), as one RDMA WRITE WITH IMMEDIATE."""
+        assert self._land is not None and self._peer is not None
+        addr, rkey, total = self._land
+        while True:
+            self._check_open()
+            start = self._land_head
+            skip = total - start if start + units > total else 0
+            at = 0 if skip else start
+            busy = any(at < u + n and u < at + units for u, n in self._land_in_flight.values())
+            if self._land_free >= skip + units and not busy:
+                break
+            self._can_send.clear()
+            await self._can_send.wait()
+        v, pool = self.device.v, self.device.pool
+        local = self._land_staging + at * LAND_UNIT
+        self.device.view[local : local + len(frame)] = frame
+        self._land_seq += 1
+        wr_id = LAND_WR_ID + self._land_seq
+        wr = v.SendWR(
+            wr_id=wr_id,
+            opcode=v.E.ibv_wr_opcode.IBV_WR_RDMA_WRITE_WITH_IMM,
+            num_sge=1,
+            sg=[v.SGE(pool.buf + local, len(frame), pool.lkey)],
+            send_flags=v.E.ibv_send_flags.IBV_SEND_SIGNALED,
+        )
+        wr.imm_data = socket.htonl(immediate(OP_LAND, at))
+        wr.set_wr_rdma(rkey, addr + at * LAND_UNIT)
+        if self.qp is None:
+            raise ChannelClosed(f"channel to {self._remote} is closed")
+        try:
+            self.qp.post_send(wr)
+        except v.Error as err:
+            self._fail(ChannelBroken(f"post to {self._remote} failed: {err}"))
+            raise self._error from err  # type: ignore[misc]
+        self._land_in_flight[wr_id] = (at, units)
+        self._land_free -= skip + units
+        self._land_head = (at + units) % total
+        self.writes += 1
+        self.landed_bytes += len(frame)
 
     async def send_frame(self, frame: bytes) -> None:
         """Write one encoded frame into the peer's ring (also the tests' raw side door)."""
@@ -283,8 +355,11 @@ class RdmaChannel(Channel):
                 raise ChannelClosed(f"channel to {self._remote} is closed")
             self._arrived.clear()
             await self._arrived.wait()
-        frame = self._frames.popleft()
-        self._credit_back(force=not self._frames)
+        frame, land_units = self._frames.popleft()
+        if land_units:
+            self._post_control(OP_LAND_CREDIT, land_units)
+        else:
+            self._credit_back(force=not self._frames)
         try:
             if len(frame) < HEADER_SIZE:
                 raise MalformedMessage("frame shorter than its header")
@@ -292,12 +367,24 @@ class RdmaChannel(Channel):
             if length != len(frame) - HEADER_SIZE:
                 raise MalformedMessage("frame length does not match the bytes written")
             message = decode_message(kind, frame[HEADER_SIZE:])
+            if isinstance(message, RdmaSyncRequest):
+                message = self._named_zone(message)
         except MalformedMessage as err:
             self._fail(err)
             await self.close()
             raise
         self._received += len(frame)
         return message
+
+    def _named_zone(self, request: RdmaSyncRequest) -> SyncRequest:
+        """The peer named its landing zone for a range: write the range's blocks there. The
+        zone keeps its fill state across requests (it is the same zone each time)."""
+        zone = (request.addr, request.rkey, request.units)
+        if self._land is None or self._land[:2] != zone[:2]:
+            self._land = zone
+            self._land_head = 0
+            self._land_free = request.units
+        return SyncRequest(request.start, request.end)
 
     async def close(self) -> None:
         if self._closed:
@@ -339,7 +426,10 @@ class RdmaChannel(Channel):
             )
             return
         if wc.opcode == self.device.v.E.ibv_wc_opcode.IBV_WC_RDMA_WRITE:
-            self._in_flight.discard(wc.wr_id)
+            if wc.wr_id >= LAND_WR_ID:
+                self._land_in_flight.pop(wc.wr_id, None)
+            else:
+                self._in_flight.discard(wc.wr_id)
             self._can_send.set()
             return
         op, arg = wc.imm >> 28, wc.imm & 0xFFFF
@@ -352,8 +442,31 @@ class RdmaChannel(Channel):
             self._peer_closed = True
             self._can_send.set()
             self._arrived.set()
+        elif op == OP_LAND_CREDIT:
+            self._land_free += arg
+            self._can_send.set()
+        elif op == OP_LAND:
+            self._on_landed(arg, wc.byte_len)
         else:
             self._on_chunk(op, arg, wc.byte_len)
+
+    def _on_landed(self, at: int, length: int) -> None:
+        """A block frame the peer wrote into our landing zone at unit ``at``."""
+        units = -(-length // LAND_UNIT)
+        if (
+            not HEADER_SIZE <= length <= self._max_frame + HEADER_SIZE
+            or at + units > self.land_units
+        ):
+            self._malformed(f"landing write of {length} bytes at unit {at} is out of bounds")
+            return
+        if at != self._land_tail and at != 0:
+            self._malformed(f"landing write at unit {at}, expected {self._land_tail} or 0")
+            return
+        skipped = (self.land_units - self._land_tail) if at != self._land_tail else 0
+        offset = self._landing + at * LAND_UNIT
+        self._frames.append((bytes(self.device.view[offset : offset + length]), skipped + units))
+        self._land_tail = (at + units) % self.land_units
+        self._arrived.set()
 
     def _on_chunk(self, op: int, slot: int, length: int) -> None:
         if slot != self._recv_slot or length > self.slot_size:
@@ -378,7 +491,7 @@ class RdmaChannel(Channel):
             # The frame's last slot stays spent until ``recv`` takes the frame: that is the
             # back-pressure. Its other slots were copied out and are credited back now, so a
             # frame larger than the whole ring still gets through.
-            self._frames.append(bytes(self._partial))
+            self._frames.append((bytes(self._partial), 0))
             self._partial.clear()
             self._arrived.set()
         else:

@@ -157,7 +157,10 @@ class RdmaDevice:
         self.info = info
         self.slots = slots
         self.slot_size = slot_size
-        self.region_size = 2 * slots * slot_size  # receive ring + send staging
+        # Per peer: receive ring, send staging, landing zone (sync ranges written straight
+        # into it by the peer) and landing staging (the ranges we write into the peer's).
+        self.ring_size = slots * slot_size
+        self.region_size = 4 * self.ring_size
         v = self.v
         e = v.E
         self.access = (

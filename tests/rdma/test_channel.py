@@ -10,11 +10,13 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from chain.actions import Transfer
+from chain.block import BlockHeader, SignedBlock
 from chain.crypto import PrivateKey
+from chain.merkle import merkle_root
 from chain.transaction import SignedTransaction, Transaction
-from chain.types import AccountName
+from chain.types import AccountName, BlockId, BlockNum
 from p2p.errors import ChannelBroken, ChannelClosed, MalformedMessage
-from p2p.messages import SyncRequest, TransactionMessage
+from p2p.messages import BlockMessage, RawBlock, SyncRequest, TransactionMessage
 from p2p.rdma.channel import RdmaChannel, immediate
 from p2p.rdma.device import RdmaDevice, detect
 
@@ -117,3 +119,49 @@ def test_an_error_completion_breaks_the_channel() -> None:
             await a.recv()
 
     run(scenario)
+
+
+def block_with(transactions: int, num: int) -> RawBlock:
+    key = PrivateKey(b"\x06" * 32)
+    txs = tuple(
+        SignedTransaction.sign(
+            Transaction(9, 1, 2, (Transfer(AccountName("alice"), AccountName("bob"), i + 1, "m"),)),
+            b"c" * 32,
+            [key],
+        )
+        for i in range(transactions)
+    )
+    header = BlockHeader(
+        BlockNum(num),
+        BlockId(num.to_bytes(4, "big") + b"\x01" * 28),
+        num,
+        AccountName("pa"),
+        0,
+        merkle_root([t.id for t in txs]),
+        b"\x02" * 32,
+    )
+    return RawBlock(SignedBlock.sign(header, txs, b"c" * 32, key).encode())
+
+
+def test_a_range_is_written_straight_into_the_zone_its_request_named() -> None:
+    """The requester's sync_request names its landing zone; the blocks of the range land
+    there (wrapping around the zone, credited back as they are read), in order."""
+
+    async def scenario(a: RdmaChannel, b: RdmaChannel) -> None:
+        await a.send(SyncRequest(1, 12))
+        assert await b.recv() == SyncRequest(1, 12), "above the channel it is a sync_request"
+        blocks = [block_with(10, n) for n in range(1, 13)]
+        assert all(1024 < len(x.raw) < 2048 for x in blocks), "two KiB units each"
+
+        async def serve() -> None:
+            for block in blocks:
+                await b.send(block)
+
+        server = asyncio.create_task(serve())
+        for block in blocks:
+            got = await a.recv()
+            assert isinstance(got, BlockMessage) and got.raw == block.raw
+        await server
+        assert b.landed_bytes > sum(len(x.raw) for x in blocks), "all of it landed"
+
+    run(scenario, slots=5, slot_size=1024)  # a 5 KiB zone: the third block skips its tail

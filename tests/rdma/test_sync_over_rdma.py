@@ -66,6 +66,7 @@ def test_a_fresh_node_bootstraps_with_every_block_over_rdma(nodes: Nodes, tmp_pa
     assert peer["rdma_writes"] > 0 and peer["rdma_completions"] > 0
     blocks = (tmp_path / "history" / "history.log").stat().st_size
     assert peer["bytes_received"] > blocks, "every block came over RDMA"
+    assert _peer(server)["rdma_landed_bytes"] > blocks, "straight into the zones it named"
     # Over TCP only hello, handshake and the RDMA set-up: no block bytes.
     assert peer["tcp_bytes_received"] < 2000, peer
     metrics = joiner.rpc_text("/metrics")
