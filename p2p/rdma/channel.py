@@ -380,7 +380,10 @@ class RdmaChannel(Channel):
         """The peer named its landing zone for a range: write the range's blocks there. The
         zone keeps its fill state across requests (it is the same zone each time)."""
         zone = (request.addr, request.rkey, request.units)
-        if self._land is None or self._land[:2] != zone[:2]:
+        if request.units > self.land_units:
+            # Our staging area mirrors the zone: a larger one would overrun it. Use the ring.
+            self._land = None
+        elif self._land is None or self._land[:2] != zone[:2]:
             self._land = zone
             self._land_head = 0
             self._land_free = request.units
