@@ -28,7 +28,10 @@ def _load(node: Any, keys: dict[str, PrivateKey], stop: threading.Event, sent: l
     users = ["alice", "bob", "carol"]
     n = 0
     while not stop.is_set():
-        head = node.rpc("/v1/chain/get_info")
+        try:
+            head = node.rpc("/v1/chain/get_info")
+        except (urllib.error.URLError, OSError):
+            return  # the node was killed
         ref = tapos_of(BlockId(bytes.fromhex(head["head_block_id"])))
         for _ in range(50):
             n += 1

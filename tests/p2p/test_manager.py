@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -13,18 +14,27 @@ from chain.testing import DevNet
 from node.network import NodeChainService
 from node.runner import ChainRunner
 from p2p.handshake import AuthPolicy
-from p2p.manager import NetConfig, PeerManager
+from p2p.manager import MAX_BAD_REQUESTS, NetConfig, PeerManager
+from p2p.messages import SyncRequest
+from p2p.rdma.device import RdmaDevice
 
 
 class Member:
     """One node's chain and peer manager (no RPC, no producer loop)."""
 
-    def __init__(self, devnet: DevNet, path: Path, config: NetConfig, key: PrivateKey) -> None:
+    def __init__(
+        self,
+        devnet: DevNet,
+        path: Path,
+        config: NetConfig,
+        key: PrivateKey,
+        rdma: RdmaDevice | None = None,
+    ) -> None:
         self.devnet = devnet
         self.chain: Chain = devnet.open(path)
         self.runner = ChainRunner(self.chain)
         self.service = NodeChainService(self.runner, lambda blocks: None)
-        self.net = PeerManager(self.service, config, key)
+        self.net = PeerManager(self.service, config, key, rdma=rdma)
         self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> Member:
@@ -52,8 +62,11 @@ class Member:
             self.net.block_produced(block)
 
 
+SLOWDOWN = float(os.environ.get("BOR_TEST_SLOWDOWN", "1"))  # the emulated VM runs slower
+
+
 async def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
+    async with asyncio.timeout(timeout * SLOWDOWN):
         while not check():
             await asyncio.sleep(0.02)
 
@@ -71,9 +84,10 @@ class Members:
         devnet: DevNet,
         policy: AuthPolicy | None = None,
         key: PrivateKey | None = None,
+        rdma: RdmaDevice | None = None,
     ) -> Member:
         config = NetConfig(listen=("127.0.0.1", 0), policy=policy or AuthPolicy())
-        member = Member(devnet, self.tmp / name, config, key or PrivateKey.generate())
+        member = Member(devnet, self.tmp / name, config, key or PrivateKey.generate(), rdma)
         self.made.append(member)
         return member
 
@@ -86,7 +100,7 @@ def run(tmp: Path, body: Callable[[Members], Awaitable[None]]) -> None:
     async def main() -> None:
         members = Members(tmp)
         try:
-            async with asyncio.timeout(60):
+            async with asyncio.timeout(60 * SLOWDOWN):
                 await body(members)
         finally:
             await members.stop()
@@ -165,5 +179,33 @@ def test_disconnect_sends_the_peer_away_and_stops_redialling(tmp_path: Path) -> 
         await asyncio.sleep(1.5)
         assert not a.net.peers and b.net.status()["dialing"] == []
         assert not await b.net.disconnect(peer_id), "no longer connected"
+
+    run(tmp_path, body)
+
+
+async def ranges_beyond_the_head_get_the_asker_sent_away(
+    members: Members, rdma: RdmaDevice | None = None
+) -> str:
+    """A peer that keeps asking for blocks we do not have is sent away (benign: it may come
+    back). Returns the transport the offending session used."""
+    devnet = DevNet.create()
+    a = await members("a", devnet, rdma=rdma).start()
+    b = await members("b", devnet, rdma=rdma).start()
+    await a.produce(2)
+    b.net.connect(a.address)
+    await until(lambda: b.chain.head.num == 2)
+    (peer,) = b.net.peers.values()
+    transport = peer.channel.transport
+    for i in range(MAX_BAD_REQUESTS + 1):
+        peer.offer(SyncRequest(1_000 + i, 1_005 + i))
+        await asyncio.sleep(0.2)  # one at a time: a new request replaces the one served
+    where = f"127.0.0.1:{a.address[1]}"
+    await until(lambda: b.net.dial_errors.get(where) == "refused: BENIGN_OTHER", 30)
+    return transport
+
+
+def test_ranges_beyond_our_head_get_the_peer_sent_away(tmp_path: Path) -> None:
+    async def body(members: Members) -> None:
+        assert await ranges_beyond_the_head_get_the_asker_sent_away(members) == "tcp"
 
     run(tmp_path, body)
