@@ -21,16 +21,33 @@ from p2p.messages import Message, Outbound
 
 
 class Channel(ABC):
+    """The interface, plus the bookkeeping every implementation shares: the peer's address,
+    whether the channel is closed, and bytes sent and received (whole frames)."""
+
     transport: str = "?"
 
-    @property
-    @abstractmethod
-    def remote(self) -> str:
-        """The peer's address, for logs."""
+    def __init__(self, remote: str) -> None:
+        self._remote = remote
+        self._closed = False
+        self._sent = 0
+        self._received = 0
 
     @property
-    @abstractmethod
-    def closed(self) -> bool: ...
+    def remote(self) -> str:
+        """The peer's address, for logs."""
+        return self._remote
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def bytes_sent(self) -> int:
+        return self._sent
+
+    @property
+    def bytes_received(self) -> int:
+        return self._received
 
     @abstractmethod
     async def send(self, message: Outbound) -> None: ...
@@ -40,11 +57,3 @@ class Channel(ABC):
 
     @abstractmethod
     async def close(self) -> None: ...
-
-    @property
-    def bytes_sent(self) -> int:
-        return 0
-
-    @property
-    def bytes_received(self) -> int:
-        return 0

@@ -32,19 +32,16 @@ class TcpChannel(Channel):
         writer: asyncio.StreamWriter,
         max_frame: int = MAX_FRAME_SIZE,
     ) -> None:
+        peer = writer.get_extra_info("peername")
+        super().__init__(f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer))
         self._reader = reader
         self._writer = writer
         self._max_frame = max_frame
         self._send_lock = asyncio.Lock()
-        self._closed = False
-        self._sent = 0
-        self._received = 0
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         writer.transport.set_write_buffer_limits(high=SEND_BUFFER_BYTES)
-        peer = writer.get_extra_info("peername")
-        self._remote = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
 
     @classmethod
     async def connect(
@@ -56,22 +53,6 @@ class TcpChannel(Channel):
         except (TimeoutError, OSError) as err:
             raise ChannelBroken(f"cannot connect to {host}:{port}: {err}") from err
         return cls(reader, writer, max_frame)
-
-    @property
-    def remote(self) -> str:
-        return self._remote
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    @property
-    def bytes_sent(self) -> int:
-        return self._sent
-
-    @property
-    def bytes_received(self) -> int:
-        return self._received
 
     async def send(self, message: Outbound) -> None:
         frame = encode_frame(message)

@@ -19,10 +19,10 @@ class MemoryChannel(Channel):
     transport = "memory"
 
     def __init__(self, name: str, capacity: int) -> None:
+        super().__init__("memory:?")
         self._name = name
         self._inbox: asyncio.Queue[bytes] = asyncio.Queue(capacity)
         self._peer: MemoryChannel | None = None
-        self._closed = False
 
     @classmethod
     def pair(cls, capacity: int = 64) -> tuple[MemoryChannel, MemoryChannel]:
@@ -33,10 +33,6 @@ class MemoryChannel(Channel):
     @property
     def remote(self) -> str:
         return f"memory:{self._peer._name if self._peer else '?'}"
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
 
     async def send(self, message: Outbound) -> None:
         if self._closed or self._peer is None or self._peer._closed:

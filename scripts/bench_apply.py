@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -43,6 +42,7 @@ from chain.store import BlockStore
 from chain.transaction import SignedTransaction, Transaction, tapos_of
 from chain.types import AccountName
 from genesis.model import Genesis, parse_genesis
+from scripts.benchtools import free_port, post_json, process_cpu, push
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -169,12 +169,6 @@ def _one(items: list[tuple[bytes, bytes]]) -> list[Any]:
 # --- the RPC push rate ----------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def _push_all(url: str, bodies: list[bytes], clients: int, seconds: float) -> tuple[int, int]:
     import aiohttp
 
@@ -187,16 +181,10 @@ async def _push_all(url: str, bodies: list[bytes], clients: int, seconds: float)
         for body in queue:
             if time.perf_counter() > deadline:
                 return
-            async with session.post(
-                url + "/v1/chain/push_transaction",
-                data=body,
-                headers={"Content-Type": "application/json"},
-            ) as response:
-                await response.read()
-                if response.status == 200:
-                    ok += 1
-                else:
-                    refused += 1
+            if await push(session, url, body):
+                ok += 1
+            else:
+                refused += 1
 
     connector = aiohttp.TCPConnector(limit=clients)
     async with aiohttp.ClientSession(connector=connector) as session:
@@ -211,7 +199,7 @@ def bench_rpc(
     data.mkdir()
     (data / "genesis.json").write_text(json.dumps(genesis.to_json()))
     producer = keys["producera"]
-    port = _free_port()
+    port = free_port()
     cmd = [
         str(Path(sys.executable).parent / "bor-node"),
         "run",
@@ -233,12 +221,9 @@ def bench_rpc(
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        import urllib.request
-
         for _ in range(100):
             try:
-                with urllib.request.urlopen(url + "/v1/chain/get_info", timeout=2) as r:
-                    info = json.loads(r.read())
+                info = post_json(url + "/v1/chain/get_info", timeout=2)
                 break
             except OSError:
                 time.sleep(0.1)
@@ -257,11 +242,11 @@ def bench_rpc(
             ).encode()
             for t in txs
         ]
-        cpu_before = _cpu_of(proc.pid)
+        cpu_before = process_cpu(proc.pid)
         t0 = time.perf_counter()
         ok, refused = asyncio.run(_push_all(url, bodies, clients, seconds))
         wall = time.perf_counter() - t0
-        node_cpu = _cpu_of(proc.pid) - cpu_before
+        node_cpu = process_cpu(proc.pid) - cpu_before
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
@@ -270,11 +255,6 @@ def bench_rpc(
         "rpc_refused": refused,
         "rpc_node_cpu_s_per_1k_tx": 1000 * node_cpu / max(ok, 1),
     }
-
-
-def _cpu_of(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:

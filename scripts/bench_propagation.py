@@ -25,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -39,32 +38,9 @@ from chain.crypto import PrivateKey
 from chain.transaction import SignedTransaction, Transaction, tapos_of
 from chain.types import AccountName, BlockId
 from genesis.devnet import DEV_USERS
+from scripts.benchtools import free_ports, post_json, push
 
 BIN = Path(sys.executable).parent / "bor-node"
-
-
-def free_ports(count: int) -> int:
-    import socket
-
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            first = int(s.getsockname()[1])
-        if first + count > 65000:
-            continue
-        try:
-            for port in range(first, first + count):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return first
-
-
-def get_json(url: str, body: dict[str, Any] | None = None) -> Any:
-    request = urllib.request.Request(url, data=json.dumps(body or {}).encode())
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -104,16 +80,10 @@ async def push_load(urls: list[str], bodies: list[bytes], rate: float) -> tuple[
         async def one(url: str, body: bytes) -> None:
             nonlocal ok, refused
             try:
-                async with session.post(
-                    url + "/v1/chain/push_transaction",
-                    data=body,
-                    headers={"Content-Type": "application/json"},
-                ) as response:
-                    await response.read()
-                    if response.status == 200:
-                        ok += 1
-                    else:
-                        refused += 1
+                if await push(session, url, body):
+                    ok += 1
+                else:
+                    refused += 1
             except aiohttp.ClientError:
                 refused += 1
 
@@ -178,7 +148,7 @@ def main() -> None:
         deadline = time.monotonic() + 90
         while True:
             try:
-                infos = [get_json(u + "/v1/chain/get_info") for u in urls]
+                infos = [post_json(u + "/v1/chain/get_info") for u in urls]
                 if min(i["last_irreversible_block_num"] for i in infos) > 3:
                     break
             except OSError:

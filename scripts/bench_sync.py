@@ -31,53 +31,20 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scripts.bench_apply import measure_r
+from scripts.benchtools import free_port, post_json, tree_cpu
 from scripts.make_history import make_history
 
 BIN = Path(sys.executable).parent / "bor-node"
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def rpc(port: int, path: str) -> Any:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=b"{}")
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())
-
-
-def tree_cpu(pid: int) -> float:
-    """CPU seconds (user + system) of ``pid`` and its live descendants, from /proc."""
-    parents: dict[int, int] = {}
-    cpu: dict[int, float] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(entry)] = int(fields[1])
-        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / TICKS
-    total, todo = 0.0, [pid]
-    while todo:
-        p = todo.pop()
-        total += cpu.get(p, 0.0)
-        todo.extend(c for c, parent in parents.items() if parent == p)
-    return total
+def rpc(port: int, path: str, body: dict[str, Any] | None = None) -> Any:
+    return post_json(f"http://127.0.0.1:{port}{path}", body)
 
 
 def start_node(data_dir: Path, *extra: str) -> tuple[subprocess.Popen[bytes], int, int]:
@@ -208,7 +175,8 @@ def main() -> None:
         lib = info["last_irreversible_block_num"]
         size = (history / "history.log").stat().st_size
         txs = sum(
-            len(rpc_block(http, n)["transactions"]) for n in range(1, lib + 1)
+            len(rpc(http, "/v1/chain/get_block", {"block_num_or_id": n})["transactions"])
+            for n in range(1, lib + 1)
         )  # counted on the node, not taken from the generator
         print(f"history: {lib:,} irreversible blocks, {txs:,} transactions, {size / 1e6:.1f} MB")
         r = measure_r()
@@ -261,13 +229,6 @@ def main() -> None:
         print(json.dumps(figures))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def rpc_block(port: int, num: int) -> Any:
-    body = json.dumps({"block_num_or_id": num}).encode()
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chain/get_block", data=body)
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())
 
 
 if __name__ == "__main__":

@@ -108,8 +108,8 @@ class RdmaChannel(Channel):
     transport = "rdma"
 
     def __init__(self, device: RdmaDevice, remote: str, max_frame: int = MAX_FRAME_SIZE) -> None:
+        super().__init__(remote)
         self.device = device
-        self._remote = remote
         self._max_frame = max_frame
         self.slots = device.slots
         self.slot_size = device.slot_size
@@ -150,11 +150,8 @@ class RdmaChannel(Channel):
         self._arrived = asyncio.Event()
         self._unreturned = 0  # slots freed by recv, not yet credited back
         # State and counters.
-        self._closed = False
         self._peer_closed = False
         self._error: Exception | None = None
-        self._sent = 0
-        self._received = 0
         self.writes = 0
         self.inline_writes = 0
         self.completions = 0
@@ -215,22 +212,6 @@ class RdmaChannel(Channel):
         self._can_send.set()
 
     # --- Channel ----------------------------------------------------------------------------
-
-    @property
-    def remote(self) -> str:
-        return self._remote
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    @property
-    def bytes_sent(self) -> int:
-        return self._sent
-
-    @property
-    def bytes_received(self) -> int:
-        return self._received
 
     async def send(self, message: Outbound) -> None:
         if isinstance(message, SyncRequest) and message.end:
