@@ -37,6 +37,7 @@ from chain.store import BlockStore, Changes
 from chain.transaction import SignedTransaction
 from chain.transition import Context, apply_transaction, settle
 from chain.types import AccountName, BlockId, BlockNum, PublicKey, TxId
+from chain.view import ChainView
 
 
 class WrongProducerKey(ChainError):
@@ -109,6 +110,8 @@ class Chain:
         self._lib = store.lib_num()
         self._fork, self._head = self._load_fork_db()
         self._light_upto = 0
+        self._view: ChainView | None = None
+        self._lib_mark: tuple[int, BlockId, int] | None = None  # LIB number, id, slot
 
     # --- start-up ---------------------------------------------------------------------------
 
@@ -170,6 +173,36 @@ class Chain:
     @property
     def fork_db_size(self) -> int:
         return len(self._fork)
+
+    def view(self) -> ChainView:
+        """The current immutable view; the same object until something it holds changes."""
+        view = self._view
+        head, lib = self._head, self._lib
+        if (
+            view is not None
+            and view.head is head
+            and view.lib_num == lib
+            and view.mempool_size == len(self.mempool)
+            and view.fork_db_size == len(self._fork)
+        ):
+            return view
+        if self._lib_mark is None or self._lib_mark[0] != lib:
+            lib_id = self.store.block_id_at(lib)
+            state = None if lib_id is None else self.store.header_state(lib_id)
+            assert lib_id is not None and state is not None, "the LIB is on the applied chain"
+            self._lib_mark = (lib, lib_id, state.slot)
+        _, lib_id, lib_slot = self._lib_mark
+        self._view = ChainView(
+            chain_id=self.chain_id,
+            params=self.params,
+            head=head,
+            lib_num=lib,
+            lib_id=lib_id,
+            lib_slot=lib_slot,
+            mempool_size=len(self.mempool),
+            fork_db_size=len(self._fork),
+        )
+        return self._view
 
     def block_by_num(self, num: int) -> SignedBlock:
         block_id = self.store.block_id_at(num)

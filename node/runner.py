@@ -1,8 +1,10 @@
 """One thread owns the chain; the event loop reaches it only through ``ChainRunner.call``.
 
 LevelDB calls and block execution are blocking; running them on a dedicated thread keeps the
-event loop (RPC, timers, later the network) responsive, and a single thread means the chain
-manager never sees two callers at once.
+event loop (RPC, timers, the network) responsive, and a single thread means the chain
+manager never sees two callers at once. After every call that changed the chain, the thread
+publishes the chain's new immutable ``ChainView`` (``runner.view``) and tells subscribers on
+the event loop; readers that need no more than the view never wait for the thread.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from chain.controller import Chain
 from chain.types import BlockNum, TxId
+from chain.view import ChainView
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -33,10 +36,21 @@ class ChainRunner:
 
     def __init__(self, chain: Chain) -> None:
         self.chain = chain
+        self._view = chain.view()
+        self._subscribers: list[Callable[[ChainView], None]] = []
         self._queue: queue.PriorityQueue[tuple[int, int, _Job | None]] = queue.PriorityQueue()
         self._seq = itertools.count()
         self._thread = threading.Thread(target=self._work, name="chain", daemon=True)
         self._thread.start()
+
+    @property
+    def view(self) -> ChainView:
+        """The chain as of its last change (safe to read from any thread)."""
+        return self._view
+
+    def subscribe(self, callback: Callable[[ChainView], None]) -> None:
+        """Call ``callback(view)`` on the event loop after every change of the chain."""
+        self._subscribers.append(callback)
 
     async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         return await self._submit(self.NORMAL, functools.partial(fn, *args, **kwargs))
@@ -62,8 +76,22 @@ class ChainRunner:
                 result = job.fn()
             except BaseException as err:  # handed to the awaiting task, which re-raises it
                 error = err
+            try:
+                view = self.chain.view()
+            except Exception:  # the store failed: the caller sees its own error
+                view = self._view
+            changed = view is not self._view
+            self._view = view  # published before the caller resumes
             with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is waiting
+                if changed and self._subscribers:
+                    job.loop.call_soon_threadsafe(self._notify, view)
                 job.loop.call_soon_threadsafe(_settle, job.future, result, error)
+
+    def _notify(self, view: ChainView) -> None:
+        if view is not self._view:
+            return  # a newer view is on its way
+        for callback in self._subscribers:
+            callback(view)
 
     def close(self) -> None:
         """Finish the calls already queued, then stop the thread."""
