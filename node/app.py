@@ -1,4 +1,9 @@
-"""Wiring: build the chain, RPC and producer from a NodeConfig and run them until stopped."""
+"""Wiring: build the chain, the network, RPC and producer from a NodeConfig and run them.
+
+This is the node's composition root: nothing below ``node`` reads the config or builds the
+parts it works with. Each long-lived part runs as a task of one task group, so a part that
+crashes stops the whole node cleanly (its error is logged and the process exits non-zero).
+"""
 
 from __future__ import annotations
 
@@ -25,15 +30,14 @@ from node.config import NodeConfig
 from node.errors import NodeError
 from node.http import make_app
 from node.metrics import NodeMetrics
-from node.network import NodeChainService
+from node.network import NetConfig, Network
 from node.producer import ProducerLoop
 from node.rpc import Api
 from node.runner import ChainRunner, InclusionWatch
 from p2p.errors import P2PError
 from p2p.handshake import AuthPolicy
-from p2p.manager import NetConfig, PeerManager
 from p2p.rdma.device import RdmaDevice, RdmaInfo, detect
-from p2p.sync import Stage, SyncConfig
+from p2p.sync import SyncConfig
 
 log = structlog.get_logger("node")
 
@@ -83,6 +87,7 @@ def net_config(config: NodeConfig) -> NetConfig:
         max_clients=config.max_clients,
         policy=policy,
         sync=SyncConfig(span=config.sync_fetch_span, max_ranges=config.sync_ranges),
+        light_validation=config.validation_mode == "light",
     )
 
 
@@ -133,13 +138,13 @@ class Node:
         self.metrics = NodeMetrics()
         self.watch = InclusionWatch()
         self._stop = asyncio.Event()
-        self.network: PeerManager | None = None
+        self.network: Network | None = None
 
     def stop(self) -> None:
         self._stop.set()
 
-    def _on_applied(self, blocks: list[SignedBlock]) -> None:
-        in_sync = self.network is None or self.network.sync.stage == Stage.IN_SYNC
+    def _on_applied(self, blocks: list[SignedBlock], in_sync: bool) -> None:
+        """Blocks from peers joined our chain (``in_sync``: while following the network)."""
         now_ms = time.time() * 1000
         for block in blocks:
             self.watch.included([t.id for t in block.transactions], block.num)
@@ -163,17 +168,9 @@ class Node:
         if self.network is not None:
             self.network.block_produced(block)
 
-    def _light_upto(self) -> int:
-        """With validation-mode = light: blocks up to the LIB our peers report, while we
-        catch up to it (never blocks that are still reversible)."""
-        sync = None if self.network is None else self.network.sync
-        if self.config.validation_mode != "light" or sync is None:
-            return 0
-        return sync.target if sync.stage == Stage.LIB_CATCHUP else 0
-
     def _may_produce(self) -> bool:
         """Produce only in step with the network: never on a head we know to be behind."""
-        return self.network is None or self.network.sync.stage == Stage.IN_SYNC
+        return self.network is None or self.network.in_sync
 
     async def run(self) -> None:
         config = self.config
@@ -182,13 +179,11 @@ class Node:
         )
         chain = open_chain(config, recoverer)
         runner = ChainRunner(chain)
-        service = NodeChainService(runner, self._on_applied, self._light_upto)
         rdma, rdma_status = open_rdma(config)
-        self.network = network = PeerManager(
-            service, net_config(config), node_key(config), rdma=rdma
+        self.network = network = Network(
+            runner, net_config(config), node_key(config), rdma, rdma_status, self._on_applied
         )
-        network.rdma_status = rdma_status
-        admitter = Admitter(runner, self.metrics, on_accepted=network.relay_transaction)
+        admitter = Admitter(runner, self.metrics, on_accepted=network.transaction_accepted)
         api = Api(runner, self.metrics, self.watch, admitter, network)
         app = make_app(api, self.metrics, config.max_http_body_bytes)
         http = web.AppRunner(app, access_log=None)

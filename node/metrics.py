@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from chain.controller import Chain
-from p2p.manager import PeerManager
 from p2p.sync import Stage
+
+if TYPE_CHECKING:  # node.network builds on the chain runner; metrics only read it
+    from node.network import Network
 
 
 class NodeMetrics:
@@ -67,29 +71,28 @@ class NodeMetrics:
             registry=r,
         )
 
-    def observe_network(self, network: PeerManager | None) -> None:
+    def observe_network(self, network: Network | None) -> None:
         if network is None:
             return
-        status = network.sync.status()
-        self.peers.set(len(network.peers))
+        sync = network.blocks.sync
+        status = sync.status()
+        self.peers.set(len(network.switch))
         self.sync_target.set(status["target"])
         self.sync_rate.set(status["blocks_per_s"])
         for stage in Stage:
-            self.sync_stage.labels(stage=str(stage)).set(1 if stage == network.sync.stage else 0)
+            self.sync_stage.labels(stage=str(stage)).set(1 if stage == sync.stage else 0)
         self.rdma_available.set(1 if network.rdma is not None else 0)
         for gauge in (self.peer_sent, self.peer_received, self.rdma_writes, self.rdma_completions):
             gauge.clear()  # peers come and go
-        for peer in network.peers.values():
-            info = peer.info()
-            transport = str(info["transport"])
-            self.peer_sent.labels(peer.id, transport).set(peer.channel.bytes_sent)
-            self.peer_received.labels(peer.id, transport).set(peer.channel.bytes_received)
-            if peer.tcp is not None:
-                self.peer_sent.labels(peer.id, "tcp").set(peer.tcp.bytes_sent)
-                self.peer_received.labels(peer.id, "tcp").set(peer.tcp.bytes_received)
-            if transport == "rdma":
-                self.rdma_writes.labels(peer.id).set(float(str(info["rdma_writes"])))
-                self.rdma_completions.labels(peer.id).set(float(str(info["rdma_completions"])))
+        for peer in network.switch.peers():
+            stats = peer.channel.stats()
+            self.peer_sent.labels(peer.id, stats.transport).set(stats.bytes_sent)
+            self.peer_received.labels(peer.id, stats.transport).set(stats.bytes_received)
+            if stats.transport != "tcp":  # and the TCP connection it was set up over
+                self.peer_sent.labels(peer.id, "tcp").set(stats.tcp_bytes_sent)
+                self.peer_received.labels(peer.id, "tcp").set(stats.tcp_bytes_received)
+                self.rdma_writes.labels(peer.id).set(stats.rdma_writes)
+                self.rdma_completions.labels(peer.id).set(stats.rdma_completions)
 
     def observe_chain(self, chain: Chain) -> None:
         self.head.set(chain.head.num)

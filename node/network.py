@@ -1,116 +1,255 @@
-"""The chain as the network sees it: ``ChainService`` over the chain thread."""
+"""The node's peer layer: the chain as the network sees it, and the wiring of the network.
+
+``NodeChainService`` is ``p2p.service.ChainService`` over the chain thread: positions come
+from the view the chain publishes, everything else is a call on the chain thread.
+``Network`` builds the transport, the switch and the reactors for one node and answers the
+RPC's questions about them (``node.rpc.NetworkApi``); it is the only place they meet.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import os
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from chain.block import SignedBlock
 from chain.controller import Chain
-from chain.errors import (
-    DoubleSign,
-    InvalidBlock,
-    StaleBlock,
-    TransactionError,
-    UnlinkableBlock,
-)
+from chain.crypto import PrivateKey
+from chain.errors import DoubleSign, InvalidBlock, StaleBlock, TransactionError, UnlinkableBlock
 from chain.transaction import SignedTransaction
 from chain.types import BlockId
+from chain.view import ChainView
 from node.runner import ChainRunner
-from p2p.handshake import ChainPosition
-from p2p.service import BlockResult, Outcome
+from p2p.block_relay import BlockRelay
+from p2p.blocksync import BlockSync, OnApplied
+from p2p.handshake import AuthPolicy, ChainPosition
+from p2p.rdma.device import RdmaDevice
+from p2p.rdma.upgrade import RdmaUpgrade
+from p2p.service import BlockResult, Outcome, PushOutcome
+from p2p.switch import Switch, SwitchConfig
+from p2p.sync import SyncConfig
+from p2p.transport import Transport, TransportConfig
+from p2p.tx_relay import TxRelay
 
 # Blocks whose signatures are recovered ahead of the one being applied.
 PREFETCH_BLOCKS = 2
 
 
 class NodeChainService:
-    def __init__(
-        self,
-        runner: ChainRunner,
-        on_applied: Callable[[list[SignedBlock]], None],
-        light_upto: Callable[[], int] = lambda: 0,
-    ) -> None:
+    def __init__(self, runner: ChainRunner) -> None:
         self.runner = runner
-        self.light_upto = light_upto  # blocks up to this number are applied in light mode
-        self.chain: Chain = runner.chain
-        self.chain_id = self.chain.chain_id
-        self.on_applied = on_applied
-        self._lib_cache: tuple[int, BlockId] | None = None
+        self.chain_id = runner.view.chain_id
+        self._chain = runner.chain  # handed to functions run on the chain thread, never used here
 
     def position(self) -> ChainPosition:
-        head, lib = self.chain.head, self.chain.lib
-        if self._lib_cache is None or self._lib_cache[0] != lib:
-            # A LevelDB read from the event loop, once per LIB change: plyvel reads are
-            # thread-safe, and the LIB's id never changes once it is the LIB.
-            lib_id = self.chain.store.block_id_at(lib)
-            assert lib_id is not None, "the LIB is on the applied chain"
-            self._lib_cache = (lib, lib_id)
-        return ChainPosition(lib, self._lib_cache[1], head.num, head.id)
+        view = self.runner.view
+        return ChainPosition(view.lib_num, view.lib_id, view.head.num, view.head.id)
 
     def producer_keys(self) -> Collection[bytes]:
-        return {p.key for p in self.chain.head.active.producers}
+        return self.runner.view.producer_keys
 
     async def id_at(self, num: int) -> BlockId | None:
-        return await self.runner.call(self.chain.store.block_id_at, num)
-
-    def _encoded(self, start: int, end: int) -> list[bytes]:
-        store = self.chain.store
-        out = []
-        for num in range(start, end + 1):
-            block_id = store.block_id_at(num)
-            raw = None if block_id is None else store.block_bytes(block_id)
-            if raw is None:
-                break
-            out.append(raw)
-        return out
+        return await self.runner.call(_id_at, self._chain, num)
 
     async def encoded_blocks(self, start: int, end: int) -> list[bytes]:
-        return await self.runner.call(self._encoded, start, end)
+        return await self.runner.call(_encoded, self._chain, start, end)
 
-    def _push(self, blocks: Sequence[SignedBlock]) -> tuple[list[BlockResult], list[SignedBlock]]:
-        chain = self.chain
-        light_upto = self.light_upto()
-        chain.set_light_validation(light_upto)
+    async def push_blocks(self, blocks: Sequence[SignedBlock], light_upto: int) -> PushOutcome:
         now = int(time.time() * 1000)
-        results: list[BlockResult] = []
-        applied: list[SignedBlock] = []
-
-        def prefetch(block: SignedBlock) -> None:
-            if block.num > light_upto:
-                chain.prefetch_keys(block.transactions)
-
-        for block in blocks[:PREFETCH_BLOCKS]:
-            prefetch(block)
-        for i, block in enumerate(blocks):
-            if i + PREFETCH_BLOCKS < len(blocks):
-                prefetch(blocks[i + PREFETCH_BLOCKS])
-            try:
-                pushed = chain.push_block(block, now)
-            except UnlinkableBlock as err:
-                results.append(BlockResult(block, Outcome.UNLINKABLE, err.reason))
-                continue
-            except StaleBlock as err:
-                results.append(BlockResult(block, Outcome.STALE, err.reason))
-                continue
-            except (InvalidBlock, DoubleSign) as err:
-                results.append(BlockResult(block, Outcome.INVALID, f"{err.name}: {err.reason}"))
-                continue
-            applied.extend(pushed.applied)
-            if pushed.applied:
-                outcome = Outcome.APPLIED
-            else:
-                outcome = Outcome.ADDED if pushed.added else Outcome.DUPLICATE
-            results.append(BlockResult(block, outcome))
-        return results, applied
-
-    async def push_blocks(self, blocks: Sequence[SignedBlock]) -> list[BlockResult]:
-        results, applied = await self.runner.call_urgent(self._push, blocks)
-        if applied:
-            self.on_applied(applied)
-        return results
+        return await self.runner.call_urgent(_push, self._chain, blocks, light_upto, now)
 
     async def admit_transactions(
         self, txs: Sequence[SignedTransaction]
     ) -> list[TransactionError | None]:
-        return await self.runner.call(self.chain.admit_transactions, txs, int(time.time() * 1000))
+        now = int(time.time() * 1000)
+        return await self.runner.call(_admit, self._chain, txs, now)
+
+
+def _id_at(chain: Chain, num: int) -> BlockId | None:
+    return chain.store.block_id_at(num)
+
+
+def _admit(
+    chain: Chain, txs: Sequence[SignedTransaction], now: int
+) -> list[TransactionError | None]:
+    return chain.admit_transactions(txs, now)
+
+
+def _encoded(chain: Chain, start: int, end: int) -> list[bytes]:
+    store = chain.store
+    out = []
+    for num in range(start, end + 1):
+        block_id = store.block_id_at(num)
+        raw = None if block_id is None else store.block_bytes(block_id)
+        if raw is None:
+            break
+        out.append(raw)
+    return out
+
+
+def _push(chain: Chain, blocks: Sequence[SignedBlock], light_upto: int, now: int) -> PushOutcome:
+    """On the chain thread: push each block, recovering the next blocks' signatures ahead."""
+    chain.set_light_validation(light_upto)
+    results: list[BlockResult] = []
+    applied: list[SignedBlock] = []
+
+    def prefetch(block: SignedBlock) -> None:
+        if block.num > light_upto:
+            chain.prefetch_keys(block.transactions)
+
+    for block in blocks[:PREFETCH_BLOCKS]:
+        prefetch(block)
+    for i, block in enumerate(blocks):
+        if i + PREFETCH_BLOCKS < len(blocks):
+            prefetch(blocks[i + PREFETCH_BLOCKS])
+        try:
+            pushed = chain.push_block(block, now)
+        except UnlinkableBlock as err:
+            results.append(BlockResult(block, Outcome.UNLINKABLE, err.reason))
+            continue
+        except StaleBlock as err:
+            results.append(BlockResult(block, Outcome.STALE, err.reason))
+            continue
+        except (InvalidBlock, DoubleSign) as err:
+            results.append(BlockResult(block, Outcome.INVALID, f"{err.name}: {err.reason}"))
+            continue
+        applied.extend(pushed.applied)
+        if pushed.applied:
+            outcome = Outcome.APPLIED
+        else:
+            outcome = Outcome.ADDED if pushed.added else Outcome.DUPLICATE
+        results.append(BlockResult(block, outcome))
+    return PushOutcome(results, applied)
+
+
+@dataclass(slots=True)
+class NetConfig:
+    listen: tuple[str, int] | None = None
+    peers: list[tuple[str, int]] = field(default_factory=list)
+    p2p_address: str = ""
+    max_clients: int = 25
+    policy: AuthPolicy = field(default_factory=AuthPolicy)
+    keepalive: float = 2.0
+    handshake_timeout: float = 5.0
+    rdma_probe_timeout: float = 5.0
+    sync: SyncConfig = field(default_factory=SyncConfig)
+    light_validation: bool = False  # validation-mode = light, during LIB catch-up only
+
+
+class Network:
+    """Transport, switch and reactors of one node, wired; implements ``NetworkApi``."""
+
+    def __init__(
+        self,
+        runner: ChainRunner,
+        config: NetConfig,
+        node_key: PrivateKey,
+        rdma: RdmaDevice | None = None,
+        rdma_status: dict[str, object] | None = None,
+        on_applied: OnApplied = lambda blocks, live: None,
+    ) -> None:
+        self.config = config
+        self.node_id = os.urandom(32)
+        self.rdma = rdma
+        self.rdma_status = rdma_status or {"available": rdma is not None, "reason": ""}
+        service = NodeChainService(runner)
+        self.block_relay = BlockRelay()
+        self.blocks = BlockSync(
+            service, config.sync, self.block_relay, on_applied, config.light_validation
+        )
+        self.txs = TxRelay(service)
+        self.switch = Switch(
+            self.node_id,
+            SwitchConfig(config.max_clients, config.keepalive),
+            [self.blocks, self.block_relay, self.txs],
+        )
+        self.transport = Transport(
+            TransportConfig(
+                config.listen,
+                config.p2p_address,
+                config.policy,
+                config.handshake_timeout,
+                config.rdma_probe_timeout,
+            ),
+            self.node_id,
+            node_key,
+            service,
+            self.switch,
+            RdmaUpgrade(rdma, config.rdma_probe_timeout) if rdma is not None else None,
+        )
+        self.ready = asyncio.Event()
+        runner.subscribe(self._chain_changed)
+
+    def _chain_changed(self, view: ChainView) -> None:
+        self.blocks.chain_advanced(view.head.num, view.lib_num)
+
+    @property
+    def listen_port(self) -> int | None:
+        return self.transport.listen_port
+
+    async def listen(self) -> None:
+        await self.transport.listen()
+
+    async def run(self) -> None:
+        await self.transport.listen()
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self.switch.run(), name="switch")
+            tg.create_task(self.transport.run(self.config.peers), name="transport")
+            while not (self.switch.running and self.transport.running):
+                await asyncio.sleep(0)
+            self.ready.set()
+
+    # --- what the node tells the network ----------------------------------------------------
+
+    def block_produced(self, block: SignedBlock) -> None:
+        self.block_relay.relay(block)
+
+    def transaction_accepted(self, tx: SignedTransaction) -> None:
+        self.txs.relay_local(tx)
+
+    @property
+    def in_sync(self) -> bool:
+        return self.blocks.in_sync
+
+    # --- NetworkApi -------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        peers = self.switch.status()
+        for info in peers:
+            known = self.blocks.sync.peers.get(str(info["peer"]))
+            if known is not None:
+                info["head"], info["lib"] = known.head, known.lib
+        return {
+            "node_id": self.node_id.hex(),
+            "peers": peers,
+            "dialing": self.transport.status(),
+            "sync": self.blocks.sync.status(),
+        }
+
+    def sync_status(self) -> dict[str, Any]:
+        return self.blocks.sync.status()
+
+    def summary(self) -> dict[str, Any]:
+        sync = self.blocks.sync.status()
+        return {
+            "peer_count": len(self.switch),
+            "sync_stage": sync["stage"],
+            "sync_target": sync["target"],
+            "sync_blocks_per_s": sync["blocks_per_s"],
+            "sync_eta_s": sync["eta_s"],
+            "rdma": self.rdma_status,
+        }
+
+    def connect(self, address: tuple[str, int]) -> bool:
+        return self.transport.dial(address)
+
+    async def disconnect(self, peer_id: str) -> bool:
+        peer = self.switch.get(peer_id)
+        if peer is None:
+            return False
+        if peer.dial_address is not None:
+            self.transport.forget(peer.dial_address)
+        return await self.switch.disconnect(peer_id)

@@ -21,9 +21,9 @@ from chain.transaction import SignedTransaction, decode_signed_transaction
 from chain.types import AccountName, BlockId, TxId, is_valid_name
 from node.admission import Admitter
 from node.metrics import NodeMetrics
+from node.network import Network
 from node.runner import ChainRunner, InclusionWatch
 from node.views import account_json, block_json, producer_json, schedule_json, slot_iso
-from p2p.manager import PeerManager
 
 log = structlog.get_logger("rpc")
 
@@ -107,7 +107,7 @@ class Api:
         metrics: NodeMetrics,
         watch: InclusionWatch,
         admitter: Admitter,
-        network: PeerManager | None = None,
+        network: Network | None = None,
     ) -> None:
         self.runner = runner
         self.chain = runner.chain
@@ -189,25 +189,17 @@ class Api:
     def _network_summary(self) -> dict[str, Any]:
         if self.network is None:
             return {}
-        sync = self.network.sync.status()
-        return {
-            "peer_count": len(self.network.peers),
-            "sync_stage": sync["stage"],
-            "sync_target": sync["target"],
-            "sync_blocks_per_s": sync["blocks_per_s"],
-            "sync_eta_s": sync["eta_s"],
-            "rdma": self.network.rdma_status,
-        }
+        return self.network.summary()
 
     # --- node and net API -------------------------------------------------------------------
 
-    def _require_network(self) -> PeerManager:
+    def _require_network(self) -> Network:
         if self.network is None:
             raise RpcError(404, "not_found", "this node runs without a network")
         return self.network
 
     async def sync_status(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self._require_network().sync.status()
+        return self._require_network().sync_status()
 
     async def net_peers(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._require_network().status()

@@ -12,22 +12,26 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from chain.block import SignedBlock
-from p2p.service import BlockResult, ChainService
+from p2p.service import BlockResult, ChainService, PushOutcome
 
 # Blocks per trip to the chain thread: a few hundred milliseconds of work at most, so that
 # produced blocks and RPC calls are not held up behind a sync batch for long.
 BATCH = 50
+
+OnPushed = Callable[[list[tuple[str, BlockResult]], PushOutcome], Awaitable[None]]
 
 
 class BlockApplier:
     def __init__(
         self,
         chain: ChainService,
-        on_result: Callable[[str, BlockResult], Awaitable[None]],
+        on_pushed: OnPushed,
+        light_upto: Callable[[], int] = lambda: 0,
         max_ahead: int = 5000,
     ) -> None:
         self.chain = chain
-        self.on_result = on_result
+        self.on_pushed = on_pushed
+        self.light_upto = light_upto
         self.max_ahead = max_ahead
         self._pending: dict[int, list[tuple[str, SignedBlock]]] = {}
         self._wake = asyncio.Event()
@@ -46,10 +50,11 @@ class BlockApplier:
         self._wake.set()
         return True
 
-    def _next_batch(self) -> list[tuple[str, SignedBlock]]:
+    def next_batch(self) -> list[tuple[str, SignedBlock]]:
+        """What to push next: anything at or below the head (a fork candidate or a duplicate:
+        the chain sorts it out), then the contiguous run above the head, up to ``BATCH``.
+        Blocks above a gap wait for the gap to be filled (the sync manager asks for it)."""
         head = self.chain.position().head_num
-        # Anything at or below the head is a fork candidate or a duplicate: push it too, the
-        # chain sorts it out. Then the contiguous run above the head.
         batch: list[tuple[str, SignedBlock]] = []
         for num in sorted(n for n in self._pending if n <= head):
             batch.extend(self._pending.pop(num))
@@ -63,15 +68,7 @@ class BlockApplier:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            while True:
-                batch = self._next_batch()
-                if not batch:
-                    break
-                results = await self.chain.push_blocks([b for _, b in batch])
-                for (peer, _), result in zip(batch, results, strict=True):
-                    await self.on_result(peer, result)
-            # Blocks left above a gap wait for the gap to be filled (the sync manager asks).
-
-    def drop_below(self, num: int) -> None:
-        for n in [n for n in self._pending if n < num]:
-            del self._pending[n]
+            while batch := self.next_batch():
+                outcome = await self.chain.push_blocks([b for _, b in batch], self.light_upto())
+                pairs = [(peer, r) for (peer, _), r in zip(batch, outcome.results, strict=True)]
+                await self.on_pushed(pairs, outcome)

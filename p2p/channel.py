@@ -11,13 +11,36 @@ implementation by ``tests/p2p/test_channel_contract.py``):
   ``OversizedFrame``) for bytes that are not a valid message — after which the channel is
   closed, since the stream can no longer be trusted.
 - ``close`` is idempotent and makes a pending ``recv`` on the other end see ``ChannelClosed``.
+- ``stats`` is a typed snapshot of the channel's counters (``ChannelStats``).
+
+A channel may carry a message in a form of its own, provided ``recv`` at the other end returns
+the message that was sent. This is the one documented hook for transport tricks: the RDMA
+channel sends a ``SyncRequest`` naming its landing zone and writes the range's blocks
+straight into the zone the peer named (``p2p.rdma.channel``); nothing above a channel sees it.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
 from p2p.messages import Message, Outbound
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelStats:
+    """A channel's counters. ``tcp_*`` count the TCP connection underneath (for a TCP channel
+    the same bytes; for an RDMA channel the connection its queue pair was set up over);
+    ``rdma_*`` are zero unless the channel is RDMA."""
+
+    transport: str
+    bytes_sent: int
+    bytes_received: int
+    tcp_bytes_sent: int
+    tcp_bytes_received: int
+    rdma_writes: int = 0
+    rdma_completions: int = 0
+    rdma_landed_bytes: int = 0
 
 
 class Channel(ABC):
@@ -48,6 +71,9 @@ class Channel(ABC):
     @property
     def bytes_received(self) -> int:
         return self._received
+
+    def stats(self) -> ChannelStats:
+        return ChannelStats(self.transport, self._sent, self._received, self._sent, self._received)
 
     @abstractmethod
     async def send(self, message: Outbound) -> None: ...

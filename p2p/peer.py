@@ -1,4 +1,8 @@
-"""One connected peer: its channel, what it knows, and its outbound queue."""
+"""One connected peer as the switch holds it: its channel, handshake and outbound queue.
+
+What reactors know about a peer (blocks and transactions it has, its chain position, the
+ranges it serves) lives in the reactor that owns that concern, keyed by ``Peer.id``.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,6 @@ from p2p.messages import Handshake, Outbound
 # Messages waiting for one peer at most. A peer too slow to drain them loses gossip (it will
 # catch up through sync ranges) rather than slowing everyone else down.
 OUTBOX_SIZE = 2000
-KNOWN_IDS = 20_000
 
 
 class RecentSet:
@@ -26,6 +29,9 @@ class RecentSet:
 
     def __contains__(self, item: object) -> bool:
         return item in self._members
+
+    def __len__(self) -> int:
+        return len(self._members)
 
     def add(self, item: bytes) -> bool:
         """Add ``item``; False if it was already there."""
@@ -45,21 +51,16 @@ class Peer:
     handshake: Handshake
     dialed: bool
     dial_address: tuple[str, int] | None = None  # the address we dialled, to stop redialling
-    tcp: Channel | None = None  # the TCP connection an RDMA channel was set up over
     silent: bool = False  # dropped for not answering keepalives
     broken: Exception | None = None  # how the channel ended, if it did not end cleanly
     outbox: asyncio.Queue[Outbound] = field(default_factory=lambda: asyncio.Queue(OUTBOX_SIZE))
-    known_blocks: RecentSet = field(default_factory=lambda: RecentSet(KNOWN_IDS))
-    known_txs: RecentSet = field(default_factory=lambda: RecentSet(KNOWN_IDS))
     last_recv: float = field(default_factory=time.monotonic)
     rtt: float | None = None
-    bad_requests: int = 0
-    serving: asyncio.Task[None] | None = None
     connected_at: float = field(default_factory=time.time)
 
     @property
     def id(self) -> str:
-        return self.node_id.hex()[:16]
+        return peer_id_of(self.node_id)
 
     def offer(self, message: Outbound) -> bool:
         """Queue ``message`` unless the outbox is full."""
@@ -70,22 +71,27 @@ class Peer:
         return True
 
     def info(self) -> dict[str, object]:
-        hs = self.handshake
+        hs, stats = self.handshake, self.channel.stats()
         return {
             "peer": self.id,
             "address": hs.p2p_address,
             "remote": self.channel.remote,
-            "transport": self.channel.transport,
+            "transport": stats.transport,
             "direction": "outbound" if self.dialed else "inbound",
             "head": hs.head_num,
             "lib": hs.lib_num,
             "rtt_ms": None if self.rtt is None else round(self.rtt * 1000, 2),
-            "bytes_sent": self.channel.bytes_sent,
-            "bytes_received": self.channel.bytes_received,
-            "tcp_bytes_sent": (self.tcp or self.channel).bytes_sent,
-            "tcp_bytes_received": (self.tcp or self.channel).bytes_received,
-            "rdma_writes": getattr(self.channel, "writes", 0),
-            "rdma_completions": getattr(self.channel, "completions", 0),
-            "rdma_landed_bytes": getattr(self.channel, "landed_bytes", 0),
+            "bytes_sent": stats.bytes_sent,
+            "bytes_received": stats.bytes_received,
+            "tcp_bytes_sent": stats.tcp_bytes_sent,
+            "tcp_bytes_received": stats.tcp_bytes_received,
+            "rdma_writes": stats.rdma_writes,
+            "rdma_completions": stats.rdma_completions,
+            "rdma_landed_bytes": stats.rdma_landed_bytes,
             "connected_at": self.connected_at,
         }
+
+
+def peer_id_of(node_id: bytes) -> str:
+    """The short id peers go by in logs, the RPC and the sync manager."""
+    return node_id.hex()[:16]

@@ -1,7 +1,9 @@
 """What the network needs from the chain, as a protocol the node implements.
 
-Keeping it a protocol keeps ``p2p`` free of ``node``: the peer manager never touches the
-chain thread, the store or the mempool directly.
+Keeping it a protocol keeps ``p2p`` free of ``node``: the peer layer never touches the
+chain thread, the store or the mempool directly. Whatever the chain side needs to decide
+(e.g. up to which block light validation applies) comes with the request; the chain side
+never reads the peer layer's state.
 """
 
 from __future__ import annotations
@@ -34,10 +36,21 @@ class BlockResult:
     detail: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class PushOutcome:
+    """One result per pushed block, and every block that joined our chain on the way (in
+    order; a fork switch may apply blocks that were pushed earlier)."""
+
+    results: list[BlockResult]
+    applied: list[SignedBlock]
+
+
 class ChainService(Protocol):
     chain_id: bytes
 
-    def position(self) -> ChainPosition: ...
+    def position(self) -> ChainPosition:
+        """Our head and LIB as last published by the chain (no wait)."""
+        ...
 
     def producer_keys(self) -> Collection[bytes]:
         """Signing keys of the active schedule (for ``allowed-connection = producers``)."""
@@ -49,7 +62,9 @@ class ChainService(Protocol):
         """Encoded blocks ``start``..``end`` of our chain (fewer if our head is lower)."""
         ...
 
-    async def push_blocks(self, blocks: Sequence[SignedBlock]) -> list[BlockResult]: ...
+    async def push_blocks(self, blocks: Sequence[SignedBlock], light_upto: int) -> PushOutcome:
+        """Validate and add ``blocks``; those numbered up to ``light_upto`` in light mode."""
+        ...
 
     async def admit_transactions(
         self, txs: Sequence[SignedTransaction]

@@ -17,8 +17,9 @@ from chain.transaction import SignedTransaction, Transaction
 from chain.types import AccountName, BlockId, BlockNum
 from p2p.errors import ChannelBroken, ChannelClosed, MalformedMessage
 from p2p.messages import BlockMessage, RawBlock, SyncRequest, TransactionMessage
-from p2p.rdma.channel import RdmaChannel, immediate
+from p2p.rdma.channel import RdmaChannel
 from p2p.rdma.device import RdmaDevice, detect
+from p2p.rdma.wire import immediate
 
 Scenario = Callable[[RdmaChannel, RdmaChannel], Awaitable[None]]
 

@@ -1,4 +1,4 @@
-"""Peer managers in one process whose sessions run over RDMA: bad input is handled as on TCP."""
+"""Networks in one process whose sessions run over RDMA: bad input is handled as on TCP."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from p2p.rdma.device import RdmaDevice, detect
-from tests.p2p.test_manager import Members, ranges_beyond_the_head_get_the_asker_sent_away, run
+from tests.node.test_network import Members, ranges_beyond_the_head_get_the_asker_sent_away, run
 
 
 def test_ranges_beyond_our_head_over_rdma_get_the_peer_sent_away(tmp_path: Path) -> None:

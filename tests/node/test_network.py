@@ -1,4 +1,5 @@
-"""Peer managers in one process, over real TCP on loopback, each on a real chain (LevelDB)."""
+"""Nodes' networks (transport, switch, reactors as the node wires them) in one process, over
+real TCP on loopback, each on a real chain (LevelDB) owned by its chain thread."""
 
 from __future__ import annotations
 
@@ -11,16 +12,16 @@ from pathlib import Path
 from chain.controller import Chain
 from chain.crypto import PrivateKey
 from chain.testing import DevNet
-from node.network import NodeChainService
+from node.network import NetConfig, Network
 from node.runner import ChainRunner
+from p2p.blocksync import MAX_BAD_REQUESTS
 from p2p.handshake import AuthPolicy
-from p2p.manager import MAX_BAD_REQUESTS, NetConfig, PeerManager
 from p2p.messages import SyncRequest
 from p2p.rdma.device import RdmaDevice
 
 
 class Member:
-    """One node's chain and peer manager (no RPC, no producer loop)."""
+    """One node's chain and network (no RPC, no producer loop)."""
 
     def __init__(
         self,
@@ -33,8 +34,7 @@ class Member:
         self.devnet = devnet
         self.chain: Chain = devnet.open(path)
         self.runner = ChainRunner(self.chain)
-        self.service = NodeChainService(self.runner, lambda blocks: None)
-        self.net = PeerManager(self.service, config, key, rdma=rdma)
+        self.net = Network(self.runner, config, key, rdma=rdma)
         self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> Member:
@@ -133,7 +133,7 @@ def test_a_peer_on_another_chain_is_refused_and_not_redialled(tmp_path: Path) ->
             lambda: bool(b.net.status()["dialing"]) and "WRONG_CHAIN" in str(b.net.status())
         )
         await asyncio.sleep(1.5)  # longer than the first redial delay
-        assert a.net.peers == {} and b.net.peers == {}
+        assert len(a.net.switch) == 0 and len(b.net.switch) == 0
         assert b.net.status()["dialing"] == [
             {
                 "address": f"127.0.0.1:{a.address[1]}",
@@ -157,10 +157,10 @@ def test_only_specified_keys_may_connect(tmp_path: Path) -> None:
         stranger = await members("stranger", devnet).start()
         stranger.net.connect(a.address)
         await until(lambda: "AUTHENTICATION" in str(stranger.net.status()["dialing"]))
-        assert a.net.peers == {}
+        assert len(a.net.switch) == 0
         friend = await members("friend", devnet, key=known).start()
         friend.net.connect(a.address)
-        await until(lambda: len(a.net.peers) == 1)
+        await until(lambda: len(a.net.switch) == 1)
         assert [p["direction"] for p in friend.net.status()["peers"]] == ["outbound"]
 
     run(tmp_path, body)
@@ -172,12 +172,12 @@ def test_disconnect_sends_the_peer_away_and_stops_redialling(tmp_path: Path) -> 
         a = await members("a", devnet).start()
         b = await members("b", devnet).start()
         b.net.connect(a.address)
-        await until(lambda: len(b.net.peers) == 1)
-        (peer_id,) = b.net.peers
+        await until(lambda: len(b.net.switch) == 1)
+        (peer_id,) = [p.id for p in b.net.switch.peers()]
         assert await b.net.disconnect(peer_id)
-        await until(lambda: not a.net.peers and not b.net.peers)
+        await until(lambda: len(a.net.switch) == 0 and len(b.net.switch) == 0)
         await asyncio.sleep(1.5)
-        assert not a.net.peers and b.net.status()["dialing"] == []
+        assert len(a.net.switch) == 0 and b.net.status()["dialing"] == []
         assert not await b.net.disconnect(peer_id), "no longer connected"
 
     run(tmp_path, body)
@@ -194,13 +194,14 @@ async def ranges_beyond_the_head_get_the_asker_sent_away(
     await a.produce(2)
     b.net.connect(a.address)
     await until(lambda: b.chain.head.num == 2)
-    (peer,) = b.net.peers.values()
+    (peer,) = b.net.switch.peers()
     transport = peer.channel.transport
     for i in range(MAX_BAD_REQUESTS + 1):
         peer.offer(SyncRequest(1_000 + i, 1_005 + i))
         await asyncio.sleep(0.2)  # one at a time: a new request replaces the one served
     where = f"127.0.0.1:{a.address[1]}"
-    await until(lambda: b.net.dial_errors.get(where) == "refused: BENIGN_OTHER", 30)
+    refused = {"address": where, "state": "dialing", "error": "refused: BENIGN_OTHER"}
+    await until(lambda: refused in b.net.status()["dialing"], 30)
     return transport
 
 

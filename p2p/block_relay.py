@@ -1,0 +1,46 @@
+"""Block relay: every new block of ours reaches every peer that does not have it yet.
+
+Blocks we produce and blocks from peers that joined our chain while in sync are sent to each
+connected peer once; the reactor remembers, per peer, the recent blocks the peer sent us or
+we sent it, so nothing is sent back where it came from. It owns no inbound message type:
+blocks arriving from peers belong to block sync (``p2p.blocksync``), which tells it.
+"""
+
+from __future__ import annotations
+
+from chain.block import SignedBlock
+from chain.types import BlockId
+from p2p.messages import BlockMessage
+from p2p.peer import Peer, RecentSet
+from p2p.reactor import Reactor
+
+KNOWN_BLOCKS = 20_000  # block ids remembered per peer (hours of blocks at 0.5 s)
+
+
+class BlockRelay(Reactor):
+    def __init__(self) -> None:
+        self._known: dict[str, RecentSet] = {}
+
+    def add_peer(self, peer: Peer) -> None:
+        self._known[peer.id] = RecentSet(KNOWN_BLOCKS)
+
+    def remove_peer(self, peer: Peer) -> None:
+        self._known.pop(peer.id, None)
+
+    def seen(self, peer_id: str, block_id: BlockId) -> None:
+        """``peer_id`` sent us this block: it has it."""
+        known = self._known.get(peer_id)
+        if known is not None:
+            known.add(block_id)
+
+    def relay(self, block: SignedBlock) -> int:
+        """Offer ``block`` to every peer that does not have it; returns how many."""
+        message: BlockMessage | None = None
+        sent = 0
+        for peer in self.switch.peers():
+            known = self._known.get(peer.id)
+            if known is None or not known.add(block.id):
+                continue
+            message = message or BlockMessage.of(block)
+            sent += peer.offer(message)
+        return sent

@@ -1,0 +1,215 @@
+"""Block sync: catching up with peers, following the chain, and serving ranges to peers.
+
+This reactor owns the messages about blocks and chain positions: ``BlockMessage`` (a block
+from a range we asked for, or relayed), ``SyncRequest`` (a range a peer asks of us),
+``Notice`` and a repeated ``Handshake`` (where a peer's head and LIB are). It carries out
+what the sync manager (``p2p.sync``, a pure scheduler) decides, feeds received blocks to the
+applier, and tells the node (``on_applied``) and block relay what joined our chain.
+
+A block from a peer goes: switch → ``receive`` → applier → chain service (the chain thread)
+→ ``_on_pushed`` → sync manager, ``on_applied``, block relay. It enters each step once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+
+import structlog
+
+from chain.block import SignedBlock
+from chain.types import block_num_of
+from p2p.applier import BlockApplier
+from p2p.block_relay import BlockRelay
+from p2p.errors import ChannelClosed
+from p2p.messages import (
+    BlockMessage,
+    GoAwayReason,
+    Handshake,
+    IdListMode,
+    Message,
+    Notice,
+    RawBlock,
+    SyncRequest,
+)
+from p2p.peer import Peer
+from p2p.reactor import Reactor
+from p2p.service import BlockResult, ChainService, Outcome, PushOutcome
+from p2p.sync import Action, DropPeer, FetchRange, Stage, SyncConfig, SyncManager
+
+log = structlog.get_logger("p2p")
+
+SERVE_CHUNK = 50  # blocks read from the store per trip to the chain thread when serving
+MAX_BAD_REQUESTS = 5  # ranges asked beyond our head before the peer is sent away
+TICK_SECONDS = 1.0  # how often stalled ranges are looked for
+NOTICE_SECONDS = 2.0  # how often peers hear our head and LIB
+
+OnApplied = Callable[[list[SignedBlock], bool], None]
+
+
+class BlockSync(Reactor):
+    accepts = (BlockMessage, SyncRequest, Notice, Handshake)
+
+    def __init__(
+        self,
+        chain: ChainService,
+        config: SyncConfig,
+        relay: BlockRelay,
+        on_applied: OnApplied = lambda blocks, live: None,
+        light_validation: bool = False,
+    ) -> None:
+        self.chain = chain
+        self.relay = relay
+        self.on_applied = on_applied  # (blocks, whether we were in sync), on the event loop
+        self.light_validation = light_validation
+        self.sync = SyncManager(config)
+        self.applier = BlockApplier(
+            chain, self._on_pushed, self._light_upto, max_ahead=config.window
+        )
+        self._serving: dict[str, asyncio.Task[None]] = {}
+        self._bad_requests: dict[str, int] = {}
+        self._tg: asyncio.TaskGroup | None = None
+        pos = chain.position()
+        self.sync.chain_advanced(pos.head_num, pos.lib_num)
+
+    @property
+    def in_sync(self) -> bool:
+        return self.sync.stage == Stage.IN_SYNC
+
+    # --- Reactor ----------------------------------------------------------------------------
+
+    def add_peer(self, peer: Peer) -> None:
+        hs = peer.handshake
+        self._act(self.sync.peer_position(peer.id, hs.lib_num, hs.head_num))
+        self._notify(peer)
+
+    def remove_peer(self, peer: Peer) -> None:
+        serving = self._serving.pop(peer.id, None)
+        if serving is not None:
+            serving.cancel()
+        self._bad_requests.pop(peer.id, None)
+        self._act(self.sync.peer_closed(peer.id))
+
+    async def receive(self, peer: Peer, message: Message) -> None:
+        if isinstance(message, BlockMessage):
+            block = message.block
+            self.relay.seen(peer.id, block.id)
+            if not self.applier.add(peer.id, block):
+                log.debug("block_too_far_ahead", num=block.num, head=self.sync.head)
+                return  # not counted as delivered: the range stalls and is asked again
+            self._act(self.sync.block_received(peer.id, block.num))
+        elif isinstance(message, SyncRequest):
+            self._serve(peer, message)
+        elif isinstance(message, Notice):
+            if len(message.ids) == 2:
+                head_id, lib_id = message.ids
+                lib, head = block_num_of(lib_id), block_num_of(head_id)
+                self._act(self.sync.peer_position(peer.id, lib, head))
+        elif isinstance(message, Handshake):
+            self._act(self.sync.peer_position(peer.id, message.lib_num, message.head_num))
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as tg:
+            self._tg = tg
+            tg.create_task(self.applier.run(), name="applier")
+            tg.create_task(self._tick_loop(), name="sync-ticker")
+            tg.create_task(self._notice_loop(), name="notices")
+
+    # --- our chain --------------------------------------------------------------------------
+
+    def chain_advanced(self, head: int, lib: int) -> None:
+        """The chain published a new head or LIB (ours or a peer's block)."""
+        self._act(self.sync.chain_advanced(head, lib))
+
+    def _light_upto(self) -> int:
+        """With light validation: blocks up to the LIB our peers report, while we catch up to
+        it (never blocks that are still reversible)."""
+        if self.light_validation and self.sync.stage == Stage.LIB_CATCHUP:
+            return self.sync.target
+        return 0
+
+    async def _on_pushed(
+        self, results: list[tuple[str, BlockResult]], outcome: PushOutcome
+    ) -> None:
+        live = self.in_sync
+        if outcome.applied:
+            self.on_applied(outcome.applied, live)
+        for peer_id, result in results:
+            block = result.block
+            if result.outcome == Outcome.APPLIED:
+                if self.in_sync:
+                    self.relay.relay(block)
+            elif result.outcome in (Outcome.ADDED, Outcome.DUPLICATE):
+                self._act(self.sync.block_kept(peer_id, block.num))
+            elif result.outcome == Outcome.UNLINKABLE:
+                self._act(self.sync.block_unlinkable(peer_id, block.num))
+            else:  # INVALID, STALE
+                log.warning(
+                    "block_rejected",
+                    num=block.num,
+                    id=block.id.hex()[:16],
+                    from_peer=peer_id,
+                    why=result.detail,
+                )
+                self._act(self.sync.block_rejected(peer_id, block.num, result.detail))
+
+    # --- serving ranges ---------------------------------------------------------------------
+
+    def _serve(self, peer: Peer, request: SyncRequest) -> None:
+        serving = self._serving.pop(peer.id, None)
+        if serving is not None:
+            serving.cancel()  # a new request replaces the old one (EOSIO does the same)
+        if (request.start == 0 and request.end == 0) or self._tg is None:
+            return
+        task = self._tg.create_task(self._serve_range(peer, request.start, request.end))
+        self._serving[peer.id] = task
+
+    async def _serve_range(self, peer: Peer, start: int, end: int) -> None:
+        head = self.chain.position().head_num
+        if start > head:
+            bad = self._bad_requests.get(peer.id, 0) + 1
+            self._bad_requests[peer.id] = bad
+            log.info("range_beyond_head", peer=peer.id, start=start, end=end, head=head)
+            if bad > MAX_BAD_REQUESTS:
+                self.switch.send_away(peer.id, GoAwayReason.BENIGN_OTHER, "ranges beyond our head")
+            return
+        num = start
+        with contextlib.suppress(ChannelClosed):
+            while num <= min(end, self.chain.position().head_num):
+                chunk = await self.chain.encoded_blocks(num, min(num + SERVE_CHUNK - 1, end))
+                if not chunk:
+                    break
+                for raw in chunk:
+                    await peer.outbox.put(RawBlock(raw))
+                num += len(chunk)
+
+    # --- acting on the sync manager ---------------------------------------------------------
+
+    def _act(self, actions: Sequence[Action]) -> None:
+        for action in actions:
+            peer = self.switch.get(action.peer)
+            if peer is None:
+                continue
+            if isinstance(action, FetchRange):
+                peer.offer(SyncRequest(action.start, action.end))
+            elif isinstance(action, DropPeer):
+                self.switch.punish(peer.id, action.reason, action.detail)
+
+    def _notify(self, peer: Peer) -> None:
+        pos = self.chain.position()
+        peer.offer(Notice(IdListMode.CATCH_UP, pos.head_num, (pos.head_id, pos.lib_id)))
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            for peer in self.switch.peers():
+                if peer.rtt is not None:
+                    self.sync.peer_rtt(peer.id, peer.rtt)
+            self._act(self.sync.tick())
+
+    async def _notice_loop(self) -> None:
+        while True:
+            await asyncio.sleep(NOTICE_SECONDS)
+            for peer in list(self.switch.peers()):
+                self._notify(peer)

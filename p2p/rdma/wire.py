@@ -1,0 +1,96 @@
+"""The RDMA channel's wire format: immediates, the endpoint exchanged to connect, sizes.
+
+
+On the wire
+-----------
+Each side owns a receive ring of ``slots`` slots of ``slot_size`` bytes in its registered
+pool, and tells the peer its address and rkey when the queue pairs are connected. A message
+is the same frame as on TCP (u32 length, u8 type, payload: ``p2p.codec``), cut into chunks of
+at most ``slot_size`` bytes; chunk k of the stream goes into slot k mod ``slots`` of the
+peer's ring, written from the same slot of our staging area. Every write carries a 32-bit
+immediate (network byte order on the wire), which is all the receiver learns besides the
+byte count:
+
+    bits 31..28  op    1 DATA  (a chunk; more of this frame follows)
+                       2 END   (the last chunk of a frame)
+                       3 CREDIT (zero-length; the peer freed ``arg`` slots of its ring)
+                       4 CLOSE (zero-length; the peer closed the channel)
+                       5 LAND  (a whole block frame written into our landing zone)
+                       6 LAND_CREDIT (zero-length; the peer freed ``arg`` KiB of its zone)
+    bits 15..0   arg   DATA/END: the slot written (checked against the one expected);
+                       CREDIT: slots freed; LAND: the KiB offset in the zone where the
+                       frame starts; LAND_CREDIT: KiB freed
+
+Block ranges skip the ring: a sync_request sent over RDMA names the requester's landing
+zone (address, rkey, size in KiB; ``RdmaSyncRequest``), and the server writes each block
+of the range there whole, contiguously, wrapping to the zone's start when the tail is too
+short (the receiver sees the skip from the offset). Zone space is credited back when
+``recv`` takes the block. A block larger than the zone goes through the ring.
+
+Flow control is by credits: a sender starts with ``slots`` credits, spends one per chunk and
+waits at zero. The receiver copies each chunk out of its ring as it arrives and credits the
+slot back at once — except a frame's last slot, credited only when ``recv`` hands the frame
+out, so a peer that does not read stops the sender after ``slots`` frames, as the Channel
+contract asks, and a frame larger than the ring still gets through. Credits are returned in
+batches (a quarter of the ring, or whenever nothing more is waiting). Several writes are
+in flight at once (the paper's design waited for an ACK per block). A staging slot is reused
+only once its write has completed locally.
+
+Anything else — an unknown op, a chunk in the wrong slot, an oversized or undecodable frame —
+is a malformed stream: ``recv`` raises ``MalformedMessage`` and the channel closes. An error
+completion breaks the channel (``ChannelBroken``); the peer manager then falls back to TCP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from p2p.codec import HEADER_SIZE
+from p2p.errors import MalformedMessage
+
+OP_DATA, OP_END, OP_CREDIT, OP_CLOSE, OP_LAND, OP_LAND_CREDIT = 1, 2, 3, 4, 5, 6
+OPS = (OP_DATA, OP_END, OP_CREDIT, OP_CLOSE, OP_LAND, OP_LAND_CREDIT)
+LAND_UNIT = 1024  # landing-zone offsets and credits count in KiB
+LAND_WR_ID = 1 << 20  # work request ids of landing writes start here (ring writes: slots)
+
+
+def immediate(op: int, arg: int) -> int:
+    return (op << 28) | (arg & 0xFFFF)
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """What one side tells the other to connect (exchanged over the TCP channel)."""
+
+    qp_num: int
+    psn: int
+    gid: str
+    mtu: int
+    ring_addr: int
+    rkey: int
+    slots: int
+    slot_size: int
+
+    def to_wire(self) -> tuple[int | str, ...]:
+        return (
+            self.qp_num,
+            self.psn,
+            self.gid,
+            self.mtu,
+            self.ring_addr,
+            self.rkey,
+            self.slots,
+            self.slot_size,
+        )
+
+    @classmethod
+    def from_wire(cls, r: tuple[Any, ...]) -> Endpoint:
+        if len(r) != 8:
+            raise MalformedMessage("bad RDMA endpoint")
+        qp_num, psn, gid, mtu, addr, rkey, slots, slot_size = r
+        if not all(isinstance(x, int) for x in (qp_num, psn, mtu, addr, rkey, slots, slot_size)):
+            raise MalformedMessage("bad RDMA endpoint")
+        if not isinstance(gid, str) or not 0 < slots <= 0xFFFF or slot_size < HEADER_SIZE:
+            raise MalformedMessage("bad RDMA endpoint")
+        return cls(qp_num, psn, gid, mtu, addr, rkey, slots, slot_size)

@@ -1,0 +1,274 @@
+"""The transport: listening, dialling with back-off, the handshake and the RDMA upgrade.
+
+It is the only part of the peer layer that knows transports exist. Each connection it
+accepts or dials is authenticated here (``Hello``, then a ``Handshake`` signed over the
+peer's nonce: ``p2p.handshake``), possibly moved to RDMA (``p2p.rdma.upgrade``), and handed
+to the switch as a ``Connection`` whose channel is TCP or RDMA — above this module it does
+not matter which. Admission decisions (bans, limits, duplicates) are the switch's: the
+transport asks its ``Gate`` at the right moments of the handshake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import structlog
+
+from chain.crypto import PrivateKey
+from p2p.channel import Channel
+from p2p.errors import ChannelBroken, ChannelClosed, HandshakeFailed, MalformedMessage
+from p2p.handshake import AuthPolicy, check_handshake, check_hello, make_handshake
+from p2p.messages import PROTOCOL_VERSION, GoAway, GoAwayReason, Handshake, Hello
+from p2p.rdma.upgrade import RdmaUpgrade
+from p2p.service import ChainService
+from p2p.switch import Connection, SessionEnd
+from p2p.tcp import TcpChannel
+
+log = structlog.get_logger("p2p")
+
+FIRST_REDIAL_SECONDS = 0.5  # doubles after each failed dial, to 30 s
+MAX_REDIAL_SECONDS = 30.0
+
+
+@dataclass(slots=True)
+class TransportConfig:
+    listen: tuple[str, int] | None = None
+    p2p_address: str = ""  # the address we tell peers to reach us at
+    policy: AuthPolicy = field(default_factory=AuthPolicy)
+    handshake_timeout: float = 5.0
+    rdma_probe_timeout: float = 5.0
+
+
+class Gate(Protocol):
+    """The switch's side of a connection: admission, then the session itself."""
+
+    def check_hello(self, node_id: bytes, dialed: bool) -> None: ...
+
+    async def admit(self, node_id: bytes, dialed: bool) -> None: ...
+
+    async def serve(self, conn: Connection) -> SessionEnd: ...
+
+
+class Transport:
+    def __init__(
+        self,
+        config: TransportConfig,
+        node_id: bytes,
+        node_key: PrivateKey,
+        chain: ChainService,
+        gate: Gate,
+        rdma: RdmaUpgrade | None = None,
+    ) -> None:
+        self.config = config
+        self.node_id = node_id
+        self.node_key = node_key
+        self.chain = chain
+        self.gate = gate
+        self.rdma = rdma
+        self.listen_port: int | None = None
+        self._server: asyncio.Server | None = None
+        self._tg: asyncio.TaskGroup | None = None
+        self._dialing: set[tuple[str, int]] = set()
+        self._connected: set[tuple[str, int]] = set()
+        self._errors: dict[str, str] = {}  # why a dialled address is not connected
+
+    @property
+    def running(self) -> bool:
+        return self._tg is not None
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def listen(self) -> None:
+        """Open the listening socket (raises OSError if the endpoint is taken)."""
+        if self.config.listen is not None and self._server is None:
+            host, port = self.config.listen
+            self._server = await asyncio.start_server(self._on_inbound, host, port)
+            self.listen_port = self._server.sockets[0].getsockname()[1]
+            log.info("p2p_listening", address=f"{host}:{self.listen_port}")
+
+    async def run(self, peers: list[tuple[str, int]]) -> None:
+        """Accept and dial (``peers``, then whatever ``dial`` adds) until cancelled."""
+        await self.listen()
+        try:
+            async with asyncio.TaskGroup() as tg:
+                self._tg = tg
+                for address in peers:
+                    self.dial(address)
+                await asyncio.Event().wait()
+        finally:
+            self._tg = None
+            if self._server is not None:
+                self._server.close()
+
+    def dial(self, address: tuple[str, int]) -> bool:
+        """Dial ``address`` (and keep redialling it); False if already dialling it."""
+        if address in self._dialing or self._tg is None:
+            return False
+        self._dialing.add(address)
+        self._tg.create_task(self._dial_loop(address), name=f"dial-{address[0]}:{address[1]}")
+        return True
+
+    def forget(self, address: tuple[str, int]) -> None:
+        """Stop redialling ``address`` (the operator disconnected it)."""
+        self._dialing.discard(address)
+        self._errors.pop(_where(address), None)
+
+    def status(self) -> list[dict[str, object]]:
+        """Dialled addresses that are not connected, with the last error."""
+        dialing: list[dict[str, object]] = [
+            {"address": _where(a), "state": "dialing", "error": self._errors.get(_where(a))}
+            for a in sorted(self._dialing - self._connected)
+        ]
+        given_up: list[dict[str, object]] = [
+            {"address": where, "state": "given_up", "error": error}
+            for where, error in sorted(self._errors.items())
+            if error.startswith("refused") and _address(where) not in self._dialing
+        ]
+        return dialing + given_up
+
+    # --- connecting -------------------------------------------------------------------------
+
+    async def _on_inbound(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        channel = TcpChannel(reader, writer)
+        if self._tg is None:
+            await channel.close()
+            return
+        self._tg.create_task(self._connection(channel, dialed=False), name=f"in-{channel.remote}")
+
+    async def _dial_loop(self, address: tuple[str, int]) -> None:
+        delay = FIRST_REDIAL_SECONDS
+        host, port = address
+        where = _where(address)
+        while address in self._dialing:  # ``forget`` takes it out
+            try:
+                channel: Channel = await TcpChannel.connect(host, port)
+            except ChannelBroken as err:
+                self._errors[where] = str(err)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MAX_REDIAL_SECONDS)
+                continue
+            if address not in self._dialing:
+                await channel.close()
+                return
+            connected, reason = await self._connection(channel, dialed=True, address=address)
+            if reason is not None:
+                self._errors[where] = f"refused: {reason.name}"
+            if reason is not None and not reason.retry and reason != GoAwayReason.DUPLICATE:
+                log.warning("peer_refused_for_good", address=where, reason=reason.name)
+                self._dialing.discard(address)
+                return
+            delay = FIRST_REDIAL_SECONDS if connected else min(delay * 2, MAX_REDIAL_SECONDS)
+            await asyncio.sleep(delay)
+
+    async def _connection(
+        self, channel: Channel, dialed: bool, address: tuple[str, int] | None = None
+    ) -> tuple[bool, GoAwayReason | None]:
+        """Handshake, then hand the session to the switch: (whether the handshake succeeded,
+        the go_away reason that ended it, if any)."""
+        try:
+            limit = self.config.handshake_timeout
+            if self.rdma is not None:
+                limit += self.config.rdma_probe_timeout
+            async with asyncio.timeout(limit):
+                conn = await self._handshake(channel, dialed, address)
+        except HandshakeFailed as err:
+            refusal = GoAwayReason(err.reason)
+            log.info("peer_refused", remote=channel.remote, reason=refusal.name, why=err.detail)
+            with contextlib.suppress(ChannelClosed):
+                await channel.send(GoAway(refusal, self.node_id, err.detail))
+            await channel.close()
+            return False, refusal
+        except _WentAway as away:
+            log.info(
+                "peer_sent_us_away", remote=channel.remote, reason=away.reason.name, why=away.detail
+            )
+            await channel.close()
+            return False, away.reason
+        except (ChannelClosed, MalformedMessage, TimeoutError) as err:
+            log.info(
+                "handshake_failed", remote=channel.remote, error=type(err).__name__, why=str(err)
+            )
+            await channel.close()
+            return False, None
+        if address is not None:
+            self._errors.pop(_where(address), None)
+            self._connected.add(address)
+        try:
+            end = await self.gate.serve(conn)
+        finally:
+            if address is not None:
+                self._connected.discard(address)
+            await channel.close()
+        if self.rdma is not None and conn.channel is not channel and (end.silent or end.broken):
+            # The RDMA path failed under a live session: TCP with this node for a while.
+            self.rdma.failed(conn.node_id, "silent" if end.silent else "channel broke")
+        return True, end.reason
+
+    async def _handshake(
+        self, channel: Channel, dialed: bool, address: tuple[str, int] | None
+    ) -> Connection:
+        chain_id = self.chain.chain_id
+        nonce = os.urandom(32)
+        await channel.send(Hello(PROTOCOL_VERSION, chain_id, self.node_id, nonce))
+        hello = await channel.recv()
+        if isinstance(hello, GoAway):
+            raise _WentAway(hello)
+        if not isinstance(hello, Hello):
+            raise HandshakeFailed(GoAwayReason.FATAL_OTHER, "expected hello")
+        check_hello(hello, chain_id, self.node_id)
+        self.gate.check_hello(hello.node_id, dialed)
+        position = self.chain.position()
+        rdma_offered = self.rdma is not None and self.rdma.offered(hello.node_id)
+        await channel.send(
+            make_handshake(
+                chain_id=chain_id,
+                node_id=self.node_id,
+                node_key=self.node_key,
+                peer_nonce=hello.nonce,
+                position=position,
+                p2p_address=self.config.p2p_address,
+                rdma=rdma_offered,
+            )
+        )
+        hs = await channel.recv()
+        if isinstance(hs, GoAway):
+            raise _WentAway(hs)
+        if not isinstance(hs, Handshake):
+            raise HandshakeFailed(GoAwayReason.FATAL_OTHER, "expected handshake")
+        ours = await self.chain.id_at(hs.lib_num) if hs.lib_num <= position.lib_num else None
+        check_handshake(
+            hs,
+            hello=hello,
+            my_nonce=nonce,
+            chain_id=chain_id,
+            policy=self.config.policy,
+            producer_keys=self.chain.producer_keys(),
+            our_lib=position.lib_num,
+            our_id_at=lambda num: ours,
+        )
+        await self.gate.admit(hs.node_id, dialed)
+        if self.rdma is not None and rdma_offered and hs.rdma:
+            channel = await self.rdma.upgrade(channel, hs.node_id, dialed)
+        return Connection(channel, hs.node_id, hs, dialed, address)
+
+
+def _where(address: tuple[str, int]) -> str:
+    return f"{address[0]}:{address[1]}"
+
+
+def _address(where: str) -> tuple[str, int]:
+    host, _, port = where.rpartition(":")
+    return host, int(port)
+
+
+class _WentAway(Exception):
+    """The peer sent go_away during the handshake."""
+
+    def __init__(self, message: GoAway) -> None:
+        super().__init__(message.detail)
+        self.reason = message.reason
+        self.detail = message.detail
