@@ -2,9 +2,10 @@
 
 Inputs are events (a peer's chain position, a block received or rejected, a peer gone, our
 chain advanced, a clock tick); outputs are actions (``FetchRange``, ``DropPeer``) that the
-peer manager carries out. Stages as in EOSIO: ``lib_catchup`` while a peer's LIB is above
-our head, ``head_catchup`` while a peer's head is ahead by more than a couple of blocks,
-``in_sync`` otherwise — and back to catch-up whenever a peer's LIB passes our head.
+block-sync reactor (``p2p.blocksync``) carries out. Stages as in EOSIO: ``lib_catchup``
+while a peer's LIB is above our head, ``head_catchup`` while a peer's head is ahead by more
+than a couple of blocks, ``in_sync`` otherwise — and back to catch-up whenever a peer's
+LIB passes our head.
 
 What EOSIO's and CometBFT's users asked for (reference section 5) is built in: ranges
 ``[next, min(next + span - 1, target)]``; several ranges in flight from different peers,

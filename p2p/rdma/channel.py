@@ -100,17 +100,9 @@ class RdmaChannel(Channel):
     # --- connecting -------------------------------------------------------------------------
 
     def endpoint(self) -> Endpoint:
-        info = self.device.info
-        return Endpoint(
-            self.qp.qp_num,
-            self.psn,
-            info.gid,
-            info.mtu,
-            self.device.region_address(self._region),
-            self.device.pool.rkey,
-            self.slots,
-            self.slot_size,
-        )
+        dev, ring = self.device, self.device.region_address(self._region)
+        qp, psn, slots, size = self.qp.qp_num, self.psn, self.slots, self.slot_size
+        return Endpoint(qp, psn, dev.info.gid, dev.info.mtu, ring, dev.pool.rkey, slots, size)
 
     def connect(self, peer: Endpoint) -> None:
         """Bring the queue pair to RTS towards ``peer`` (raises the verbs error)."""
@@ -173,13 +165,11 @@ class RdmaChannel(Channel):
         assert zone.zone is not None and self._peer is not None
         addr, rkey, _ = zone.zone
         units = units_of(len(frame))
-        while True:
-            self._check_open()
-            placed = zone.place(units)
-            if placed is not None:
-                break
+        self._check_open()
+        while (placed := zone.place(units)) is None:
             self._can_send.clear()
             await self._can_send.wait()
+            self._check_open()
         at, skip = placed
         local = self._land_staging + at * LAND_UNIT
         self.device.view[local : local + len(frame)] = frame
@@ -203,12 +193,11 @@ class RdmaChannel(Channel):
 
     async def _write_chunk(self, chunk: bytes, op: int) -> None:
         slot = self._send_slot
-        while True:
-            self._check_open()
-            if self._credits > 0 and slot not in self._in_flight:
-                break
+        self._check_open()
+        while self._credits <= 0 or slot in self._in_flight:
             self._can_send.clear()
             await self._can_send.wait()
+            self._check_open()
         assert self._peer is not None
         offset = self._staging + slot * self.slot_size
         self.device.view[offset : offset + len(chunk)] = chunk

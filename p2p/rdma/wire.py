@@ -38,7 +38,7 @@ only once its write has completed locally.
 
 Anything else — an unknown op, a chunk in the wrong slot, an oversized or undecodable frame —
 is a malformed stream: ``recv`` raises ``MalformedMessage`` and the channel closes. An error
-completion breaks the channel (``ChannelBroken``); the peer manager then falls back to TCP.
+completion breaks the channel (``ChannelBroken``); the transport then backs off to TCP.
 """
 
 from __future__ import annotations
