@@ -118,17 +118,12 @@ class RdmaChannel(Channel):
     # --- Channel ----------------------------------------------------------------------------
 
     def stats(self) -> ChannelStats:
-        control = self._control
+        tcp = self._control
+        tcp_sent, tcp_received = (tcp.bytes_sent, tcp.bytes_received) if tcp else (0, 0)
         return ChannelStats(
-            self.transport,
-            self._sent,
-            self._received,
-            control.bytes_sent if control is not None else 0,
-            control.bytes_received if control is not None else 0,
-            rdma_writes=self.writes,
-            rdma_completions=self.completions,
-            rdma_landed_bytes=self.landed_bytes,
-        )
+            self.transport, self._sent, self._received, tcp_sent, tcp_received,
+            self.writes, self.completions, self.landed_bytes,
+        )  # fmt: skip
 
     async def send(self, message: Outbound) -> None:
         frame = encode_frame(self._wire_form(message))
