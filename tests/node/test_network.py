@@ -9,6 +9,9 @@ import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import pytest
+
+import p2p.switch
 from chain.controller import Chain
 from chain.crypto import PrivateKey
 from chain.testing import DevNet
@@ -16,7 +19,7 @@ from node.network import NetConfig, Network
 from node.runner import ChainRunner
 from p2p.blocksync import MAX_BAD_REQUESTS
 from p2p.handshake import AuthPolicy
-from p2p.messages import SyncRequest
+from p2p.messages import GoAwayReason, SyncRequest
 from p2p.rdma.device import RdmaDevice
 
 
@@ -208,5 +211,48 @@ async def ranges_beyond_the_head_get_the_asker_sent_away(
 def test_ranges_beyond_our_head_get_the_peer_sent_away(tmp_path: Path) -> None:
     async def body(members: Members) -> None:
         assert await ranges_beyond_the_head_get_the_asker_sent_away(members) == "tcp"
+
+    run(tmp_path, body)
+
+
+def test_two_nodes_dialling_each_other_at_once_keep_one_session(tmp_path: Path) -> None:
+    """Both sides dial at the same moment: one session survives, the same one on both sides
+    (outbound on one, inbound on the other), and it stays up."""
+
+    async def body(members: Members) -> None:
+        devnet = DevNet.create()
+        a = await members("a", devnet).start()
+        b = await members("b", devnet).start()
+        a.net.connect(b.address)
+        b.net.connect(a.address)
+        await until(lambda: len(a.net.switch) == 1 and len(b.net.switch) == 1)
+        await asyncio.sleep(2.0)  # redials of the refused duplicate come and go
+        (pa,) = a.net.status()["peers"]
+        (pb,) = b.net.status()["peers"]
+        assert {pa["direction"], pb["direction"]} == {"inbound", "outbound"}
+        await a.produce(2)
+        await until(lambda: b.chain.head.num == 2)
+
+    run(tmp_path, body)
+
+
+def test_a_punished_peer_is_refused_while_banned_and_welcome_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A peer the switch punishes is sent away and its redials are refused with BANNED until
+    the ban runs out; then it connects again."""
+    monkeypatch.setattr(p2p.switch, "BAN_SECONDS", 1.5)
+
+    async def body(members: Members) -> None:
+        devnet = DevNet.create()
+        a = await members("a", devnet).start()
+        b = await members("b", devnet).start()
+        b.net.connect(a.address)
+        await until(lambda: len(a.net.switch) == 1)
+        (peer,) = a.net.switch.peers()
+        a.net.switch.punish(peer.id, GoAwayReason.BENIGN_OTHER, "test offence")
+        await until(lambda: "refused: BANNED" in str(b.net.status()["dialing"]))
+        assert len(a.net.switch) == 0
+        await until(lambda: len(a.net.switch) == 1, timeout=15)
 
     run(tmp_path, body)

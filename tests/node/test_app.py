@@ -1,0 +1,60 @@
+"""The node as a whole, in this process: a part that crashes stops it cleanly."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+from pathlib import Path
+
+import pytest
+
+from node.admission import Admitter
+from node.app import Node, open_chain
+from node.cli import main
+from node.config import load_config
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_crashing_part_stops_the_node_and_releases_its_data_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exception in one long-lived part (here admission) ends ``Node.run`` with that
+    error instead of leaving a half-alive node; the RPC, network and chain thread stop and the
+    LevelDB lock is released, so the data dir opens again on the same head."""
+    assert main(["genesis", "new", "--producers", "1", "--out", str(tmp_path / "g")]) == 0
+    data = tmp_path / "node"
+    assert main(["init", "--genesis", str(tmp_path / "g" / "genesis.json"),
+                 "--data-dir", str(data)]) == 0  # fmt: skip
+    ns = argparse.Namespace(
+        config=None,
+        data_dir=str(data),
+        http_server_address=f"127.0.0.1:{free_port()}",
+        p2p_listen_endpoint=f"127.0.0.1:{free_port()}",
+        rdma="off",
+    )
+    config = load_config(ns)
+
+    async def crash(self: Admitter) -> None:
+        await asyncio.sleep(0.3)
+        raise RuntimeError("admission bug")
+
+    monkeypatch.setattr(Admitter, "run", crash)
+
+    async def run() -> None:
+        async with asyncio.timeout(20):
+            await Node(config).run()
+
+    with pytest.raises(ExceptionGroup) as stopped:
+        asyncio.run(run())
+    assert stopped.value.subgroup(RuntimeError) is not None
+    chain = open_chain(config)  # would raise StoreError if the lock were still held
+    try:
+        assert chain.head.num == 0
+    finally:
+        chain.store.close()

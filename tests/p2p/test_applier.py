@@ -1,0 +1,159 @@
+"""The block applier: ordering, batching and its bound (with a fake chain service)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection, Sequence
+
+from chain.block import SignedBlock
+from chain.errors import TransactionError
+from chain.testing import DevNet
+from chain.transaction import SignedTransaction
+from chain.types import BlockId
+from p2p.applier import BATCH, BlockApplier
+from p2p.handshake import ChainPosition
+from p2p.service import BlockResult, Outcome, PushOutcome
+
+
+class FakeChain:
+    """A chain service that applies any block numbered head + 1 and records every push."""
+
+    chain_id = b"\x01" * 32
+
+    def __init__(self) -> None:
+        self.head = 0
+        self.pushes: list[list[int]] = []
+        self.light: list[int] = []
+
+    def position(self) -> ChainPosition:
+        zero = BlockId(bytes(32))
+        return ChainPosition(0, zero, self.head, zero)
+
+    def producer_keys(self) -> Collection[bytes]:
+        return ()
+
+    async def id_at(self, num: int) -> BlockId | None:
+        return None
+
+    async def encoded_blocks(self, start: int, end: int) -> list[bytes]:
+        return []
+
+    async def push_blocks(self, blocks: Sequence[SignedBlock], light_upto: int) -> PushOutcome:
+        self.pushes.append([b.num for b in blocks])
+        self.light.append(light_upto)
+        results, applied = [], []
+        for block in blocks:
+            if block.num == self.head + 1:
+                self.head += 1
+                applied.append(block)
+                results.append(BlockResult(block, Outcome.APPLIED))
+            else:
+                results.append(BlockResult(block, Outcome.DUPLICATE))
+        return PushOutcome(results, applied)
+
+    async def admit_transactions(
+        self, txs: Sequence[SignedTransaction]
+    ) -> list[TransactionError | None]:
+        return [None] * len(txs)
+
+
+_MADE: list[SignedBlock] = []
+
+
+def blocks(count: int) -> list[SignedBlock]:
+    """Real signed blocks 1..count of one dev chain (only their numbers matter here)."""
+    if len(_MADE) < count:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            net = DevNet.create()
+            chain = net.open(tmp)
+            _MADE[:] = [net.produce(chain) for _ in range(count)]
+            chain.store.close()
+    return _MADE[:count]
+
+
+def test_blocks_arriving_out_of_order_are_pushed_in_order_from_the_head() -> None:
+    """Blocks 3, 1, 2 from different peers reach the chain as one run 1, 2, 3."""
+    chain = FakeChain()
+    seen: list[tuple[str, int]] = []
+
+    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
+        seen.extend((peer, r.block.num) for peer, r in pairs)
+
+    async def main() -> None:
+        applier = BlockApplier(chain, on_pushed, light_upto=lambda: 7)
+        b1, b2, b3 = blocks(3)
+        assert applier.add("p3", b3) and applier.add("p1", b1) and applier.add("p2", b2)
+        assert len(applier) == 3
+        task = asyncio.create_task(applier.run())
+        async with asyncio.timeout(5):
+            while chain.head < 3:
+                await asyncio.sleep(0.01)
+        task.cancel()
+
+    asyncio.run(main())
+    assert chain.pushes == [[1, 2, 3]]
+    assert chain.light == [7], "the light-validation bound comes with the push"
+    assert seen == [("p1", 1), ("p2", 2), ("p3", 3)]
+
+
+def test_a_gap_holds_back_the_blocks_above_it() -> None:
+    """With block 2 missing, block 3 waits; once 2 arrives, both go."""
+    chain = FakeChain()
+    b1, b2, b3 = blocks(3)
+
+    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
+        return None
+
+    applier = BlockApplier(chain, on_pushed)
+    applier.add("p", b1)
+    applier.add("p", b3)
+    assert [b.num for _, b in applier.next_batch()] == [1]
+    chain.head = 1
+    assert applier.next_batch() == [], "3 waits for 2"
+    applier.add("p", b2)
+    assert [b.num for _, b in applier.next_batch()] == [2, 3]
+
+
+def test_a_batch_holds_at_most_batch_blocks_above_the_head() -> None:
+    """A long contiguous run is cut into trips of ``BATCH`` blocks."""
+    chain = FakeChain()
+
+    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
+        return None
+
+    applier = BlockApplier(chain, on_pushed)
+    for block in blocks(BATCH + 5):
+        applier.add("p", block)
+    assert len(applier.next_batch()) == BATCH
+
+
+def test_blocks_too_far_above_the_head_are_refused() -> None:
+    """``max_ahead`` bounds memory: a block beyond head + max_ahead is not held."""
+    chain = FakeChain()
+
+    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
+        return None
+
+    applier = BlockApplier(chain, on_pushed, max_ahead=2)
+    _, b2, b3 = blocks(3)
+    assert applier.add("p", b2)
+    assert not applier.add("p", b3)
+    assert len(applier) == 1
+    chain.head = 1
+    assert applier.add("p", b3), "the bound moves with the head"
+
+
+def test_the_same_block_from_two_peers_is_pushed_once() -> None:
+    """De-duplication by id within one height."""
+    chain = FakeChain()
+
+    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
+        return None
+
+    applier = BlockApplier(chain, on_pushed)
+    (b1,) = blocks(1)
+    applier.add("p", b1)
+    applier.add("q", b1)
+    assert [peer for peer, _ in applier.next_batch()] == ["p"]

@@ -1,0 +1,177 @@
+"""The switch: admission (bans with back-off, client limit, duplicates), routing by message
+type, and a failing reactor ending the switch — over in-memory channels."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import ClassVar
+
+import pytest
+
+from chain.types import BlockId
+from p2p.errors import ChannelClosed, HandshakeFailed
+from p2p.messages import (
+    PROTOCOL_VERSION,
+    GoAway,
+    GoAwayReason,
+    Handshake,
+    Message,
+    Notice,
+    SyncRequest,
+    Time,
+)
+from p2p.peer import Peer, peer_id_of
+from p2p.reactor import Reactor
+from p2p.switch import Connection, SessionEnd, Switch, SwitchConfig
+from p2p.testing import MemoryChannel
+
+
+def handshake(node_id: bytes) -> Handshake:
+    zero = BlockId(bytes(32))
+    return Handshake(
+        PROTOCOL_VERSION, b"c" * 32, node_id, b"", b"", "", 0, zero, 0, zero, "test", 1
+    )
+
+
+class Recorder(Reactor):
+    """Owns Notice and SyncRequest; records what it is told."""
+
+    accepts: ClassVar[tuple[type[Message], ...]] = (Notice, SyncRequest)
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, object]] = []
+
+    def add_peer(self, peer: Peer) -> None:
+        self.events.append(("add", peer.id))
+
+    def remove_peer(self, peer: Peer) -> None:
+        self.events.append(("remove", peer.id))
+
+    async def receive(self, peer: Peer, message: Message) -> None:
+        self.events.append(("message", message))
+
+
+async def connect(
+    switch: Switch, node_id: bytes, dialed: bool = False
+) -> tuple[MemoryChannel, asyncio.Task[SessionEnd]]:
+    """A session of ``node_id`` on ``switch``; returns the remote end and the session task."""
+    ours, theirs = MemoryChannel.pair()
+    conn = Connection(ours, node_id, handshake(node_id), dialed)
+    task = asyncio.create_task(switch.serve(conn))
+    await asyncio.sleep(0.01)
+    return theirs, task
+
+
+def test_bans_double_with_each_offence_up_to_ten_minutes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each ban of the same node lasts twice the last one, capped at MAX_BAN_SECONDS, and a
+    banned node is refused at hello until its ban runs out."""
+    now = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])  # the switch's clock
+    switch = Switch(os.urandom(32), SwitchConfig(), [])
+    node = os.urandom(32)
+    lengths = [switch.ban(node) for _ in range(8)]
+    assert lengths == [10, 20, 40, 80, 160, 320, 600, 600]
+    with pytest.raises(HandshakeFailed) as refused:
+        switch.check_hello(node, dialed=True)
+    assert refused.value.reason == GoAwayReason.BANNED
+    now[0] += 601
+    switch.check_hello(node, dialed=True)  # the ban ran out
+    switch.check_hello(os.urandom(32), dialed=False)  # others were never banned
+
+
+def test_inbound_peers_beyond_max_clients_are_refused_but_dialled_ones_are_not() -> None:
+    """``max_clients`` counts inbound sessions only; we may always dial out."""
+
+    async def main() -> None:
+        switch = Switch(os.urandom(32), SwitchConfig(max_clients=1), [])
+        _, task = await connect(switch, os.urandom(32), dialed=False)
+        with pytest.raises(HandshakeFailed) as refused:
+            switch.check_hello(os.urandom(32), dialed=False)
+        assert refused.value.reason == GoAwayReason.BENIGN_OTHER
+        switch.check_hello(os.urandom(32), dialed=True)
+        task.cancel()
+
+    asyncio.run(main())
+
+
+def test_of_two_connections_between_the_same_nodes_the_lower_id_s_dial_wins() -> None:
+    """Both nodes dialled each other: the connection dialled by the lower node id is kept —
+    the other is refused as DUPLICATE, or replaces the session we had."""
+
+    async def main() -> None:
+        low, high = sorted([os.urandom(32), os.urandom(32)])
+        # We are ``low``, and ``high`` dialled us.
+        switch = Switch(low, SwitchConfig(), [])
+        theirs, task = await connect(switch, high, dialed=False)
+        # ``high`` dials us again: not dialled by the lower id, so refused.
+        with pytest.raises(HandshakeFailed) as refused:
+            await switch.admit(high, dialed=False)
+        assert refused.value.reason == GoAwayReason.DUPLICATE
+        # Our own dial to ``high`` is the one to keep: the old session is sent away.
+        await switch.admit(high, dialed=True)
+        away = await theirs.recv()
+        while isinstance(away, Time):  # our keepalive pings come first
+            away = await theirs.recv()
+        assert isinstance(away, GoAway) and away.reason == GoAwayReason.DUPLICATE
+        end = await asyncio.wait_for(task, 5)
+        assert end.reason is None and peer_id_of(high) not in [p.id for p in switch.peers()]
+
+    asyncio.run(main())
+
+
+def test_messages_go_to_the_reactor_that_owns_their_type() -> None:
+    """Notice and SyncRequest reach the recorder; Time is the switch's own (answered with
+    our receive time); the recorder hears the peer come and go."""
+
+    async def main() -> None:
+        recorder = Recorder()
+        switch = Switch(os.urandom(32), SwitchConfig(), [recorder])
+        node = os.urandom(32)
+        theirs, task = await connect(switch, node)
+        await theirs.send(Notice(0, 5))  # type: ignore[arg-type]
+        await theirs.send(SyncRequest(1, 2))
+        await theirs.send(Time(0, 0, 123, 0))
+        reply = await asyncio.wait_for(theirs.recv(), 5)
+        while not (isinstance(reply, Time) and reply.org == 123):
+            reply = await asyncio.wait_for(theirs.recv(), 5)  # skip our own pings
+        await theirs.close()
+        await asyncio.wait_for(task, 5)
+        pid = peer_id_of(node)
+        assert recorder.events[0] == ("add", pid)
+        assert [e for _, e in recorder.events[1:3]] == [Notice(0, 5), SyncRequest(1, 2)]  # type: ignore[arg-type]
+        assert recorder.events[-1] == ("remove", pid)
+
+    asyncio.run(main())
+
+
+def test_a_type_with_two_owners_is_a_wiring_error() -> None:
+    """Two reactors may not both own a message type."""
+    with pytest.raises(AssertionError, match="two owners"):
+        Switch(os.urandom(32), SwitchConfig(), [Recorder(), Recorder()])
+
+
+def test_a_failing_reactor_ends_the_switch_and_its_sessions() -> None:
+    """An exception in a reactor's ``run`` propagates out of ``Switch.run`` (nothing dies
+    silently), and every peer's channel is closed on the way out."""
+
+    class Crashing(Reactor):
+        async def run(self) -> None:
+            await asyncio.sleep(0.05)
+            raise RuntimeError("reactor bug")
+
+    async def main() -> None:
+        switch = Switch(os.urandom(32), SwitchConfig(), [Crashing()])
+        running = asyncio.create_task(switch.run())
+        theirs, session = await connect(switch, os.urandom(32))
+        with pytest.raises(ExceptionGroup) as failed:
+            await asyncio.wait_for(running, 5)
+        assert failed.value.subgroup(RuntimeError) is not None
+        end = await asyncio.wait_for(session, 5)
+        assert end.reason is None and len(switch) == 0
+        with pytest.raises(ChannelClosed):
+            while True:  # whatever was queued, then the end of the stream
+                await asyncio.wait_for(theirs.recv(), 5)
+
+    asyncio.run(main())
