@@ -210,8 +210,8 @@ class Node:
             log.info(
                 "node_started",
                 chain_id=chain.chain_id.hex(),
-                head=chain.head.num,
-                lib=chain.lib,
+                head=runner.view.head.num,
+                lib=runner.view.lib_num,
                 rpc=f"http://{config.http_host}:{config.http_port}",
                 p2p=network.listen_port,
                 peers=len(config.p2p_peers),
