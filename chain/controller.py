@@ -28,9 +28,10 @@ from chain.errors import (
     UnlinkableBlock,
 )
 from chain.fork_db import ForkBlock, ForkDatabase
+from chain.initial_state import InitialState
 from chain.mempool import Mempool
 from chain.merkle import merkle_root
-from chain.params import SLOT_MS, ChainParams, slot_of_ms, slot_start_ms, slot_time_s
+from chain.params import SLOT_MS, slot_of_ms, slot_start_ms, slot_time_s
 from chain.signers import Recoverer, SignerKeys
 from chain.state import Account, Producer, StateView
 from chain.store import BlockStore, Changes
@@ -44,22 +45,6 @@ class WrongProducerKey(ChainError):
     """The local producer key is not the key the schedule names for the slot."""
 
     name = "wrong_producer_key"
-
-
-@dataclass(frozen=True, slots=True)
-class InitialState:
-    """The state at block 0, built from a genesis file."""
-
-    chain_id: bytes
-    params: ChainParams
-    genesis_slot: int
-    accounts: tuple[Account, ...]
-    producers: tuple[Producer, ...]
-    schedule: Schedule
-
-    @property
-    def genesis_id(self) -> BlockId:
-        return BlockId(bytes(4) + self.chain_id[4:])
 
 
 @dataclass(slots=True)
@@ -116,25 +101,7 @@ class Chain:
     # --- start-up ---------------------------------------------------------------------------
 
     def _init_genesis(self, initial: InitialState) -> None:
-        view = StateView(self.store)
-        for account in initial.accounts:
-            view.put_account(account)
-        for producer in initial.producers:
-            view.put_producer(producer)
-        view.set_block_summary(0, initial.genesis_id)
-        state = HeaderState(
-            id=initial.genesis_id,
-            num=BlockNum(0),
-            slot=initial.genesis_slot,
-            producer="",
-            state_root=initial.chain_id,
-            active=initial.schedule,
-            pending=None,
-            pending_num=0,
-            last_produced=(),
-            lib=BlockNum(0),
-        )
-        self.store.init_genesis(initial.chain_id, state, view.changes())
+        self.store.init_genesis(initial.chain_id, initial.header_state(), initial.state_changes())
 
     def _load_fork_db(self) -> tuple[ForkDatabase, HeaderState]:
         def state_at(num: int) -> tuple[BlockId, HeaderState]:

@@ -10,8 +10,8 @@ from chain.actions import Stake, VoteProducer
 from chain.block import ProducerKey, Schedule
 from chain.crypto import PrivateKey
 from chain.dpos import irreversible_candidate, producer_of_slot
-from chain.testing import DevNet
 from chain.types import AccountName
+from genesis.testing import DevNet
 
 
 def _schedule(n: int) -> Schedule:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from chain.actions import Transfer
-from chain.testing import DevNet, now_ms, state_dump
+from chain.testing import now_ms, state_dump
 from chain.types import AccountName
+from genesis.testing import DevNet
 
 A, B, C = AccountName("alice"), AccountName("bob"), AccountName("carol")
 

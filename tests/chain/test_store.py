@@ -6,8 +6,9 @@ from pathlib import Path
 
 from chain import schema
 from chain.actions import Transfer
-from chain.testing import DevNet, now_ms
+from chain.testing import now_ms
 from chain.types import AccountName
+from genesis.testing import DevNet
 
 
 def test_undo_records_and_header_states_are_pruned_at_lib(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from chain.controller import Chain
 from chain.crypto import PrivateKey
-from chain.testing import DevNet
+from genesis.testing import DevNet
 from node.network import NodeChainService
 from node.runner import ChainRunner
 from p2p.handshake import AuthPolicy
