@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from chain.block import Schedule
 from chain.dpos import HeaderState
 from chain.params import ChainParams
-from chain.state import Account, Producer, StateView
+from chain.state import Account, Changes, Producer, StateView
 from chain.types import BlockId, BlockNum
 
 
@@ -56,7 +56,7 @@ class InitialState:
             lib=BlockNum(0),
         )
 
-    def state_changes(self) -> list[tuple[bytes, bytes | None]]:
+    def state_changes(self) -> Changes:
         """Every state key genesis writes, encoded, in key order."""
         view = StateView(_NothingYet())
         for account in self.accounts:

@@ -55,7 +55,7 @@ def test_wrong_producer_block_is_rejected(tmp_path: Path) -> None:
     slot = chain.head.slot + 1
     owner, _ = chain.head.scheduled(slot, chain.params)
     intruder = next(n for n in ("producera", "producerb", "producerc") if n != owner)
-    from chain.controller import WrongProducerKey
+    from chain.errors import WrongProducerKey
 
     with pytest.raises(WrongProducerKey):
         chain.produce_block(slot, net.keys[intruder])
