@@ -1,24 +1,32 @@
 """The chain manager: validates and applies blocks from anywhere, builds our own blocks.
 
-It owns the block store, the fork database and the mempool. A block is validated the same way
-whether a peer sent it or a local producer made it; only ``produce_block`` builds blocks, and
-it commits them without re-executing what it just executed. ``Chain`` is not thread-safe:
-the node calls it from one thread.
+It owns the block store, the fork database and the mempool, and only sequences: what a block
+does is decided by the pure functions of ``chain.block_transition``; this module links the
+block to the fork database, records evidence, lets fork choice pick the branch and commits
+what the transition returned. A block is validated the same way whether a peer sent it or a
+local producer made it; only ``produce_block`` builds blocks, and it commits them without
+re-executing what it just executed. ``Chain`` is not thread-safe: the node calls it from one
+thread.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from chain.block import BlockHeader, Schedule, SignedBlock, header_digest
-from chain.crypto import PrivateKey, recover, recover_many, sha256
-from chain.dpos import HeaderState, elect
-from chain.encoding import pack
+from chain.block import BlockHeader, SignedBlock
+from chain.block_transition import (
+    Evidence,
+    block_transition,
+    execute_transactions,
+    process_block_header,
+    process_header,
+)
+from chain.crypto import PrivateKey, recover_many
+from chain.dpos import HeaderState
 from chain.errors import (
     BadSignature,
-    ChainError,
     DoubleSign,
     InvalidBlock,
     NotFound,
@@ -26,40 +34,22 @@ from chain.errors import (
     StoreError,
     TransactionError,
     UnlinkableBlock,
+    WrongProducerKey,
 )
 from chain.fork_db import ForkBlock, ForkDatabase
+from chain.initial_state import InitialState
 from chain.mempool import Mempool
 from chain.merkle import merkle_root
-from chain.params import SLOT_MS, ChainParams, slot_of_ms, slot_start_ms, slot_time_s
+from chain.params import slot_of_ms, slot_time_s
 from chain.signers import Recoverer, SignerKeys
-from chain.state import Account, Producer, StateView
-from chain.store import BlockStore, Changes
+from chain.state import Account, Changes, Producer, StateView
+from chain.store import BlockStore
 from chain.transaction import SignedTransaction
 from chain.transition import Context, apply_transaction, settle
 from chain.types import AccountName, BlockId, BlockNum, PublicKey, TxId
 from chain.view import ChainView
 
-
-class WrongProducerKey(ChainError):
-    """The local producer key is not the key the schedule names for the slot."""
-
-    name = "wrong_producer_key"
-
-
-@dataclass(frozen=True, slots=True)
-class InitialState:
-    """The state at block 0, built from a genesis file."""
-
-    chain_id: bytes
-    params: ChainParams
-    genesis_slot: int
-    accounts: tuple[Account, ...]
-    producers: tuple[Producer, ...]
-    schedule: Schedule
-
-    @property
-    def genesis_id(self) -> BlockId:
-        return BlockId(bytes(4) + self.chain_id[4:])
+__all__ = ["Chain", "PushResult", "WrongProducerKey"]
 
 
 @dataclass(slots=True)
@@ -75,16 +65,6 @@ class PushResult:
         return bool(self.popped)
 
 
-@dataclass(slots=True)
-class _Execution:
-    included: list[SignedTransaction]
-    failed: list[TxId]
-    new_producers: Schedule | None
-    changes: Changes
-    originals: dict[bytes, bytes | None]
-    state_root: bytes
-
-
 class Chain:
     def __init__(
         self,
@@ -98,67 +78,17 @@ class Chain:
         self.params = initial.params
         self.chain_id = initial.chain_id
         self.mempool = mempool or Mempool()
-        self._recoverer = recoverer
         self._signers = SignerKeys(initial.chain_id, recoverer)
-        stored_id = store.chain_id()
-        if stored_id is None:
-            self._init_genesis(initial)
-        elif stored_id != initial.chain_id:
-            raise StoreError(
-                f"the data dir holds chain {stored_id.hex()}, not {initial.chain_id.hex()}"
-            )
+        store.open_chain(initial)
         self._lib = store.lib_num()
-        self._fork, self._head = self._load_fork_db()
+        root, applied = store.reversible_blocks()
+        self._fork = ForkDatabase(root)
+        for state, block in applied:
+            self._fork.add(state, block)
+        self._head = applied[-1][0] if applied else root
         self._light_upto = 0
         self._view: ChainView | None = None
         self._lib_mark: tuple[int, BlockId, int] | None = None  # LIB number, id, slot
-
-    # --- start-up ---------------------------------------------------------------------------
-
-    def _init_genesis(self, initial: InitialState) -> None:
-        view = StateView(self.store)
-        for account in initial.accounts:
-            view.put_account(account)
-        for producer in initial.producers:
-            view.put_producer(producer)
-        view.set_block_summary(0, initial.genesis_id)
-        state = HeaderState(
-            id=initial.genesis_id,
-            num=BlockNum(0),
-            slot=initial.genesis_slot,
-            producer="",
-            state_root=initial.chain_id,
-            active=initial.schedule,
-            pending=None,
-            pending_num=0,
-            last_produced=(),
-            lib=BlockNum(0),
-        )
-        self.store.init_genesis(initial.chain_id, state, view.changes())
-
-    def _load_fork_db(self) -> tuple[ForkDatabase, HeaderState]:
-        def state_at(num: int) -> tuple[BlockId, HeaderState]:
-            block_id = self.store.block_id_at(num)
-            state = None if block_id is None else self.store.header_state(block_id)
-            if block_id is None or state is None:
-                raise StoreError(f"block store is missing block {num} or its header state")
-            return block_id, state
-
-        head_id = self.store.head_id()
-        if head_id is None:
-            raise StoreError("block store has no head")
-        _, root = state_at(self._lib)
-        fork = ForkDatabase(root)
-        head = root
-        for num in range(self._lib + 1, int.from_bytes(head_id[:4], "big") + 1):
-            block_id, head = state_at(num)
-            block = self.store.block(block_id)
-            if block is None:
-                raise StoreError(f"block store is missing block {num}")
-            fork.add(head, block)
-        if head.id != head_id:
-            raise StoreError("block store head does not match its block index")
-        return fork, head
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -296,76 +226,49 @@ class Chain:
         irreversible (an export file, a peer's LIB) and only when the operator asks for it."""
         self._light_upto = upto
 
-    def _execute(
-        self,
-        parent: HeaderState,
-        slot: int,
-        txs: Sequence[tuple[SignedTransaction, frozenset[PublicKey]]],
-        *,
-        strict: bool,
-        check_auth: bool = True,
-    ) -> _Execution:
-        num = parent.num + 1
-        ctx = Context(self.params, slot_time_s(slot))
-        view = StateView(self.store)
-        view.prune_expired_txs(ctx.block_time_s)
-        view.set_block_summary(parent.num, parent.id)
-        included: list[SignedTransaction] = []
-        failed: list[TxId] = []
-        for stx, keys in txs:
-            try:
-                apply_transaction(view, stx, keys, ctx, check_auth=check_auth)
-            except TransactionError as err:
-                if strict:
-                    raise InvalidBlock(
-                        num, f"transaction {stx.id.hex()}: {err.name}: {err}"
-                    ) from err
-                failed.append(stx.id)
-                continue
-            included.append(stx)
-        new_producers = None
-        if num % self.params.election_interval_blocks == 0:
-            new_producers = elect(view, self.params, parent.active, parent.pending)
-        changes = view.changes()
-        state_root = sha256(parent.state_root + sha256(pack(changes)))
-        return _Execution(included, failed, new_producers, changes, view.originals(), state_root)
-
     def push_block(self, block: SignedBlock, now_ms: int) -> PushResult:
-        """Validate ``block`` (from a peer or from us), add it, and switch to the best branch."""
-        num, header = block.num, block.header
+        """Validate ``block`` (from a peer or from us), add it, and switch to the best branch.
+
+        Link it to a known parent, judge its header, record the evidence if its producer
+        signed another block for the slot (then refuse it), and let fork choice apply the best
+        branch; each block applied is judged whole there, on its parent's state.
+        """
+        num = block.num
         if block.id in self._fork:
             return PushResult(added=False)
         if num <= self._lib:
             if self.store.block_id_at(num) == block.id:
                 return PushResult(added=False)
             raise StaleBlock(num, f"conflicts with the irreversible chain (LIB {self._lib})")
-        parent = self._fork.get(header.previous)
+        parent = self._fork.get(block.header.previous)
         if parent is None:
-            raise UnlinkableBlock(num, f"previous block {header.previous.hex()} is unknown")
-        state = parent.state.next(header, block.id, self.params)
-        if slot_start_ms(header.slot) > now_ms + SLOT_MS:
-            raise InvalidBlock(num, f"slot {header.slot} is in the future")
-        _, scheduled_key = parent.state.scheduled(header.slot, self.params)
-        try:
-            signer = recover(block.signature, header_digest(self.chain_id, block.header_bytes))
-        except BadSignature as err:
-            raise InvalidBlock(num, f"producer signature: {err}") from err
-        if signer != scheduled_key:
-            raise InvalidBlock(num, f"not signed by {header.producer}'s scheduled key")
-        other = self._fork.same_slot(header.producer, header.slot)
-        if other is not None:
-            first = self._fork.get(other)
-            if first is not None and first.block is not None:
-                self.store.put_evidence(first.block, block)
-            raise DoubleSign(num, f"{header.producer} signed two blocks for slot {header.slot}")
-        if len(block.transactions) > self.params.max_block_txs:
-            raise InvalidBlock(num, f"more than {self.params.max_block_txs} transactions")
-        if merkle_root([t.id for t in block.transactions]) != header.tx_root:
-            raise InvalidBlock(num, "transaction Merkle root does not match")
-        self._fork.add(state, block)
-        return self._switch_to_best()
+            raise UnlinkableBlock(num, f"previous block {block.header.previous.hex()} is unknown")
+        verdict = process_block_header(
+            parent.state,
+            block,
+            earlier=self._same_slot(block),
+            params=self.params,
+            chain_id=self.chain_id,
+            now_ms=now_ms,
+        )
+        if verdict.evidence is not None:
+            self._record_evidence(verdict.evidence)
+            raise DoubleSign(
+                num, f"{block.header.producer} signed two blocks for slot {block.header.slot}"
+            )
+        self._fork.add(verdict.state, block)
+        return self._switch_to_best(now_ms)
 
-    def _switch_to_best(self) -> PushResult:
+    def _same_slot(self, block: SignedBlock) -> SignedBlock | None:
+        """The block we already hold from ``block``'s producer for its slot, if any."""
+        held = self._fork.same_slot(block.header.producer, block.header.slot)
+        fb = None if held is None else self._fork.get(held)
+        return None if fb is None else fb.block
+
+    def _record_evidence(self, evidence: Evidence) -> None:
+        self.store.put_evidence(evidence.first, evidence.second)
+
+    def _switch_to_best(self, now_ms: int) -> PushResult:
         result = PushResult()
         best = self._fork.best()
         if best.id == self._head.id:
@@ -378,11 +281,11 @@ class Chain:
             self._head = self._fork_state(fb.block.header.previous)
         for fb in self._fork.branch(best.id, ancestor):
             try:
-                self._apply(fb)
+                self._apply(fb, now_ms)
             except InvalidBlock:
                 # A store failure propagates as it is: the block may be fine, the disk is not.
                 self._fork.remove(fb.state.id)
-                restored = self._switch_to_best()  # back to the best valid branch
+                restored = self._switch_to_best(now_ms)  # back to the best valid branch
                 self._requeue(result.popped + restored.popped, restored.applied)
                 raise
             assert fb.block is not None
@@ -396,31 +299,38 @@ class Chain:
         assert fb is not None, "the parent of a reversible block is in the fork database"
         return fb.state
 
-    def _apply(self, fb: ForkBlock) -> None:
+    def _apply(self, fb: ForkBlock, now_ms: int) -> None:
         block = fb.block
         assert block is not None
-        parent = self._head
-        light = block.num <= self._light_upto
-        if light:
-            keys: list[frozenset[PublicKey]] = [frozenset()] * len(block.transactions)
-        else:
-            try:
-                keys = self.recover_keys(block.transactions)
-            except BadSignature as err:
-                raise InvalidBlock(block.num, str(err)) from err
-        exe = self._execute(
-            parent,
-            block.header.slot,
-            list(zip(block.transactions, keys, strict=True)),
-            strict=True,
-            check_auth=not light,
+        keys = None if block.num <= self._light_upto else self._block_keys(block)
+        transition = block_transition(
+            self.store,
+            self._head,
+            block,
+            keys,
+            params=self.params,
+            chain_id=self.chain_id,
+            now_ms=now_ms,
         )
-        if exe.new_producers != block.header.new_producers:
-            raise InvalidBlock(block.num, "proposed schedule differs from the election result")
-        if exe.state_root != block.header.state_root:
-            raise InvalidBlock(block.num, "state root differs: our states diverge")
-        self.store.commit_block(block, block.encode(), fb.state, exe.changes, exe.originals)
-        self._head = fb.state
+        self._commit(block, transition.state, transition.changes, transition.originals)
+
+    def _block_keys(self, block: SignedBlock) -> list[frozenset[PublicKey]]:
+        try:
+            return self.recover_keys(block.transactions)
+        except BadSignature as err:
+            raise InvalidBlock(block.num, str(err)) from err
+
+    def _commit(
+        self,
+        block: SignedBlock,
+        state: HeaderState,
+        changes: Changes,
+        originals: Mapping[bytes, bytes | None],
+    ) -> None:
+        """Make ``block`` the head: one write batch, then what the store no longer needs to
+        know about leaves the mempool."""
+        self.store.commit_block(block, block.encode(), state, changes, originals)
+        self._head = state
         self.mempool.remove(t.id for t in block.transactions)
 
     def _requeue(self, popped: list[SignedBlock], applied: list[SignedBlock]) -> None:
@@ -456,7 +366,9 @@ class Chain:
             if len(candidates) >= self.params.max_block_txs:
                 break
             candidates.append((pending.tx, pending.keys))
-        exe = self._execute(parent, slot, candidates, strict=False)
+        exe = execute_transactions(
+            self.store, parent, slot, candidates, params=self.params, strict=False
+        )
         self.mempool.remove(exe.failed)
         header = BlockHeader(
             num=BlockNum(parent.num + 1),
@@ -468,11 +380,9 @@ class Chain:
             state_root=exe.state_root,
             new_producers=exe.new_producers,
         )
-        block = SignedBlock.sign(header, tuple(exe.included), self.chain_id, key)
-        state = parent.next(header, block.id, self.params)
+        block = SignedBlock.sign(header, exe.included, self.chain_id, key)
+        state = process_header(parent, header, block.id, self.params)
         self._fork.add(state, block)
-        self.store.commit_block(block, block.encode(), state, exe.changes, exe.originals)
-        self._head = state
-        self.mempool.remove(t.id for t in exe.included)
+        self._commit(block, state, exe.changes, exe.originals)
         self._advance_lib()
         return block

@@ -2,7 +2,8 @@
 
 ``HeaderState`` is everything consensus needs to know about a block without its state: the
 active and pending schedules and which block each active producer made last. It is computed
-from headers alone (``next``), so the fork database can rank branches it has not applied.
+from headers alone (``advance``), so the fork database can rank branches it has not applied;
+the rules a header must keep are checked in ``chain.block_transition``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from typing import Any
 
 from chain.block import BlockHeader, ProducerKey, Schedule, schedule_from_wire
 from chain.encoding import pack, unpack
-from chain.errors import InvalidBlock
 from chain.params import ChainParams
 from chain.state import StateView
 from chain.types import AccountName, BlockId, BlockNum
@@ -53,28 +53,13 @@ class HeaderState:
         p = self.active.producers[producer_of_slot(self.active, slot, params.blocks_per_turn)]
         return p.name, p.key
 
-    def next(self, header: BlockHeader, block_id: BlockId, params: ChainParams) -> HeaderState:
-        """The header state after ``header``; raises InvalidBlock when a rule is broken."""
+    def advance(self, header: BlockHeader, block_id: BlockId) -> HeaderState:
+        """The header state after ``header``, whose rules the caller has checked
+        (``chain.block_transition.process_header``): the producer's mark, the LIB, and a
+        pending schedule that becomes active once the block proposing it is irreversible."""
         num = header.num
-        if header.previous != self.id:
-            raise InvalidBlock(num, "previous id does not match the parent")
-        if num != self.num + 1:
-            raise InvalidBlock(num, f"number must be {self.num + 1}")
-        if header.slot <= self.slot:
-            raise InvalidBlock(num, f"slot {header.slot} is not after the parent's {self.slot}")
-        expected, _ = self.scheduled(header.slot, params)
-        if header.producer != expected:
-            raise InvalidBlock(
-                num, f"slot {header.slot} belongs to {expected}, not {header.producer}"
-            )
-        if header.schedule_version != self.active.version:
-            raise InvalidBlock(num, f"schedule version must be {self.active.version}")
         pending, pending_num = self.pending, self.pending_num
         if header.new_producers is not None:
-            if pending is not None:
-                raise InvalidBlock(num, "a schedule is already pending")
-            if header.new_producers.version != self.active.version + 1:
-                raise InvalidBlock(num, "proposed schedule has the wrong version")
             pending, pending_num = header.new_producers, num
         marks = dict(self.last_produced)
         marks[header.producer] = num

@@ -153,6 +153,12 @@ class StaleBlock(BlockError):
     name = "stale_block"
 
 
+class WrongProducerKey(ChainError):
+    """The local producer key is not the key the schedule names for the slot."""
+
+    name = "wrong_producer_key"
+
+
 # --- storage ------------------------------------------------------------------------------
 
 

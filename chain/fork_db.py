@@ -99,8 +99,10 @@ class ForkDatabase:
 
     def _drop(self, block_id: BlockId) -> None:
         fb = self._blocks.pop(block_id, None)
-        if fb is not None and fb.block is not None:
-            key = (fb.block.header.producer, fb.block.header.slot)
+        # Keyed from the header state, which the root keeps too: an old root's entry would
+        # otherwise stay behind at every LIB advance, one per block, for as long as we run.
+        if fb is not None:
+            key = (AccountName(fb.state.producer), fb.state.slot)
             if self._by_slot.get(key) == block_id:
                 del self._by_slot[key]
 

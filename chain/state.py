@@ -14,6 +14,9 @@ from chain import schema
 from chain.encoding import pack, unpack_tuples
 from chain.types import AccountName, BlockId, PublicKey
 
+Changes = list[tuple[bytes, bytes | None]]
+"""State writes, encoded, in key order: (key, value), value None for a deletion."""
+
 
 class KVReader(Protocol):
     """Read access to committed state (implemented by the block store)."""
@@ -141,9 +144,9 @@ class StateView:
         assert self._parent is not None, "only a child view can be merged"
         self._parent._writes.update(self._writes)
 
-    def changes(self) -> list[tuple[bytes, bytes | None]]:
+    def changes(self) -> Changes:
         """Every write, encoded, in key order (the order the state root hashes them in)."""
-        out: list[tuple[bytes, bytes | None]] = []
+        out: Changes = []
         for key in sorted(self._writes):
             value = self._writes[key]
             if value is None or isinstance(value, bytes):

@@ -8,7 +8,7 @@ instant therefore leaves the store on its last committed block.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import plyvel
@@ -18,9 +18,11 @@ from chain.block import SignedBlock, decode_block
 from chain.dpos import HeaderState, decode_header_state
 from chain.encoding import pack, unpack
 from chain.errors import StoreError
-from chain.types import BlockId, BlockNum, TxId
+from chain.initial_state import InitialState
+from chain.state import Changes
+from chain.types import BlockId, BlockNum, TxId, block_num_of
 
-Changes = list[tuple[bytes, bytes | None]]
+__all__ = ["BlockStore", "Changes"]
 
 
 def _reason(err: Exception) -> str:
@@ -102,6 +104,34 @@ class BlockStore:
         raw = self.get(schema.tx_index_key(TxId(tx_id)))
         return None if raw is None else BlockNum(int.from_bytes(raw, "big"))
 
+    def reversible_blocks(self) -> tuple[HeaderState, list[tuple[HeaderState, SignedBlock]]]:
+        """The LIB's header state, and every applied block above it with its header state,
+        oldest first: what the fork database starts from."""
+
+        def state_at(num: int) -> tuple[BlockId, HeaderState]:
+            block_id = self.block_id_at(num)
+            state = None if block_id is None else self.header_state(block_id)
+            if block_id is None or state is None:
+                raise StoreError(f"block store is missing block {num} or its header state")
+            return block_id, state
+
+        head_id = self.head_id()
+        if head_id is None:
+            raise StoreError("block store has no head")
+        lib = self.lib_num()
+        _, root = state_at(lib)
+        applied: list[tuple[HeaderState, SignedBlock]] = []
+        for num in range(lib + 1, block_num_of(head_id) + 1):
+            block_id, state = state_at(num)
+            block = self.block(block_id)
+            if block is None:
+                raise StoreError(f"block store is missing block {num}")
+            applied.append((state, block))
+        head = applied[-1][0] if applied else root
+        if head.id != head_id:
+            raise StoreError("block store head does not match its block index")
+        return root, applied
+
     def evidence(self) -> list[SignedBlock]:
         end = schema.prefix_end(schema.EVIDENCE)
         return [decode_block(v) for _, v in self.iterate(schema.EVIDENCE, end)]
@@ -117,6 +147,16 @@ class BlockStore:
                     batch.put(key, value)
         except plyvel.Error as err:
             raise StoreError(f"write failed: {err}") from err
+
+    def open_chain(self, initial: InitialState) -> None:
+        """Write block 0 of ``initial`` into an empty store; refuse a store of another chain."""
+        stored = self.chain_id()
+        if stored is None:
+            self.init_genesis(initial.chain_id, initial.header_state(), initial.state_changes())
+        elif stored != initial.chain_id:
+            raise StoreError(
+                f"the data dir holds chain {stored.hex()}, not {initial.chain_id.hex()}"
+            )
 
     def init_genesis(self, chain_id: bytes, state: HeaderState, changes: Changes) -> None:
         puts = [(k, v) for k, v in changes if v is not None]
@@ -135,7 +175,7 @@ class BlockStore:
         block_bytes: bytes,
         state: HeaderState,
         changes: Changes,
-        originals: dict[bytes, bytes | None] | None = None,
+        originals: Mapping[bytes, bytes | None] | None = None,
     ) -> None:
         """Apply ``block``'s state changes and make it the head, atomically.
 

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from chain.block import ProducerKey, Schedule
-from chain.controller import InitialState
 from chain.crypto import public_key_from_text, public_key_to_text, sha256
 from chain.encoding import pack
 from chain.errors import ChainError
+from chain.initial_state import InitialState
 from chain.params import ChainParams, slot_of_ms
 from chain.state import Account, Producer
 from chain.types import MAX_AMOUNT, AccountName, PublicKey, is_valid_name

@@ -19,9 +19,10 @@ from chain.errors import (
     UnlinkableBlock,
 )
 from chain.merkle import merkle_root
-from chain.testing import DevNet, now_ms, state_dump
+from chain.testing import now_ms, state_dump
 from chain.transaction import SignedTransaction
 from chain.types import AccountName, BlockId
+from genesis.testing import DevNet
 
 A, B = AccountName("alice"), AccountName("bob")
 

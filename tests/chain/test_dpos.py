@@ -10,8 +10,8 @@ from chain.actions import Stake, VoteProducer
 from chain.block import ProducerKey, Schedule
 from chain.crypto import PrivateKey
 from chain.dpos import irreversible_candidate, producer_of_slot
-from chain.testing import DevNet
 from chain.types import AccountName
+from genesis.testing import DevNet
 
 
 def _schedule(n: int) -> Schedule:
@@ -55,7 +55,7 @@ def test_wrong_producer_block_is_rejected(tmp_path: Path) -> None:
     slot = chain.head.slot + 1
     owner, _ = chain.head.scheduled(slot, chain.params)
     intruder = next(n for n in ("producera", "producerb", "producerc") if n != owner)
-    from chain.controller import WrongProducerKey
+    from chain.errors import WrongProducerKey
 
     with pytest.raises(WrongProducerKey):
         chain.produce_block(slot, net.keys[intruder])

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from chain.actions import Transfer
-from chain.testing import DevNet, now_ms, state_dump
+from chain.errors import StaleBlock
+from chain.testing import now_ms, state_dump
 from chain.types import AccountName
+from genesis.testing import DevNet
 
 A, B, C = AccountName("alice"), AccountName("bob"), AccountName("carol")
 
@@ -42,13 +46,46 @@ def test_switch_to_branch_with_higher_lib_and_rewind_state_exactly(tmp_path: Pat
 
 
 def test_longer_branch_wins_when_lib_is_equal(tmp_path: Path) -> None:
+    """Two branches at the same LIB: the longer one wins and the shorter one is rewound."""
+    net = DevNet.create(3, blocks_per_turn=1)
+    x, y = net.open(tmp_path / "x"), net.open(tmp_path / "y")
+    for _ in range(3):  # all three produce once: block 1 becomes irreversible on both
+        y.push_block(net.produce(x), now_ms())
+    assert x.lib == y.lib == 1
+    # A block by block 1's producer would move the LIB; both branches leave that producer out.
+    laggard = x.block_by_num(1).header.producer
+    slots = [
+        s
+        for s in range(x.head.slot + 1, x.head.slot + 10)
+        if x.head.scheduled(s, x.params)[0] != laggard
+    ]
+
+    x.admit_transaction(net.tx(x, Transfer(A, B, 100)), now_ms())
+    x_block = net.produce(x, slots[0])  # x: one block
+    y.admit_transaction(net.tx(y, Transfer(A, C, 7)), now_ms())
+    y_blocks = [net.produce(y, slot) for slot in slots[1:3]]  # y: two blocks, later slots
+    assert x.lib == y.lib == 1, "neither branch moves the LIB"
+
+    results = [x.push_block(b, now_ms()) for b in y_blocks]
+    assert [b for r in results for b in r.popped] == [x_block]
+    assert [b for r in results for b in r.applied] == y_blocks
+    assert results[-1].applied, "the second block, making y's branch longer, decides"
+    assert x.head.id == y.head.id and x.lib == 1
+    assert state_dump(x) == state_dump(y), "x's transfer to bob was rewound exactly"
+
+
+def test_first_branch_seen_stays_when_every_block_is_irreversible(tmp_path: Path) -> None:
+    """With one producer every block is irreversible at once, so no later branch replaces it."""
     net = DevNet.create(1)
     x, y = net.open(tmp_path / "x"), net.open(tmp_path / "y")
-    # One producer: every block is irreversible at once, so forks cannot happen; the rule
-    # 'never revert past LIB' means the first branch seen stays.
     first = net.produce(x, x.head.slot + 1)
     y.push_block(first, now_ms())
     assert y.lib == 1 and y.head.id == first.id
+    rival = net.produce(y, first.header.slot + 1)  # y builds on; x builds a rival instead
+    x.admit_transaction(net.tx(x, Transfer(A, B, 1)), now_ms())
+    net.produce(x, first.header.slot + 2)
+    with pytest.raises(StaleBlock):
+        x.push_block(rival, now_ms())
 
 
 def test_pop_block_restores_every_state_key(tmp_path: Path) -> None:

@@ -1,13 +1,22 @@
-"""The block store keeps undo records only for reversible blocks, and indexes what it holds."""
+"""The block store keeps undo records only for reversible blocks, indexes what it holds, and
+keeps the contract of ``BlockStoreContract`` on a real LevelDB."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from chain import schema
 from chain.actions import Transfer
-from chain.testing import DevNet, now_ms
+from chain.block import SignedBlock
+from chain.dpos import HeaderState
+from chain.errors import StoreError
+from chain.state import Changes
+from chain.store import BlockStore
+from chain.testing import now_ms
 from chain.types import AccountName
+from genesis.testing import DevNet
 
 
 def test_undo_records_and_header_states_are_pruned_at_lib(tmp_path: Path) -> None:
@@ -35,3 +44,140 @@ def test_transaction_index_points_at_the_block(tmp_path: Path) -> None:
     block = net.produce(chain)
     assert chain.store.tx_block_num(stx.id) == block.num
     assert chain.transaction(stx.id) == (stx, block.num)
+
+
+# --- the contract every block store keeps ---------------------------------------------------
+
+History = list[tuple[SignedBlock, HeaderState]]
+
+
+def _dump(store: BlockStore) -> dict[bytes, bytes]:
+    """Every key of the store, state and chain alike."""
+    return dict(store.iterate(b"", b"\xff"))
+
+
+def _changes(k: int) -> Changes:
+    """Writes of every kind for block ``k``: a new key, an overwrite and a deletion."""
+    return [
+        (schema.account_key("alice"), f"alice after block {k}".encode()),
+        (schema.STATE + b"x" + bytes([k]), b"new"),
+        (schema.account_key("bob"), None),
+    ]
+
+
+class BlockStoreContract:
+    """What a block store must do, whatever backs it: a subclass says how to open one."""
+
+    def open_store(self, path: Path) -> BlockStore:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def net(self) -> DevNet:
+        return DevNet.create(3, blocks_per_turn=1)
+
+    @pytest.fixture
+    def history(self, net: DevNet, tmp_path: Path) -> History:
+        """Four real blocks and their header states, made on another chain."""
+        source = net.open(tmp_path / "source")
+        out: History = []
+        for _ in range(4):
+            out.append((net.produce(source), source.head))
+        source.store.close()
+        return out
+
+    def fresh(self, net: DevNet, path: Path) -> BlockStore:
+        store = self.open_store(path)
+        store.open_chain(net.genesis.to_initial_state())
+        return store
+
+    def test_commit_then_pop_restores_every_key(
+        self, net: DevNet, history: History, tmp_path: Path
+    ) -> None:
+        """Popping committed blocks in reverse order leaves every key as it was."""
+        store = self.fresh(net, tmp_path / "db")
+        dumps = [_dump(store)]
+        for k, (block, state) in enumerate(history):
+            store.commit_block(block, block.encode(), state, _changes(k))
+            assert store.head_id() == block.id
+            dumps.append(_dump(store))
+        assert dumps[1] != dumps[0]
+        for block, _ in reversed(history):
+            dumps.pop()
+            store.pop_block(block)
+            assert _dump(store) == dumps[-1]
+
+    def test_advance_lib_prunes_undo_and_fixes_blocks(
+        self, net: DevNet, history: History, tmp_path: Path
+    ) -> None:
+        """Undo records up to the new LIB go, so those blocks can no longer be popped."""
+        store = self.fresh(net, tmp_path / "db")
+        for k, (block, state) in enumerate(history):
+            store.commit_block(block, block.encode(), state, _changes(k))
+        store.advance_lib(0, 2)
+        undo = sorted(int.from_bytes(k[1:], "big") for k in _dump(store) if k[:1] == schema.UNDO)
+        assert undo == [3, 4]
+        assert store.lib_num() == 2
+        assert store.header_state(history[0][0].id) is None
+        assert store.header_state(history[1][0].id) == history[1][1], "the LIB keeps its state"
+        store.pop_block(history[3][0])
+        store.pop_block(history[2][0])
+        with pytest.raises(StoreError, match="irreversible"):
+            store.pop_block(history[1][0])
+
+    def test_evidence_round_trip(self, net: DevNet, history: History, tmp_path: Path) -> None:
+        """Evidence stored is read back whole, also after a reopen."""
+        store = self.fresh(net, tmp_path / "db")
+        assert store.evidence() == []
+        first, second = history[0][0], history[1][0]
+        store.put_evidence(first, second)
+        assert {b.encode() for b in store.evidence()} == {first.encode(), second.encode()}
+        store.close()
+        again = self.open_store(tmp_path / "db")
+        assert {b.id for b in again.evidence()} == {first.id, second.id}
+        again.close()
+
+    def test_reopen_after_close_keeps_the_head(
+        self, net: DevNet, history: History, tmp_path: Path
+    ) -> None:
+        """A closed and reopened store has the same head, LIB, blocks and reversible blocks."""
+        store = self.fresh(net, tmp_path / "db")
+        for k, (block, state) in enumerate(history):
+            store.commit_block(block, block.encode(), state, _changes(k))
+        store.advance_lib(0, 1)
+        before = _dump(store)
+        store.close()
+        again = self.open_store(tmp_path / "db")
+        again.open_chain(net.genesis.to_initial_state())  # the same chain: nothing is written
+        assert _dump(again) == before
+        assert again.head_id() == history[-1][0].id
+        assert again.lib_num() == 1
+        root, applied = again.reversible_blocks()
+        assert root == history[0][1]
+        assert applied == [(state, block) for block, state in history[1:]]
+        again.close()
+
+    def test_chain_id_mismatch_is_refused(self, net: DevNet, tmp_path: Path) -> None:
+        """A store that holds one chain refuses to open as another, and stays as it was."""
+        store = self.fresh(net, tmp_path / "db")
+        before = _dump(store)
+        other = DevNet.create(1)
+        with pytest.raises(StoreError, match="holds chain"):
+            store.open_chain(other.genesis.to_initial_state())
+        assert _dump(store) == before
+        store.close()
+        with pytest.raises(StoreError, match="holds chain"):
+            other.open(tmp_path / "db")
+
+    def test_second_open_of_one_directory_is_refused(self, net: DevNet, tmp_path: Path) -> None:
+        """LevelDB's lock comes out as our StoreError, not as a foreign exception."""
+        store = self.fresh(net, tmp_path / "db")
+        with pytest.raises(StoreError, match="cannot open"):
+            self.open_store(tmp_path / "db")
+        store.close()
+
+
+class TestLevelDBBlockStore(BlockStoreContract):
+    """The block store contract on a real LevelDB (plyvel) in a temporary directory."""
+
+    def open_store(self, path: Path) -> BlockStore:
+        return BlockStore(str(path))

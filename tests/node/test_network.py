@@ -14,7 +14,7 @@ import pytest
 import p2p.switch
 from chain.controller import Chain
 from chain.crypto import PrivateKey
-from chain.testing import DevNet
+from genesis.testing import DevNet
 from node.network import NetConfig, Network
 from node.runner import ChainRunner
 from p2p.blocksync import MAX_BAD_REQUESTS

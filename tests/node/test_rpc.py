@@ -11,9 +11,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from chain.actions import Transfer
-from chain.testing import DevNet, now_ms
+from chain.testing import now_ms
 from chain.transaction import SignedTransaction
 from chain.types import AccountName
+from genesis.testing import DevNet
 from node.admission import Admitter
 from node.http import make_app
 from node.metrics import NodeMetrics

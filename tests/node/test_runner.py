@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from chain.testing import DevNet
+from genesis.testing import DevNet
 from node.runner import ChainRunner
 
 

@@ -7,9 +7,9 @@ from collections.abc import Collection, Sequence
 
 from chain.block import SignedBlock
 from chain.errors import TransactionError
-from chain.testing import DevNet
 from chain.transaction import SignedTransaction
 from chain.types import BlockId
+from genesis.testing import DevNet
 from p2p.applier import BATCH, BlockApplier
 from p2p.handshake import ChainPosition
 from p2p.service import BlockResult, Outcome, PushOutcome

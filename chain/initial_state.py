@@ -1,0 +1,67 @@
+"""``InitialState``: the chain at block 0, as the genesis package hands it to the chain.
+
+The genesis file is parsed and validated by ``genesis``; the chain only ever sees this value,
+so it need not know that genesis files exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from chain.block import Schedule
+from chain.dpos import HeaderState
+from chain.params import ChainParams
+from chain.state import Account, Changes, Producer, StateView
+from chain.types import BlockId, BlockNum
+
+
+class _NothingYet:
+    """The state before genesis: every key is absent."""
+
+    def get(self, key: bytes) -> bytes | None:
+        return None
+
+    def iterate(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]:
+        return iter(())
+
+
+@dataclass(frozen=True, slots=True)
+class InitialState:
+    """The state at block 0, built from a genesis file."""
+
+    chain_id: bytes
+    params: ChainParams
+    genesis_slot: int
+    accounts: tuple[Account, ...]
+    producers: tuple[Producer, ...]
+    schedule: Schedule
+
+    @property
+    def genesis_id(self) -> BlockId:
+        return BlockId(bytes(4) + self.chain_id[4:])
+
+    def header_state(self) -> HeaderState:
+        """The header state of block 0: the genesis schedule active, nothing irreversible yet."""
+        return HeaderState(
+            id=self.genesis_id,
+            num=BlockNum(0),
+            slot=self.genesis_slot,
+            producer="",
+            state_root=self.chain_id,
+            active=self.schedule,
+            pending=None,
+            pending_num=0,
+            last_produced=(),
+            lib=BlockNum(0),
+        )
+
+    def state_changes(self) -> Changes:
+        """Every state key genesis writes, encoded, in key order."""
+        view = StateView(_NothingYet())
+        for account in self.accounts:
+            view.put_account(account)
+        for producer in self.producers:
+            view.put_producer(producer)
+        view.set_block_summary(0, self.genesis_id)
+        return view.changes()
