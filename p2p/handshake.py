@@ -107,6 +107,8 @@ def check_handshake(
     """Raise HandshakeFailed with the go_away reason if the peer must be refused."""
     if hs.chain_id != chain_id:
         raise HandshakeFailed(GoAwayReason.WRONG_CHAIN, "handshake names another chain")
+    if hs.version != PROTOCOL_VERSION:
+        raise HandshakeFailed(GoAwayReason.WRONG_VERSION, f"handshake protocol {hs.version}")
     if hs.node_id != hello.node_id:
         raise HandshakeFailed(GoAwayReason.FATAL_OTHER, "node id changed after hello")
     if not hs.key or not hs.signature:

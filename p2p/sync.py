@@ -116,6 +116,10 @@ class SyncManager:
 
     def chain_advanced(self, head: int, lib: int) -> list[Action]:
         self.head, self.lib = head, lib
+        if self.fork is not None and self.fork[1] <= lib:
+            # Our LIB passed the whole branch: it can no longer win, so stop waiting for it
+            # (a silent fork peer would otherwise hold us in catch-up, and our producer idle).
+            self.fork = None
         self._progress.append((self.clock(), head))
         return self._schedule()
 
@@ -124,6 +128,10 @@ class SyncManager:
         p = self.peers.setdefault(peer, _Peer(peer))
         p.lib = max(p.lib, lib)  # a LIB never goes back
         p.head = max(head, p.lib)  # a head may (fork switch)
+        # Then the peer cannot serve what we asked above its head: reassign it now, not after
+        # the timeout.
+        for r in [r for r in self.ranges if r.peer == peer and r.next_num > p.head]:
+            self._abandon(r)
         return self._schedule()
 
     def peer_rtt(self, peer: PeerId, rtt: float) -> None:
@@ -281,6 +289,8 @@ class SyncManager:
             self.gaps.clear()
             self.rewound = False
             return []
+        # Blocks at or below our LIB are final: never ask for them, even when rewound.
+        self.next_request = max(self.next_request, self.lib + 1)
         if self.rewound and self.next_request > self.head:
             self.rewound = False
         if not self.rewound:
@@ -290,7 +300,10 @@ class SyncManager:
         limit = self.head + self.config.window
         while len(self.ranges) < self.config.max_ranges:
             if self.gaps:
-                start, end = self.gaps[0]
+                start, gap_end = self.gaps[0]
+                end = min(gap_end, limit)  # our head may have gone back since (fork switch)
+                if start > end:
+                    break
             elif self.next_request <= min(target, limit):
                 start = self.next_request
                 end = min(start + self.config.span - 1, target, limit)
@@ -300,7 +313,10 @@ class SyncManager:
             if peer is None:
                 break
             if self.gaps:
-                self.gaps.pop(0)
+                if end < gap_end:
+                    self.gaps[0] = (end + 1, gap_end)
+                else:
+                    self.gaps.pop(0)
             else:
                 self.next_request = end + 1
             now = self.clock()

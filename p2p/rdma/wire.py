@@ -43,6 +43,7 @@ completion breaks the channel (``ChannelBroken``); the transport then backs off 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +54,21 @@ OP_DATA, OP_END, OP_CREDIT, OP_CLOSE, OP_LAND, OP_LAND_CREDIT = 1, 2, 3, 4, 5, 6
 OPS = (OP_DATA, OP_END, OP_CREDIT, OP_CLOSE, OP_LAND, OP_LAND_CREDIT)
 LAND_UNIT = 1024  # landing-zone offsets and credits count in KiB
 LAND_WR_ID = 1 << 20  # work request ids of landing writes start here (ring writes: slots)
+
+
+# Endpoint fields other than the GID, and their bounds: QP numbers and PSNs are 24 bits; the
+# MTU is the verbs enum (1 = 256 bytes ... 5 = 4096).
+_ENDPOINT_INTS = ("qp_num", "psn", "mtu", "ring_addr", "rkey", "slots", "slot_size")
+_BOUNDS = (
+    (0, 2**24 - 1),
+    (0, 2**24 - 1),
+    (1, 5),
+    (0, 2**64 - 1),
+    (0, 2**32 - 1),
+    (1, 0xFFFF),
+    (HEADER_SIZE, 2**32 - 1),
+)
+_GID = re.compile(r"[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){7}")  # pyverbs' notation
 
 
 def immediate(op: int, arg: int) -> int:
@@ -86,11 +102,14 @@ class Endpoint:
 
     @classmethod
     def from_wire(cls, r: tuple[Any, ...]) -> Endpoint:
+        """The peer's endpoint from its rdma_setup, every field in the range verbs accept:
+        ``connect`` hands them to pyverbs, which raises foreign errors (OverflowError,
+        ValueError) on anything else."""
         if len(r) != 8:
-            raise MalformedMessage("bad RDMA endpoint")
-        qp_num, psn, gid, mtu, addr, rkey, slots, slot_size = r
-        if not all(isinstance(x, int) for x in (qp_num, psn, mtu, addr, rkey, slots, slot_size)):
-            raise MalformedMessage("bad RDMA endpoint")
-        if not isinstance(gid, str) or not 0 < slots <= 0xFFFF or slot_size < HEADER_SIZE:
-            raise MalformedMessage("bad RDMA endpoint")
-        return cls(qp_num, psn, gid, mtu, addr, rkey, slots, slot_size)
+            raise MalformedMessage("bad RDMA endpoint: expected 8 fields")
+        for name, value, (lo, hi) in zip(_ENDPOINT_INTS, (*r[:2], *r[3:]), _BOUNDS, strict=True):
+            if type(value) is not int or not lo <= value <= hi:
+                raise MalformedMessage(f"bad RDMA endpoint: {name} not in [{lo}, {hi}]")
+        if type(r[2]) is not str or _GID.fullmatch(r[2]) is None:
+            raise MalformedMessage("bad RDMA endpoint: gid")
+        return cls(*r)

@@ -158,3 +158,57 @@ def test_a_fork_fetch_ends_when_its_peer_goes() -> None:
     sync.block_unlinkable("c", 28)
     sync.peer_closed("c")
     assert stage(sync) == Stage.IN_SYNC and sync.fork is None
+
+
+def test_a_fork_fetch_ends_when_our_lib_passes_the_branch() -> None:
+    """A fork peer that goes silent does not hold us in catch-up once our LIB is past the end
+    of its branch (the branch can no longer win)."""
+    sync, _ = manager()
+    sync.chain_advanced(head=33, lib=8)
+    sync.peer_position("c", lib=20, head=27)
+    sync.block_unlinkable("c", 28)
+    assert stage(sync) == Stage.HEAD_CATCHUP
+    sync.chain_advanced(head=40, lib=28)
+    assert stage(sync) == Stage.IN_SYNC and sync.fork is None
+
+
+def test_a_rewind_never_asks_for_blocks_our_lib_has_since_passed() -> None:
+    """After an unlinkable block we refetch from LIB + 1; should our LIB advance meanwhile,
+    the next range starts above the new LIB (final blocks would come back stale)."""
+    sync, _ = manager(max_ranges=1, span=5)
+    sync.chain_advanced(head=30, lib=10)
+    sync.peer_position("a", lib=10, head=40)
+    assert sync.block_unlinkable("a", 31) == [FetchRange("a", 11, 15)]
+    assert sync.chain_advanced(head=30, lib=20) == []
+    assert FetchRange("a", 21, 25) in deliver_only(sync, "a", 11, 15)
+
+
+def test_a_gap_is_clipped_to_the_window_when_our_head_went_back() -> None:
+    """A fork switch to a shorter branch lowers our head: a range given up afterwards goes
+    out again only up to the window above the new head, the rest later."""
+    sync, _ = manager(window=20, max_ranges=2, span=10)
+    sync.chain_advanced(head=10, lib=5)
+    for name in "abc":
+        sync.peer_position(name, lib=5, head=100)
+    assert [(r.peer, r.start, r.end) for r in sync.ranges] == [("a", 11, 20), ("b", 21, 30)]
+    sync.chain_advanced(head=7, lib=5)
+    assert sync.peer_closed("b") == [FetchRange("c", 21, 27)]
+    assert sync.gaps == [(28, 30)]
+
+
+def test_a_range_above_a_peers_new_head_is_reassigned_at_once() -> None:
+    """A peer whose head went back (its fork switch) cannot serve the range we asked above
+    it: the range goes to another peer now, not after the timeout."""
+    sync, _ = manager(max_ranges=2, span=10)
+    for name in "abc":
+        sync.peer_position(name, lib=0, head=100)
+    assert [(r.peer, r.start) for r in sync.ranges] == [("a", 1), ("b", 11)]
+    assert sync.peer_position("b", lib=0, head=5) == [FetchRange("c", 11, 20)]
+
+
+def deliver_only(sync: SyncManager, peer: str, start: int, end: int) -> list[object]:
+    """Blocks arrive from ``peer`` without our chain moving (they do not become our head)."""
+    actions: list[object] = []
+    for num in range(start, end + 1):
+        actions += sync.block_received(peer, num)
+    return actions

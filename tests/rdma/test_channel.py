@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 from collections.abc import Awaitable, Callable
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from chain.actions import Transfer
 from chain.block import BlockHeader, SignedBlock
@@ -15,21 +16,26 @@ from chain.crypto import PrivateKey
 from chain.merkle import merkle_root
 from chain.transaction import SignedTransaction, Transaction
 from chain.types import AccountName, BlockId, BlockNum
+from p2p.codec import decode_frame, encode_frame
 from p2p.errors import ChannelBroken, ChannelClosed, MalformedMessage
-from p2p.messages import BlockMessage, RawBlock, SyncRequest, TransactionMessage
+from p2p.messages import (
+    BlockMessage,
+    RawBlock,
+    RdmaSetup,
+    RdmaStep,
+    SyncRequest,
+    TransactionMessage,
+)
 from p2p.rdma.channel import RdmaChannel
-from p2p.rdma.device import RdmaDevice, detect
-from p2p.rdma.wire import immediate
+from p2p.rdma.device import RdmaDevice
+from p2p.rdma.wire import Endpoint
+from tests.rdma.test_device import device_info
 
 Scenario = Callable[[RdmaChannel, RdmaChannel], Awaitable[None]]
 
 
 def run(scenario: Scenario, slots: int = 4, slot_size: int = 4096) -> None:
-    info = detect()
-    if not info.available:
-        if os.environ.get("BOR_RDMA_REQUIRED"):
-            pytest.fail(f"RDMA required but unavailable: {info.reason}")
-        pytest.skip(f"no RDMA here: {info.reason}")
+    info = device_info()
 
     async def main() -> None:
         device = RdmaDevice(info, channels=2, slots=slots, slot_size=slot_size)
@@ -94,12 +100,16 @@ def test_credits_come_back_so_a_long_stream_never_stalls() -> None:
 
 
 def test_an_unknown_immediate_is_a_malformed_stream() -> None:
+    """An immediate with an op we do not know makes recv raise MalformedMessage; the channel
+    closes and lets go of its queue pair and region."""
+
     async def scenario(a: RdmaChannel, b: RdmaChannel) -> None:
         a._post_control(9, 0)
-        with pytest.raises(MalformedMessage, match="unknown immediate"):
+        # The op travels in the top four bits, in network byte order: 9 arrives as 0x9000_0000.
+        with pytest.raises(MalformedMessage, match="unknown immediate 0x90000000"):
             await b.recv()
         assert b.closed
-        assert immediate(9, 0) >> 28 == 9
+        assert b.qp is None and b._region in b.device._free_regions, "b let go of its QP"
 
     run(scenario)
 
@@ -166,3 +176,94 @@ def test_a_range_is_written_straight_into_the_zone_its_request_named() -> None:
         assert b.landed_bytes > sum(len(x.raw) for x in blocks), "all of it landed"
 
     run(scenario, slots=5, slot_size=1024)  # a 5 KiB zone: the third block skips its tail
+
+
+# --- endpoints: what a peer's rdma_setup may carry (pure: runs everywhere) --------------------
+
+GID = "0000:0000:0000:0000:0000:ffff:0a4d:0001"
+GOOD = (7, 99, GID, 3, 0x7F00_0000_1000, 0x1234, 32, 65536)
+
+endpoints = st.builds(
+    Endpoint,
+    st.integers(0, 2**24 - 1),
+    st.integers(0, 2**24 - 1),
+    st.from_regex(r"[0-9a-f]{4}(:[0-9a-f]{4}){7}", fullmatch=True),
+    st.integers(1, 5),
+    st.integers(0, 2**64 - 1),
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 0xFFFF),
+    st.integers(5, 2**32 - 1),
+)
+
+
+@given(endpoints)
+def test_an_endpoint_survives_the_rdma_setup_message(endpoint: Endpoint) -> None:
+    """Any endpoint verbs accept goes through an rdma_setup frame and back unchanged."""
+    setup = decode_frame(encode_frame(RdmaSetup(RdmaStep.OFFER, endpoint.to_wire())))
+    assert isinstance(setup, RdmaSetup)
+    assert Endpoint.from_wire(setup.endpoint) == endpoint
+
+
+def replaced(index: int, value: object) -> tuple[object, ...]:
+    return (*GOOD[:index], value, *GOOD[index + 1 :])
+
+
+MALFORMED = {
+    "seven fields": GOOD[:7],
+    "nine fields": (*GOOD, 1),
+    "qp_num a string": replaced(0, "7"),
+    "qp_num a boolean": replaced(0, True),
+    "qp_num over 24 bits": replaced(0, 2**24),  # pyverbs: OverflowError
+    "psn negative": replaced(1, -1),
+    "gid an int": replaced(2, 17),
+    "gid not 8 groups": replaced(2, "nonsense"),  # pyverbs: PyverbsUserError
+    "gid not hex": replaced(2, "zzzz:0000:0000:0000:0000:ffff:0a4d:0001"),  # ValueError
+    "mtu 0": replaced(3, 0),
+    "mtu 6": replaced(3, 6),
+    "addr over 64 bits": replaced(4, 2**64),
+    "rkey over 32 bits": replaced(5, 2**32),
+    "no slots": replaced(6, 0),
+    "too many slots": replaced(6, 0x10000),
+    "slot smaller than a header": replaced(7, 4),
+}
+
+
+@pytest.mark.parametrize("wire", MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_malformed_endpoint_is_refused_before_it_reaches_verbs(wire: tuple[object, ...]) -> None:
+    """A peer's endpoint with a field verbs would not take is a MalformedMessage, which the
+    listening side answers with DECLINE, not a foreign error out of ``connect``."""
+    Endpoint.from_wire(GOOD)
+    with pytest.raises(MalformedMessage, match="bad RDMA endpoint"):
+        Endpoint.from_wire(wire)
+
+
+# --- connecting (Soft-RoCE VM) -----------------------------------------------------------------
+
+
+def test_a_peer_ring_of_another_shape_is_refused_and_the_channel_stays_usable() -> None:
+    """connect refuses a peer whose ring has other slots or slot size (the listening side
+    then DECLINEs); the refused channel can still connect to a peer of its own shape."""
+
+    async def main() -> None:
+        device = RdmaDevice(device_info(), channels=2, slots=4, slot_size=4096)
+        device.start(asyncio.get_running_loop())
+        a, b = RdmaChannel(device, "b"), RdmaChannel(device, "a")
+        try:
+            ours = b.endpoint()
+            for other in (
+                dataclasses.replace(ours, slots=8),
+                dataclasses.replace(ours, slot_size=8192),
+            ):
+                with pytest.raises(MalformedMessage, match="another shape"):
+                    a.connect(Endpoint.from_wire(other.to_wire()))
+            a.connect(b.endpoint())
+            b.connect(a.endpoint())
+            async with asyncio.timeout(30):
+                await a.send(SyncRequest(3, 4))
+                assert await b.recv() == SyncRequest(3, 4)
+        finally:
+            await a.close()
+            await b.close()
+            device.close()
+
+    asyncio.run(main())

@@ -8,7 +8,9 @@ import time
 
 import pytest
 
+from p2p.rdma.channel import RdmaChannel
 from p2p.rdma.device import RdmaDevice, RdmaInfo, detect
+from p2p.rdma.verbs import RdmaFailure
 
 
 def device_info() -> RdmaInfo:
@@ -60,3 +62,27 @@ def test_the_pool_uses_huge_pages_when_the_host_has_them() -> None:
         assert device.huge_pages == reserved
     finally:
         device.close()
+
+
+def test_more_channels_than_regions_fail_with_rdma_failure() -> None:
+    """Each channel takes one region of the pool: one channel more than the device was sized
+    for fails with RdmaFailure naming the setting to raise (the dialler then DECLINEs and
+    stays on TCP), and a closed channel's region serves the next one."""
+
+    async def main() -> None:
+        device = RdmaDevice(device_info(), channels=2, slots=4, slot_size=4096)
+        device.start(asyncio.get_running_loop())
+        channels = [RdmaChannel(device, "a"), RdmaChannel(device, "b")]
+        try:
+            with pytest.raises(RdmaFailure, match="rdma-max-peers"):
+                RdmaChannel(device, "c")
+            freed = channels[0]._region
+            await channels.pop(0).close()
+            channels.append(RdmaChannel(device, "c"))
+            assert channels[-1]._region == freed
+        finally:
+            for channel in channels:
+                await channel.close()
+            device.close()
+
+    asyncio.run(main())

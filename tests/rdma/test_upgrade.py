@@ -73,7 +73,7 @@ def test_a_listener_whose_pool_is_exhausted_answers_decline() -> None:
     async def main() -> None:
         ours, theirs = MemoryChannel.pair()
         upgrade = upgrade_with(ExhaustedDevice())
-        endpoint = (1, 2, "fe80::1", 3, 4096, 5, 8, 4096)
+        endpoint = (1, 2, "0000:0000:0000:0000:0000:ffff:0a00:0001", 3, 4096, 5, 8, 4096)
         await theirs.send(RdmaSetup(RdmaStep.OFFER, endpoint))
         node = os.urandom(32)
         kept = await upgrade.upgrade(ours, node, dialed=False)

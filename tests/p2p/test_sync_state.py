@@ -1,0 +1,227 @@
+"""The sync scheduler under random event sequences (Hypothesis state machine, fake clock).
+
+The machine keeps its own model of what the peers claimed and of our chain, and checks the
+scheduler's ranges and stage against it after every event.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from p2p.messages import GoAwayReason
+from p2p.sync import HEAD_ALLOWANCE, Action, DropPeer, FetchRange, Stage, SyncConfig, SyncManager
+
+PEERS = st.sampled_from(["a", "b", "c", "d"])
+HEIGHT = st.integers(0, 120)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class SyncMachine(RuleBasedStateMachine):
+    """Random event sequences keep the scheduler's invariants."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = FakeClock()
+        self.sync = SyncManager(clock=self.clock)
+        self.config = self.sync.config
+        # The model: what each peer claimed (LIB, head), strikes, our chain, the fork fetch.
+        self.claims: dict[str, tuple[int, int]] = {}
+        self.strikes: dict[str, int] = {}
+        self.head = 0
+        self.lib = 0
+        self.fork: tuple[str, int] | None = None
+
+    @initialize(
+        span=st.integers(1, 12),
+        max_ranges=st.integers(1, 4),
+        window=st.integers(1, 40),
+        max_strikes=st.integers(1, 3),
+        peer_limit=st.integers(1, 3),
+    )
+    def configure(
+        self, span: int, max_ranges: int, window: int, max_strikes: int, peer_limit: int
+    ) -> None:
+        self.config = SyncConfig(
+            span=span,
+            max_ranges=max_ranges,
+            window=window,
+            timeout=5.0,
+            peer_limit=peer_limit,
+            max_strikes=max_strikes,
+        )
+        self.sync.config = self.config
+
+    # --- events ---------------------------------------------------------------------------
+
+    def check_actions(self, actions: list[Action]) -> None:
+        """What the scheduler asks for at the moment it asks: above our LIB, within the
+        window above our head, of a peer that claimed to have the start."""
+        for action in actions:
+            if isinstance(action, FetchRange):
+                assert self.lib < action.start <= action.end, action
+                assert action.end <= self.head + self.config.window, action
+                assert self.claims[action.peer][1] >= action.start, action
+
+    @rule(peer=PEERS, lib=HEIGHT, ahead=st.integers(0, 40))
+    def peer_position(self, peer: str, lib: int, ahead: int) -> None:
+        old_lib = self.claims.get(peer, (0, 0))[0]
+        new_lib = max(old_lib, lib)
+        self.claims[peer] = (new_lib, max(lib + ahead, new_lib))
+        self.strikes.setdefault(peer, 0)
+        self.check_actions(self.sync.peer_position(peer, lib, lib + ahead))
+
+    def received(self, peer: str, num: int) -> None:
+        if peer in self.claims and num > self.claims[peer][1]:
+            self.claims[peer] = (self.claims[peer][0], num)
+        if self.fork is not None and self.fork[0] == peer and num >= self.fork[1]:
+            self.fork = None
+        self.check_actions(self.sync.block_received(peer, num))
+
+    @rule(peer=PEERS, num=HEIGHT)
+    def block_received(self, peer: str, num: int) -> None:
+        self.received(peer, num)
+
+    @precondition(lambda self: bool(self.sync.ranges))
+    @rule(which=st.integers(0, 3))
+    def range_delivers_its_next_block(self, which: int) -> None:
+        """The common case: a range's peer sends the next block; when it is the next one we
+        need, it is applied and our chain advances."""
+        r = self.sync.ranges[which % len(self.sync.ranges)]
+        num = r.next_num
+        self.received(r.peer, num)
+        if num == self.head + 1:
+            self.head = num
+            self.check_actions(self.sync.chain_advanced(self.head, self.lib))
+
+    @rule(peer=PEERS, num=HEIGHT)
+    def block_rejected(self, peer: str, num: int) -> None:
+        actions = self.sync.block_rejected(peer, num, "bad block")
+        dropped = DropPeer(peer, GoAwayReason.VALIDATION, "bad block") in actions
+        if peer in self.claims:
+            self.strikes[peer] += 1
+        assert dropped == (self.strikes.get(peer, 0) >= self.config.max_strikes)
+        self.check_actions(actions)
+
+    @rule(peer=PEERS, above_lib=st.integers(1, 40))
+    def block_unlinkable(self, peer: str, above_lib: int) -> None:
+        """A block that does not link (the chain judges only blocks above its LIB so: those
+        at or below it are stale or known)."""
+        num = self.lib + above_lib
+        if peer in self.claims:
+            self.fork = (peer, max(num, self.claims[peer][1]))
+        self.check_actions(self.sync.block_unlinkable(peer, num))
+
+    @rule(peer=PEERS)
+    def peer_closed(self, peer: str) -> None:
+        self.claims.pop(peer, None)
+        self.strikes.pop(peer, None)
+        if self.fork is not None and self.fork[0] == peer:
+            self.fork = None
+        actions = self.sync.peer_closed(peer)
+        assert all(a.peer != peer for a in actions), "a closed peer is not asked again"
+        self.check_actions(actions)
+
+    @rule(forward=st.integers(0, 30), final=st.integers(0, 30))
+    def chain_advanced(self, forward: int, final: int) -> None:
+        """Our chain moves forward (we produced, or applied blocks relayed to us); the LIB
+        never goes back nor above the head."""
+        self.head += forward
+        self.lib = min(self.head, self.lib + final)
+        if self.fork is not None and self.fork[1] <= self.lib:
+            self.fork = None  # the branch being fetched is all below our LIB: it cannot win
+        self.check_actions(self.sync.chain_advanced(self.head, self.lib))
+
+    @rule(back=st.integers(1, 6))
+    def chain_switched_to_a_shorter_branch(self, back: int) -> None:
+        """Our head goes back a few blocks: the fork database ranks a branch with a higher
+        LIB above a longer one. Never below our LIB."""
+        self.head = max(self.lib, self.head - back)
+        self.check_actions(self.sync.chain_advanced(self.head, self.lib))
+
+    @rule(seconds=st.sampled_from([0.5, 2.0, 4.9, 5.1, 30.0]))
+    def tick(self, seconds: float) -> None:
+        self.clock.now += seconds
+        actions = self.sync.tick()
+        for r in self.sync.ranges:
+            stalled_for = self.clock.now - r.progress_at
+            assert stalled_for <= self.config.timeout, "a stalled range is sent out again"
+        self.check_actions(actions)
+
+    # --- invariants -----------------------------------------------------------------------
+
+    @invariant()
+    def ranges_in_flight_are_bounded(self) -> None:
+        """Never more than max_ranges ranges in flight, and at most one per peer."""
+        peers = [r.peer for r in self.sync.ranges]
+        assert len(peers) <= self.config.max_ranges
+        assert len(set(peers)) == len(peers)
+
+    @invariant()
+    def every_range_is_with_a_known_peer_that_has_its_start(self) -> None:
+        """A range in flight belongs to a peer still connected whose head reaches its start."""
+        for r in self.sync.ranges:
+            assert r.peer in self.claims, r
+            assert self.claims[r.peer][1] >= r.start, (r, self.claims[r.peer])
+            assert r.start <= r.next_num <= r.end + 1, r
+
+    @invariant()
+    def no_two_ranges_overlap(self) -> None:
+        """No block is asked of two peers at once."""
+        spans = sorted((r.start, r.end) for r in self.sync.ranges)
+        for (_, end), (start, _) in itertools.pairwise(spans):
+            assert end < start, spans
+
+    @invariant()
+    def a_peer_with_max_strikes_is_never_assigned(self) -> None:
+        """A peer that earned max_strikes holds no range (until it reconnects afresh)."""
+        for r in self.sync.ranges:
+            assert self.strikes[r.peer] < self.config.max_strikes, r
+
+    @invariant()
+    def a_fork_branch_comes_from_its_own_peer(self) -> None:
+        """While a fork branch is fetched, a range goes to that peer, or to a peer for which
+        the whole range is final (final blocks are the same on every branch)."""
+        if self.fork is None:
+            return
+        for r in self.sync.ranges:
+            assert r.peer == self.fork[0] or self.claims[r.peer][0] >= r.end, (r, self.fork)
+
+    @invariant()
+    def stage_agrees_with_the_claims(self) -> None:
+        """LIB catch-up while some peer's LIB is above our head; head catch-up while fetching
+        a fork branch or while some peer's head is more than the allowance ahead; in sync
+        otherwise, with nothing in flight."""
+        known_lib = max((lib for lib, _ in self.claims.values()), default=0)
+        known_head = max(
+            (head for _, head in self.claims.values() if head > HEAD_ALLOWANCE), default=0
+        )
+        if known_lib > self.head:
+            expected = Stage.LIB_CATCHUP
+        elif self.fork is not None or known_head > self.head + HEAD_ALLOWANCE:
+            expected = Stage.HEAD_CATCHUP
+        else:
+            expected = Stage.IN_SYNC
+        assert self.sync.stage == expected, (self.sync.stage, self.claims, self.head, self.fork)
+        if expected == Stage.IN_SYNC:
+            assert not self.sync.ranges
+
+
+# One test: random event sequences keep the scheduler's invariants (about 10 s).
+TestSyncScheduler = SyncMachine.TestCase
+TestSyncScheduler.settings = settings(
+    max_examples=300,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
