@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 echo "== ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+echo "== import contracts (node -> p2p -> chain, node -> genesis -> chain, wallet -> chain)"
+.venv/bin/lint-imports
 echo "== mypy --strict"
 .venv/bin/mypy
 echo "== pytest"
