@@ -26,6 +26,7 @@ from node.errors import NodeError
 from node.http import make_app
 from node.metrics import NodeMetrics
 from node.network import NodeChainService
+from node.peerapi import PeerManagerApi
 from node.producer import ProducerLoop
 from node.rpc import Api
 from node.runner import ChainRunner, InclusionWatch
@@ -134,11 +135,14 @@ class Node:
         self.watch = InclusionWatch()
         self._stop = asyncio.Event()
         self.network: PeerManager | None = None
+        self.api: Api | None = None
 
     def stop(self) -> None:
         self._stop.set()
 
     def _on_applied(self, blocks: list[SignedBlock]) -> None:
+        if self.api is not None:
+            self.api.committed(blocks)
         in_sync = self.network is None or self.network.sync.stage == Stage.IN_SYNC
         now_ms = time.time() * 1000
         for block in blocks:
@@ -159,6 +163,8 @@ class Node:
         self.metrics.block_txs.inc(sum(len(b.transactions) for b in blocks))
 
     def _on_produced(self, block: SignedBlock) -> None:
+        if self.api is not None:
+            self.api.committed([block])
         self.watch.included([t.id for t in block.transactions], block.num)
         if self.network is not None:
             self.network.block_produced(block)
@@ -189,8 +195,13 @@ class Node:
         )
         network.rdma_status = rdma_status
         admitter = Admitter(runner, self.metrics, on_accepted=network.relay_transaction)
-        api = Api(runner, self.metrics, self.watch, admitter, network)
-        app = make_app(api, self.metrics, config.max_http_body_bytes)
+        self.api = api = Api(runner, self.metrics, self.watch, admitter, PeerManagerApi(network))
+        app = make_app(
+            api,
+            self.metrics,
+            config.max_http_body_bytes,
+            lambda: self.metrics.observe_network(network),
+        )
         http = web.AppRunner(app, access_log=None)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -224,6 +235,7 @@ class Node:
             async with asyncio.TaskGroup() as tg:
                 tasks = [
                     tg.create_task(admitter.run(), name="admission"),
+                    tg.create_task(api.run(), name="rpc-reads"),
                     tg.create_task(network.run(), name="network"),
                 ]
                 if config.producers:

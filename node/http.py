@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
 from node.metrics import NodeMetrics
-from node.rpc import Api, Route, RpcError, error_response, log
+from node.rpc import Api, EncodedJson, Route, RpcError, error_response, log
+from node.views import dumps
 
 
 def _json(status: int, body: Any) -> web.Response:
-    return web.Response(status=status, text=json.dumps(body), content_type="application/json")
+    encoded = body.body if isinstance(body, EncodedJson) else dumps(body)
+    return web.Response(status=status, body=encoded, content_type="application/json")
 
 
 async def _read_body(request: web.Request) -> dict[str, Any]:
@@ -78,7 +81,14 @@ def openapi_document(api: Api) -> dict[str, Any]:
     }
 
 
-def make_app(api: Api, metrics: NodeMetrics, max_body_bytes: int) -> web.Application:
+def make_app(
+    api: Api,
+    metrics: NodeMetrics,
+    max_body_bytes: int,
+    observe_network: Callable[[], None] = lambda: None,
+) -> web.Application:
+    """The RPC application; ``observe_network`` updates the peer layer's gauges before each
+    /metrics scrape (the chain's come from the runner's view)."""
     app = web.Application(client_max_size=max_body_bytes)
     for path, route in api.routes.items():
         handler = _endpoint(route)
@@ -86,8 +96,13 @@ def make_app(api: Api, metrics: NodeMetrics, max_body_bytes: int) -> web.Applica
         app.router.add_get(path, handler)
 
     async def get_metrics(request: web.Request) -> web.Response:
-        metrics.observe_chain(api.chain)
-        metrics.observe_network(api.network)
+        try:
+            await api.pacer.turn()
+        except Exception as err:
+            status, payload = error_response(err)
+            return _json(status, payload)
+        metrics.observe_chain(api.runner.view)
+        observe_network()
         return web.Response(body=metrics.render(), content_type="text/plain", charset="utf-8")
 
     document = openapi_document(api)

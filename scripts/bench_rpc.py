@@ -127,6 +127,7 @@ async def push_phase(url: str, bodies: list[bytes], clients: int, seconds: float
 
 async def _read(url: str, clients: int, seconds: float, users: list[str]) -> dict[str, Any]:
     latencies: list[float] = []
+    by_path: dict[str, list[float]] = {}
     failed = 0
     head = 1
     connector = aiohttp.TCPConnector(limit=clients)
@@ -141,6 +142,7 @@ async def _read(url: str, clients: int, seconds: float, users: list[str]) -> dic
                 if response.status != 200:
                     failed += 1
             latencies.append(time.perf_counter() - t0)
+            by_path.setdefault(path, []).append(latencies[-1])
             return raw
 
         async def client(n: int) -> None:
@@ -164,7 +166,7 @@ async def _read(url: str, clients: int, seconds: float, users: list[str]) -> dic
                     await one("GET", "/metrics", None)
 
         await asyncio.gather(*(client(n) for n in range(clients)))
-    return {"latencies": latencies, "failed": failed}
+    return {"latencies": latencies, "by_path": by_path, "failed": failed}
 
 
 def read_phase(url: str, clients: int, seconds: float, users: list[str]) -> dict[str, Any]:
@@ -204,6 +206,12 @@ def main() -> None:
                 f"({m / a:.2f}); {len(lat) / args.seconds:,.0f} reads/s, "
                 f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, {got['failed']} failed"
             )
+            for path, values in sorted(got["by_path"].items()):
+                ms = [x * 1000 for x in values]
+                print(
+                    f"    {path:26s} {len(ms):6d} reads, p50 {percentile(ms, 0.5):6.1f} ms, "
+                    f"p99 {percentile(ms, 0.99):6.1f} ms"
+                )
             alone.append(a)
             mixed.append(m)
             ratios.append(m / a)
