@@ -7,7 +7,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -22,8 +22,10 @@ from node.admission import Admitter
 from node.http import make_app
 from node.metrics import NodeMetrics
 from node.producer import ProducerLoop
+from node.reads import ChainReads
 from node.rpc import Api, NetworkApi
 from node.runner import ChainRunner, InclusionWatch
+from node.views import block_json
 
 A, B = AccountName("alice"), AccountName("bob")
 Client = TestClient[web.Request, web.Application]
@@ -62,7 +64,7 @@ def _run(
     net: DevNet | None = None,
     wrap: Callable[[Chain, int], Chain] | None = None,
     network: NetworkApi | None = None,
-    **api_options: Any,
+    make_reads: Callable[[ChainRunner, NodeMetrics], ChainReads] | None = None,
 ) -> None:
     async def main() -> None:
         devnet = net or DevNet.create(1)
@@ -72,7 +74,14 @@ def _run(
             runner.chain = wrap(chain, await runner.call(threading.get_ident))
         metrics, watch = NodeMetrics(), InclusionWatch()
         admitter = Admitter(runner, metrics)
-        api = Api(runner, metrics, watch, admitter, network, **api_options)
+        api = Api(
+            runner,
+            metrics,
+            watch,
+            admitter,
+            network,
+            reads=None if make_reads is None else make_reads(runner, metrics),
+        )
         client = TestClient(TestServer(make_app(api, metrics, 1 << 16)))
         await client.start_server()
         admission = asyncio.create_task(admitter.run())
@@ -219,3 +228,166 @@ def test_openapi_describes_every_route(tmp_path: Path) -> None:
         assert "mode" in params["content"]["application/json"]["schema"]["properties"]
 
     _run(tmp_path, scenario)
+
+
+class ChainThreadOnly:
+    """Stands in for the runner's chain: reading any attribute from a thread other than the
+    chain thread is recorded (and fails), so a test sees every stray access."""
+
+    def __init__(self, chain: Chain, owner: int) -> None:
+        self._chain = chain
+        self._owner = owner
+        self.strays: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        if threading.get_ident() != self._owner:
+            self.strays.append(f"{name} from {threading.current_thread().name}")
+            raise AssertionError(f"Chain.{name} read off the chain thread")
+        return getattr(self._chain, name)
+
+
+class FakeNetwork:
+    """A ``NetworkApi`` that answers from fixed dicts and remembers what it was asked."""
+
+    def __init__(self) -> None:
+        self.dialled: list[tuple[str, int]] = []
+
+    def status(self) -> dict[str, Any]:
+        return {"peers": [{"id": "p1"}]}
+
+    def sync_status(self) -> dict[str, Any]:
+        return {"stage": "in_sync", "target": 3}
+
+    def summary(self) -> dict[str, Any]:
+        return {"peer_count": 1, "sync_stage": "in_sync", "rdma": {"available": False}}
+
+    def connect(self, address: tuple[str, int]) -> bool:
+        self.dialled.append(address)
+        return True
+
+    async def disconnect(self, peer_id: str) -> bool:
+        return peer_id == "p1"
+
+
+def test_no_route_touches_the_chain_off_its_thread(tmp_path: Path) -> None:
+    """Every route, the producer loop and admission reach the chain only on the chain thread
+    (the chain is wrapped so that any other thread's attribute read fails)."""
+    guards: list[ChainThreadOnly] = []
+
+    def wrap(chain: Chain, owner: int) -> Chain:
+        guards.append(ChainThreadOnly(chain, owner))
+        return cast(Chain, guards[-1])
+
+    network = FakeNetwork()
+
+    async def scenario(rig: Rig) -> None:
+        producer = ProducerLoop(
+            rig.runner,
+            ("producera",),
+            {rig.net.keys["producera"].public_key: rig.net.keys["producera"]},
+            rig.api.metrics,
+            lambda b: rig.api.committed([b]),
+        )
+        stx = await rig.tx(Transfer(A, B, 5))
+        status, _ = await rig.post("/v1/chain/push_transaction", _body(stx, mode="sync"))
+        assert status == 200
+        block = await producer.maybe_produce(rig.runner.view.head.slot + 1)
+        assert block is not None and len(block.transactions) == 1
+        asynced = await rig.tx(Transfer(A, B, 6))
+        await rig.post("/v1/chain/push_transaction", _body(asynced, mode="async"))
+        block_id = block.id.hex()
+        calls: list[tuple[str, Any, int]] = [
+            ("/v1/chain/get_info", {}, 200),
+            ("/v1/chain/get_block", {"block_num_or_id": 1}, 200),
+            ("/v1/chain/get_block", {"block_num_or_id": block_id}, 200),
+            ("/v1/chain/get_block", {"block_num_or_id": 7}, 404),
+            ("/v1/chain/get_account", {"account_name": "producera"}, 200),
+            ("/v1/chain/get_producers", {}, 200),
+            ("/v1/chain/get_transaction", {"id": stx.id.hex()}, 200),
+            ("/v1/chain/get_transaction", {"id": asynced.id.hex()}, 200),
+            ("/v1/chain/get_evidence", {}, 200),
+            ("/v1/node/health", {}, 200),
+            ("/v1/node/sync", {}, 200),
+            ("/v1/net/peers", {}, 200),
+            ("/v1/net/connect", {"address": "127.0.0.1:9876"}, 200),
+            ("/v1/net/disconnect", {"peer": "p1"}, 200),
+        ]
+        assert {path for path, _, _ in calls} == set(rig.api.routes) - {
+            "/v1/chain/push_transaction"
+        }
+        for path, body, expected in calls:
+            status, answer = await rig.post(path, body)
+            assert status == expected, (path, answer)
+        assert (await rig.client.get("/metrics")).status == 200
+        assert (await rig.client.get("/openapi.json")).status == 200
+        assert network.dialled == [("127.0.0.1", 9876)]
+
+    _run(tmp_path, scenario, wrap=wrap, network=network)
+    assert len(guards) == 1 and guards[0].strays == []
+
+
+def test_block_json_is_cached_and_irreversible_follows_the_lib(tmp_path: Path) -> None:
+    """get_block answers recent blocks from JSON encoded once, without the chain thread, and
+    its ``irreversible`` turns true once the LIB passes the block; every answer equals the
+    block's JSON made afresh."""
+
+    async def scenario(rig: Rig) -> None:
+        metrics = rig.api.metrics.registry
+        first = await rig.produce()
+        status, early = await rig.post("/v1/chain/get_block", {"block_num_or_id": 1})
+        assert status == 200 and rig.runner.view.lib_num == 0
+        assert early == block_json(first, 0) and early["irreversible"] is False
+        assert rig.api.blocks.encoded(first.id, 0) is not None
+        while rig.runner.view.lib_num < 1:
+            await rig.produce()
+        for key in (1, "1", first.id.hex()):
+            status, late = await rig.post("/v1/chain/get_block", {"block_num_or_id": key})
+            assert status == 200 and late == block_json(first, 1)
+            assert late["irreversible"] is True
+        assert metrics.get_sample_value("bor_rpc_chain_reads_total") == 0
+
+    _run(tmp_path, scenario, net=DevNet.create(3, blocks_per_turn=1))
+
+
+def test_a_block_not_seen_at_commit_is_read_once(tmp_path: Path) -> None:
+    """A block the RPC was not handed at commit is read on the chain thread once; later
+    requests, by number or id, are answered from the cache."""
+
+    async def scenario(rig: Rig) -> None:
+        metrics = rig.api.metrics.registry
+        block = await rig.runner.call(rig.net.produce, rig.chain)  # not handed to the RPC
+        answers = [
+            await rig.post("/v1/chain/get_block", {"block_num_or_id": key})
+            for key in (1, 1, block.id.hex())
+        ]
+        assert answers == [(200, block_json(block, 1))] * 3
+        assert metrics.get_sample_value("bor_rpc_chain_reads_total") == 1
+
+    _run(tmp_path, scenario)
+
+
+def test_reads_beyond_the_bound_get_503_busy(tmp_path: Path) -> None:
+    """With the chain thread held up, reads queue for it up to the bound; the next read is
+    refused at once with 503 and a JSON reason, and the queued ones are answered later."""
+
+    async def scenario(rig: Rig) -> None:
+        gate = threading.Event()
+        blocker = asyncio.create_task(rig.runner.call(gate.wait, 5))
+        body = {"account_name": "alice"}
+        queued = []
+        for _ in range(3):  # one in the batch on its way to the chain thread, two waiting
+            queued.append(asyncio.create_task(rig.post("/v1/chain/get_account", body)))
+            await asyncio.sleep(0.05)
+        status, refused = await rig.post("/v1/chain/get_account", body)
+        assert status == 503 and refused["error"]["name"] == "busy"
+        assert "waiting for the chain" in refused["error"]["what"]
+        gate.set()
+        assert await blocker
+        assert [status for status, _ in await asyncio.gather(*queued)] == [200] * 3
+        metrics = rig.api.metrics.registry
+        assert metrics.get_sample_value("bor_rpc_reads_refused_total") == 1
+
+    def reads(runner: ChainRunner, metrics: NodeMetrics) -> ChainReads:
+        return ChainReads(runner, metrics, max_waiting=2)
+
+    _run(tmp_path, scenario, make_reads=reads)
