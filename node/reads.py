@@ -9,12 +9,13 @@ and left pushes at 0.4 of their rate alone. Pacing gives writes priority; with n
 flight, reads are not paced at all.
 
 ``ChainReads``: reads that need more than the chain's view run on the chain thread, in
-batches. Reads share the chain thread with blocks and admission batches. One call per read put 20
+batches. They share that thread with blocks and admission batches: one call per read put 20
 polling clients' reads ahead of every admission batch, and each call is two thread wake-ups
 (py-spy under ``bench_rpc.py``: 13 % of the GIL in ``Condition.notify`` alone). So reads
 queue here, on the event loop, and one task hands them to the chain thread a batch at a
 time: at most one batch is in flight, and a batch stops at a time budget, so a block or a
-batch of transactions never waits behind more than ``BATCH_BUDGET_S`` of reads.
+batch of transactions never waits behind more than ``BATCH_BUDGET_S`` of reads. (A read that
+arrives while a block is being produced still waits for it: 50-200 ms under full load.)
 
 Overload is answered, not queued without end: a read that would wait for its pace slot
 longer than ``max_wait_s``, or find ``max_waiting`` reads queued for the chain thread, is
@@ -43,9 +44,10 @@ MAX_BATCH = 64
 # Chain-thread time one batch may take before it hands the rest back: an account read costs
 # ~0.3 ms there, a full block's decode ~20 ms; 20 ms is the admission batch's order of size.
 BATCH_BUDGET_S = 0.02
-# Reads started per second while transactions are being admitted: ~400 reads cost the event
-# loop 10-15 % of a core on the 2-core machine bench_rpc.py runs on (250-350 us a read), which
-# kept pushes at ~0.9 of their rate alone there.
+# Reads started per second while transactions are being admitted. On the 2-core machine
+# bench_rpc.py ran on (150-250 us of the node's CPU a read), 20 polling clients then kept
+# pushes at ~0.7-0.8 of their rate alone, with a read's median at ~50 ms (20 clients / 400);
+# at 600 a second the median fell to ~33 ms and pushes to ~0.64.
 PACED_READS_PER_S = 400.0
 # Reads that may start at once, unpaced, after a quiet moment (a wallet's few reads together).
 PACE_BURST = 8
