@@ -20,7 +20,9 @@ METRICS_TTL_S = 1.0
 
 def _json(status: int, body: Any) -> web.Response:
     encoded = body.body if isinstance(body, EncodedJson) else dumps(body)
-    return web.Response(status=status, body=encoded, content_type="application/json")
+    return web.Response(
+        status=status, body=encoded, content_type="application/json", charset="utf-8"
+    )
 
 
 async def _read_body(request: web.Request) -> dict[str, Any]:
