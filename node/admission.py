@@ -39,6 +39,11 @@ class Admitter:
         self.metrics = metrics
         self.on_accepted = on_accepted
         self._queue: asyncio.Queue[_Item] = asyncio.Queue(QUEUE_SIZE)
+        self._last_batch = -1e9  # time.monotonic() of the last batch handed over
+
+    def admitting(self, window_s: float) -> bool:
+        """Whether transactions wait here now or a batch went to the chain in ``window_s``."""
+        return not self._queue.empty() or time.monotonic() - self._last_batch < window_s
 
     async def admit(self, stx: SignedTransaction) -> None:
         """Admit ``stx``; raises the TransactionError that refused it."""
@@ -63,11 +68,14 @@ class Admitter:
             while len(batch) < MAX_BATCH and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
             txs = [stx for stx, _ in batch]
-            results = await self.runner.call(
-                self.runner.chain.admit_transactions, txs, int(time.time() * 1000)
-            )
+            self._last_batch = time.monotonic()
+            results = await self.runner.call(self._admit, txs, int(time.time() * 1000))
             for (stx, future), error in zip(batch, results, strict=True):
                 self._settle(stx, future, error)
+
+    def _admit(self, txs: list[SignedTransaction], now_ms: int) -> list[TransactionError | None]:
+        """On the chain thread: the chain is read there only."""
+        return self.runner.chain.admit_transactions(txs, now_ms)
 
     def _settle(
         self,

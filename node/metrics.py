@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from chain.controller import Chain
+from chain.view import ChainView
 from p2p.sync import Stage
 
 if TYPE_CHECKING:  # node.network builds on the chain runner; metrics only read it
@@ -31,6 +31,15 @@ class NodeMetrics:
         )
         self.tx_rejected = Counter(
             "bor_transactions_rejected", "Transactions refused", ["reason"], registry=r
+        )
+        self.rpc_chain_reads = Counter(
+            "bor_rpc_chain_reads", "RPC reads answered on the chain thread", registry=r
+        )
+        self.rpc_read_batches = Counter(
+            "bor_rpc_chain_read_batches", "Batches of RPC reads run on the chain thread", registry=r
+        )
+        self.rpc_reads_refused = Counter(
+            "bor_rpc_reads_refused", "RPC reads refused (503) while too many waited", registry=r
         )
         self.produce_seconds = Histogram(
             "bor_block_production_seconds",
@@ -94,12 +103,12 @@ class NodeMetrics:
                 self.rdma_writes.labels(peer.id).set(stats.rdma_writes)
                 self.rdma_completions.labels(peer.id).set(stats.rdma_completions)
 
-    def observe_chain(self, chain: Chain) -> None:
-        self.head.set(chain.head.num)
-        self.lib.set(chain.lib)
-        self.head_time.set(chain.head.slot * 0.5 + 946_684_800)
-        self.mempool.set(len(chain.mempool))
-        self.fork_db.set(chain.fork_db_size)
+    def observe_chain(self, view: ChainView) -> None:
+        self.head.set(view.head.num)
+        self.lib.set(view.lib_num)
+        self.head_time.set(view.head.slot * 0.5 + 946_684_800)
+        self.mempool.set(view.mempool_size)
+        self.fork_db.set(view.fork_db_size)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

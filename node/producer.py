@@ -45,11 +45,12 @@ class ProducerLoop:
             await asyncio.sleep(max(wait_ms, 1.0) / 1000)
 
     async def maybe_produce(self, slot: int) -> SignedBlock | None:
-        chain = self.runner.chain
-        head = chain.head
+        runner = self.runner
+        view = runner.view
+        head = view.head
         if head.slot >= slot:
             return None
-        name, key_pub = head.scheduled(slot, chain.params)
+        name, key_pub = head.scheduled(slot, view.params)
         if name not in self.producers:
             return None
         if not self.may_produce():
@@ -62,7 +63,9 @@ class ProducerLoop:
                 log.warning("no_signing_key", producer=name, slot=slot)
             return None
         started = time.perf_counter()
-        block = await self.runner.call_urgent(chain.produce_block, slot, key)
+        # The head may have moved since the view was read; produce_block checks the slot's
+        # producer again on the chain thread.
+        block = await runner.call_urgent(lambda: runner.chain.produce_block(slot, key))
         elapsed = time.perf_counter() - started
         self.metrics.produced.inc()
         self.metrics.block_txs.inc(len(block.transactions))
@@ -73,7 +76,7 @@ class ProducerLoop:
             id=block.id.hex()[:16],
             producer=name,
             txs=len(block.transactions),
-            lib=chain.lib,
+            lib=runner.view.lib_num,
             ms=round(elapsed * 1000, 1),
         )
         self.on_block(block)

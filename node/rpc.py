@@ -1,29 +1,42 @@
 """The RPC logic, apart from the HTTP shell: requests in, results or typed errors out.
 
-``Api`` maps each path to a handler over the chain runner. ``error_response`` is the one
-place where errors become HTTP status codes and JSON bodies.
+``Api`` maps each path to a handler. It never touches ``Chain``: what the chain thread's
+published view holds (head, LIB, parameters, sizes) is answered from the view; anything else
+is a small query run on the chain thread (``ChainReads``: batched, bounded). The peer layer
+is reached through ``NetworkApi``. ``error_response`` is the one place where errors become
+HTTP status codes and JSON bodies.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
 from chain import errors as ce
+from chain.block import SignedBlock
+from chain.controller import Chain
 from chain.encoding import pack
 from chain.errors import ChainError, EncodingError
 from chain.transaction import SignedTransaction, decode_signed_transaction
-from chain.types import AccountName, BlockId, TxId, is_valid_name
+from chain.types import AccountName, BlockId, BlockNum, TxId, is_valid_name
 from node.admission import Admitter
+from node.blockcache import BlockJsonCache
 from node.metrics import NodeMetrics
-from node.network import Network
+from node.reads import WRITES_WINDOW_S, ChainReads, ReadPacer, ReadsBusy
 from node.runner import ChainRunner, InclusionWatch
-from node.views import account_json, block_json, producer_json, schedule_json, slot_iso
+from node.views import (
+    account_json,
+    block_json,
+    dumps,
+    producer_json,
+    schedule_json,
+    slot_iso,
+)
 
 log = structlog.get_logger("rpc")
 
@@ -64,6 +77,8 @@ def error_response(err: Exception) -> tuple[int, dict[str, Any]]:
     """HTTP status and JSON body for any error a handler raised."""
     if isinstance(err, RpcError):
         status, name, what = err.status, err.name, err.what
+    elif isinstance(err, ReadsBusy):
+        status, name, what = 503, "busy", str(err)
     elif isinstance(err, ChainError):
         # The most specific registered class wins: walk the error's MRO.
         status = next((_STATUS[c] for c in type(err).__mro__ if c in _STATUS), 500)
@@ -100,6 +115,39 @@ class Route:
     params: dict[str, str]  # field -> description, for the OpenAPI document
 
 
+class NetworkApi(Protocol):
+    """What the RPC needs of the peer layer (the peer layer owns its state; these are reads
+    of it made on the event loop, and the two actions an operator may take)."""
+
+    def status(self) -> dict[str, Any]:
+        """The /v1/net/peers JSON."""
+        ...
+
+    def sync_status(self) -> dict[str, Any]:
+        """The /v1/node/sync JSON."""
+        ...
+
+    def summary(self) -> dict[str, Any]:
+        """What get_info adds: peer_count, sync_stage, sync_target, sync_blocks_per_s,
+        sync_eta_s, rdma."""
+        ...
+
+    def connect(self, address: tuple[str, int]) -> bool:
+        """Dial ``address`` and keep redialling it; False if it is dialled already."""
+        ...
+
+    async def disconnect(self, peer_id: str) -> bool:
+        """Send peer ``peer_id`` away; False if no such peer is connected."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedJson:
+    """A handler's result that is JSON already (the HTTP shell sends the bytes as they are)."""
+
+    body: bytes
+
+
 class Api:
     def __init__(
         self,
@@ -107,29 +155,40 @@ class Api:
         metrics: NodeMetrics,
         watch: InclusionWatch,
         admitter: Admitter,
-        network: Network | None = None,
+        network: NetworkApi | None = None,
+        *,
+        reads: ChainReads | None = None,
+        pacer: ReadPacer | None = None,
     ) -> None:
+        """``reads`` and ``pacer`` default to ``ChainReads`` and ``ReadPacer`` tuned for a
+        node; tests pass their own."""
         self.runner = runner
-        self.chain = runner.chain
         self.metrics = metrics
         self.watch = watch
         self.admitter = admitter
         self.network = network
+        self.read = reads or ChainReads(runner, metrics)
+        self.pacer = pacer or ReadPacer(lambda: admitter.admitting(WRITES_WINDOW_S), metrics)
+        self.blocks = BlockJsonCache()
+        self._producers: tuple[BlockId, bytes] | None = None  # head id, get_producers JSON
+        paced = self._paced
         self.routes: dict[str, Route] = {
-            "/v1/chain/get_info": Route(self.get_info, "Head, LIB and chain identity", {}),
+            "/v1/chain/get_info": Route(paced(self.get_info), "Head, LIB and chain identity", {}),
             "/v1/chain/get_block": Route(
-                self.get_block, "A block by number or id", {"block_num_or_id": "number or hex id"}
+                paced(self.get_block),
+                "A block by number or id",
+                {"block_num_or_id": "number or hex id"},
             ),
             "/v1/chain/get_account": Route(
-                self.get_account,
+                paced(self.get_account),
                 "Balance, stake, key and votes of an account",
                 {"account_name": "account name"},
             ),
             "/v1/chain/get_producers": Route(
-                self.get_producers, "Producer candidates, votes and schedules", {}
+                paced(self.get_producers), "Producer candidates, votes and schedules", {}
             ),
             "/v1/chain/get_transaction": Route(
-                self.get_transaction, "A transaction and where it is", {"id": "hex id"}
+                paced(self.get_transaction), "A transaction and where it is", {"id": "hex id"}
             ),
             "/v1/chain/push_transaction": Route(
                 self.push_transaction,
@@ -143,15 +202,16 @@ class Api:
                 },
             ),
             "/v1/chain/get_evidence": Route(
-                self.get_evidence, "Blocks kept as evidence of double signing", {}
+                paced(self.get_evidence), "Blocks kept as evidence of double signing", {}
             ),
+            # Not paced: a liveness probe must not fail because the node is busy writing.
             "/v1/node/health": Route(self.health, "Liveness and head age", {}),
             "/v1/node/sync": Route(
-                self.sync_status,
+                paced(self.sync_status),
                 "Sync stage, target, next expected block, sources, blocks/s and ETA",
                 {},
             ),
-            "/v1/net/peers": Route(self.net_peers, "Connected peers", {}),
+            "/v1/net/peers": Route(paced(self.net_peers), "Connected peers", {}),
             "/v1/net/connect": Route(
                 self.net_connect, "Dial a peer (and keep redialling it)", {"address": "host:port"}
             ),
@@ -160,40 +220,55 @@ class Api:
             ),
         }
 
-    # --- chain API -------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Serve the reads that go to the chain thread, until cancelled (the node runs this
+        beside the admission task)."""
+        await self.read.run()
+
+    def _paced(self, handler: Handler) -> Handler:
+        """``handler`` behind the read pacer: reads yield to writes."""
+
+        async def paced(body: dict[str, Any]) -> Any:
+            await self.pacer.turn()
+            return await handler(body)
+
+        return paced
+
+    def committed(self, blocks: Sequence[SignedBlock]) -> None:
+        """Blocks just applied or produced, oldest first (the node calls this for both)."""
+        self.blocks.committed(blocks)
+
+    # --- chain API: from the view where it holds the answer -------------------------------
 
     async def get_info(self, body: dict[str, Any]) -> dict[str, Any]:
-        chain = self.chain
-        head, lib_num = chain.head, chain.lib
-        lib_block = await self.runner.call(chain.block_by_num, lib_num) if lib_num else None
-        p = chain.params
+        view = self.runner.view
+        head, p = view.head, view.params
+        lib_known = view.lib_num > 0
         return {
             "server_version": SERVER_VERSION,
-            "chain_id": chain.chain_id.hex(),
+            "chain_id": view.chain_id.hex(),
             "head_block_num": head.num,
             "head_block_id": head.id.hex(),
             "head_block_time": slot_iso(head.slot),
             "head_block_producer": head.producer,
-            "last_irreversible_block_num": lib_num,
-            "last_irreversible_block_id": (lib_block.id.hex() if lib_block else head.id.hex()),
-            "last_irreversible_block_time": (
-                slot_iso(lib_block.header.slot) if lib_block else slot_iso(head.slot)
-            ),
+            "last_irreversible_block_num": view.lib_num,
+            "last_irreversible_block_id": (view.lib_id if lib_known else head.id).hex(),
+            "last_irreversible_block_time": slot_iso(view.lib_slot if lib_known else head.slot),
             "schedule_version": head.active.version,
             "token_symbol": p.token_symbol,
             "token_precision": p.token_precision,
-            "mempool_size": len(chain.mempool),
-            "fork_db_size": chain.fork_db_size,
-        } | self._network_summary()
+            "mempool_size": view.mempool_size,
+            "fork_db_size": view.fork_db_size,
+        } | ({} if self.network is None else self.network.summary())
 
-    def _network_summary(self) -> dict[str, Any]:
-        if self.network is None:
-            return {}
-        return self.network.summary()
+    async def health(self, body: dict[str, Any]) -> dict[str, Any]:
+        head = self.runner.view.head
+        age = time.time() - (head.slot * 0.5 + 946_684_800)
+        return {"status": "ok", "head_block_num": head.num, "head_age_s": round(age, 3)}
 
     # --- node and net API -------------------------------------------------------------------
 
-    def _require_network(self) -> Network:
+    def _require_network(self) -> NetworkApi:
         if self.network is None:
             raise RpcError(404, "not_found", "this node runs without a network")
         return self.network
@@ -220,60 +295,85 @@ class Api:
             raise RpcError(404, "not_found", f"no connected peer {peer!r}")
         return {"peer": peer, "status": "disconnected"}
 
-    async def get_block(self, body: dict[str, Any]) -> dict[str, Any]:
+    # --- chain API: through the chain thread ------------------------------------------------
+
+    async def get_block(self, body: dict[str, Any]) -> EncodedJson:
         key = _field(body, "block_num_or_id")
+        view = self.runner.view
         if (isinstance(key, int) and not isinstance(key, bool)) or (
             isinstance(key, str) and key.isdigit()
         ):
-            block = await self.runner.call(self.chain.block_by_num, int(key))
+            num = int(key)
+            block_id = self.blocks.id_at(num, view)
+            if block_id is None:
+                found, lib = await self.read(lambda c: (c.block_by_num(num), c.lib))
+                self.blocks.learn(num, found.id, lib)
+                return EncodedJson(self.blocks.encode(found, self.runner.view.lib_num))
         elif isinstance(key, str) and len(key) == 64:
-            block = await self.runner.call(
-                self.chain.block_by_id, BlockId(_hex(body, "block_num_or_id", 32))
-            )
+            block_id = BlockId(_hex(body, "block_num_or_id", 32))
         else:
             raise RpcError(400, "bad_field", "block_num_or_id must be a number or a 64-hex id")
-        return block_json(block, self.chain.lib)
+        encoded = self.blocks.encoded(block_id, view.lib_num)
+        if encoded is not None:
+            return EncodedJson(encoded)
+        wanted = block_id
+        block = self.blocks.recent(wanted)
+        if block is None:
+            block = await self.read(lambda c: c.block_by_id(wanted))
+        return EncodedJson(self.blocks.encode(block, self.runner.view.lib_num))
 
     async def get_account(self, body: dict[str, Any]) -> dict[str, Any]:
         name = _field(body, "account_name")
         if not isinstance(name, str) or not is_valid_name(name):
             raise RpcError(400, "bad_field", f"{name!r} is not an account name")
-        account = await self.runner.call(self.chain.account, AccountName(name))
-        producers = await self.runner.call(self.chain.producers)
+        account, producers = await self.read(
+            lambda c: (c.account(AccountName(name)), c.producers())
+        )
         producer = next((p for p in producers if p.name == name), None)
         return account_json(account, producer)
 
-    async def get_producers(self, body: dict[str, Any]) -> dict[str, Any]:
-        producers = await self.runner.call(self.chain.producers)
-        head = self.chain.head
+    async def get_producers(self, body: dict[str, Any]) -> EncodedJson:
+        # Producers change only with a block: the answer is kept until the head moves.
+        cached = self._producers
+        if cached is not None and cached[0] == self.runner.view.head.id:
+            return EncodedJson(cached[1])
+        head, producers = await self.read(lambda c: (c.head, c.producers()))
         active = set(head.active.names())
         rows = [producer_json(p) | {"in_schedule": p.name in active} for p in producers]
-        return {
-            "rows": rows,
-            "total_producer_vote_weight": sum(p.total_votes for p in producers),
-            "active": schedule_json(head.active),
-            "pending": schedule_json(head.pending),
-        }
+        encoded = dumps(
+            {
+                "rows": rows,
+                "total_producer_vote_weight": sum(p.total_votes for p in producers),
+                "active": schedule_json(head.active),
+                "pending": schedule_json(head.pending),
+            }
+        )
+        self._producers = (head.id, encoded)
+        return EncodedJson(encoded)
 
     async def get_transaction(self, body: dict[str, Any]) -> dict[str, Any]:
         tx_id = TxId(_hex(body, "id", 32))
-        try:
-            stx, num = await self.runner.call(self.chain.transaction, tx_id)
-        except ce.NotFound:
-            if tx_id in self.chain.mempool:
-                return {"id": tx_id.hex(), "status": "pending"}
-            raise
-        status = "irreversible" if num <= self.chain.lib else "executed"
+
+        def find(chain: Chain) -> tuple[SignedTransaction, BlockNum, BlockNum] | None:
+            try:
+                stx, num = chain.transaction(tx_id)
+            except ce.NotFound:
+                if tx_id in chain.mempool:
+                    return None
+                raise
+            return stx, num, chain.lib
+
+        found = await self.read(find)
+        if found is None:
+            return {"id": tx_id.hex(), "status": "pending"}
+        stx, num, lib = found
+        status = "irreversible" if num <= lib else "executed"
         return stx.to_json() | {"block_num": num, "status": status}
 
     async def get_evidence(self, body: dict[str, Any]) -> dict[str, Any]:
-        blocks = await self.runner.call(self.chain.evidence)
-        return {"blocks": [block_json(b, self.chain.lib) for b in blocks]}
-
-    async def health(self, body: dict[str, Any]) -> dict[str, Any]:
-        head = self.chain.head
-        age = time.time() - (head.slot * 0.5 + 946_684_800)
-        return {"status": "ok", "head_block_num": head.num, "head_age_s": round(age, 3)}
+        blocks = await self.read(lambda c: c.evidence())
+        lib = self.runner.view.lib_num
+        return {"blocks": [block_json(b, lib) for b in blocks]}
 
     # --- transactions -----------------------------------------------------------------------
 
@@ -312,10 +412,9 @@ class Api:
             signatures = [bytes.fromhex(s) for s in sigs]
         except (TypeError, ValueError) as err:
             raise RpcError(400, "bad_field", "signatures must be hex strings") from err
-        if len(packed) > self.chain.params.max_tx_bytes:
-            raise ce.OversizedTransaction(
-                f"transaction is {len(packed)} bytes, limit {self.chain.params.max_tx_bytes}"
-            )
+        limit = self.runner.view.params.max_tx_bytes
+        if len(packed) > limit:
+            raise ce.OversizedTransaction(f"transaction is {len(packed)} bytes, limit {limit}")
         try:
             return decode_signed_transaction(pack([packed, signatures]))
         except EncodingError as err:

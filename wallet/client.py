@@ -1,4 +1,9 @@
-"""A small synchronous client of the node's HTTP RPC."""
+"""A small synchronous client of the node's HTTP RPC.
+
+Every failure leaves ``call`` as one of the wallet's own errors: ``RpcFailure`` when the node
+answered (with its error name and text when it sent a JSON error, else the HTTP reason), and
+``NodeUnreachable`` when it could not be reached or did not answer in time.
+"""
 
 from __future__ import annotations
 
@@ -22,20 +27,39 @@ class RpcClient:
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return json.loads(response.read())
+                status, raw = response.status, response.read()
         except urllib.error.HTTPError as err:
-            try:
-                payload = json.loads(err.read())
-                error = payload["error"]
-                raise RpcFailure(err.code, error["name"], error["what"]) from err
-            except (ValueError, KeyError, TypeError):
-                raise RpcFailure(err.code, "http_error", str(err.reason)) from err
+            raise _failure(err.code, str(err.reason), _read(err)) from err
         except (urllib.error.URLError, OSError) as err:
             reason = getattr(err, "reason", err)
             raise NodeUnreachable(f"cannot reach the node at {self.url}: {reason}") from err
+        try:
+            return json.loads(raw)
+        except ValueError as err:
+            raise RpcFailure(status, "malformed_response", "the answer is not JSON") from err
 
     def get_info(self) -> dict[str, Any]:
         return self.call("/v1/chain/get_info")  # type: ignore[no-any-return]
 
     def get_account(self, name: str) -> dict[str, Any]:
         return self.call("/v1/chain/get_account", {"account_name": name})  # type: ignore[no-any-return]
+
+
+def _read(err: urllib.error.HTTPError) -> bytes:
+    try:
+        return err.read()
+    except OSError:  # the body was cut off: the status and reason still say what happened
+        return b""
+
+
+def _failure(status: int, reason: str, raw: bytes) -> RpcFailure:
+    """The node's own error from a JSON error body ``{"error": {"name", "what"}}``; else one
+    named ``http_error`` with the HTTP reason."""
+    try:
+        error = json.loads(raw)["error"]
+        name, what = error["name"], error["what"]
+    except (ValueError, KeyError, TypeError):
+        return RpcFailure(status, "http_error", reason)
+    if not isinstance(name, str) or not isinstance(what, str):
+        return RpcFailure(status, "http_error", reason)
+    return RpcFailure(status, name, what)

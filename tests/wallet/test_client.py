@@ -1,0 +1,132 @@
+"""``RpcClient`` against a real aiohttp server on loopback: every way a call can fail ends
+as ``RpcFailure`` (the node answered) or ``NodeUnreachable`` (it did not), with the fields
+a user needs."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+from aiohttp import web
+
+from wallet.client import RpcClient
+from wallet.errors import NodeUnreachable, RpcFailure
+
+
+async def _json_error(request: web.Request) -> web.Response:
+    body = {
+        "code": 404,
+        "message": "no block 9",
+        "error": {"name": "not_found", "what": "no block 9"},
+    }
+    return web.json_response(body, status=404)
+
+
+async def _text_500(request: web.Request) -> web.Response:
+    return web.Response(status=500, text="<html>oops</html>", content_type="text/html")
+
+
+async def _no_error_field(request: web.Request) -> web.Response:
+    return web.json_response({"message": "nope"}, status=400)
+
+
+async def _not_json_200(request: web.Request) -> web.Response:
+    return web.Response(status=200, text="hello")
+
+
+async def _slow(request: web.Request) -> web.Response:
+    await asyncio.sleep(2)
+    return web.json_response({})
+
+
+async def _echo(request: web.Request) -> web.Response:
+    return web.json_response({"got": await request.json()})
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    """A real HTTP server on a loopback port, run by a thread of its own."""
+    app = web.Application()
+    for path, handler in [
+        ("/json_error", _json_error),
+        ("/text_500", _text_500),
+        ("/no_error_field", _no_error_field),
+        ("/not_json", _not_json_200),
+        ("/slow", _slow),
+        ("/echo", _echo),
+    ]:
+        app.router.add_post(path, handler)
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = runner.addresses[0][1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{port}"
+    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(5)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+    loop.close()
+
+
+def test_an_answer_is_parsed(url: str) -> None:
+    """A 200 JSON answer is returned as data, and the body was sent as JSON."""
+    assert RpcClient(url).call("/echo", {"a": 1}) == {"got": {"a": 1}}
+
+
+def test_a_json_error_keeps_the_nodes_name_and_text(url: str) -> None:
+    """A JSON error body becomes RpcFailure with the node's status, error name and text."""
+    with pytest.raises(RpcFailure) as caught:
+        RpcClient(url).call("/json_error")
+    assert (caught.value.status, caught.value.name, caught.value.what) == (
+        404,
+        "not_found",
+        "no block 9",
+    )
+
+
+def test_a_non_json_500_is_an_http_error(url: str) -> None:
+    """A non-JSON 500 becomes RpcFailure named http_error with the HTTP reason."""
+    with pytest.raises(RpcFailure) as caught:
+        RpcClient(url).call("/text_500")
+    assert (caught.value.status, caught.value.name) == (500, "http_error")
+    assert caught.value.what == "Internal Server Error"
+
+
+def test_an_error_body_without_error_is_an_http_error(url: str) -> None:
+    """A JSON body lacking ``error`` becomes RpcFailure named http_error."""
+    with pytest.raises(RpcFailure) as caught:
+        RpcClient(url).call("/no_error_field")
+    assert (caught.value.status, caught.value.name, caught.value.what) == (
+        400,
+        "http_error",
+        "Bad Request",
+    )
+
+
+def test_a_200_that_is_not_json_is_a_malformed_response(url: str) -> None:
+    """A 200 whose body is not JSON becomes RpcFailure named malformed_response, not a
+    ValueError."""
+    with pytest.raises(RpcFailure) as caught:
+        RpcClient(url).call("/not_json")
+    assert (caught.value.status, caught.value.name) == (200, "malformed_response")
+
+
+def test_a_refused_connection_is_unreachable() -> None:
+    """Nothing listening on the port: NodeUnreachable naming the node's address."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again before the call: nobody listens there
+    with pytest.raises(NodeUnreachable, match=f"127.0.0.1:{port}"):
+        RpcClient(f"http://127.0.0.1:{port}").call("/v1/chain/get_info")
+
+
+def test_a_timeout_is_unreachable(url: str) -> None:
+    """A node that does not answer within the timeout: NodeUnreachable saying it timed out."""
+    with pytest.raises(NodeUnreachable, match="timed out"):
+        RpcClient(url, timeout=0.2).call("/slow")
