@@ -94,16 +94,23 @@ class StateView:
         self._base = base
         # key -> decoded object (Account, Producer), raw bytes, or None for a deletion
         self._writes: dict[bytes, Any] = {}
+        # The root view, for child views; None in the root itself: a root pointing at itself
+        # would be a reference cycle, left to the cyclic GC with all the cache it holds (its
+        # pauses of a few hundred ms showed in RPC latency under load, bench_rpc.py).
         if isinstance(base, StateView):
             self._parent: StateView | None = base
-            self._root: StateView = base._root
+            self._root: StateView | None = base._top
         else:
             self._parent = None
-            self._root = self
+            self._root = None
         self._reads: dict[bytes, tuple[bytes | None, Any]] = {}
         # (ref_block_num, ref_block_prefix) -> whether it names a block of this chain; most
         # transactions of a block reference the same few blocks.
         self._tapos: dict[tuple[int, int], bool] = {}
+
+    @property
+    def _top(self) -> StateView:
+        return self if self._root is None else self._root
 
     # --- generic ---------------------------------------------------------------------------
 
@@ -113,7 +120,7 @@ class StateView:
             if key in view._writes:
                 return view._writes[key]
             view = view._parent
-        root = self._root
+        root = self._top
         cached = root._reads.get(key)
         if cached is not None:
             return cached[1]
@@ -157,7 +164,7 @@ class StateView:
 
     def originals(self) -> dict[bytes, bytes | None]:
         """Committed raw values of the keys this block read (the old values for undo)."""
-        return {key: raw for key, (raw, _) in self._root._reads.items()}
+        return {key: raw for key, (raw, _) in self._top._reads.items()}
 
     # --- accounts and producers -----------------------------------------------------------
 
@@ -202,12 +209,12 @@ class StateView:
 
     def set_block_summary(self, num: int, block_id: BlockId) -> None:
         self._writes[schema.block_summary_key(num)] = bytes(block_id)
-        self._root._tapos.clear()
+        self._top._tapos.clear()
 
     def tapos_matches(self, ref_num: int, ref_prefix: int) -> bool:
         """Whether the block summary at ``ref_num`` has id prefix ``ref_prefix`` (EOSIO's
         TaPoS check: bytes 8..11 of the id, little-endian)."""
-        memo = self._root._tapos
+        memo = self._top._tapos
         known = memo.get((ref_num, ref_prefix))
         if known is None:
             ref = self.block_summary(ref_num)
