@@ -61,6 +61,8 @@ def _forge(
 
 
 def test_block_from_a_peer_is_applied_like_our_own(net: DevNet, tmp_path: Path) -> None:
+    """A block made on one node is applied on another to the same head and state; pushing it again
+    adds nothing."""
     x, y = _pair(net, tmp_path)
     x.admit_transaction(net.tx(x, Transfer(A, B, 5)), now_ms())
     block = net.produce(x)
@@ -72,6 +74,8 @@ def test_block_from_a_peer_is_applied_like_our_own(net: DevNet, tmp_path: Path) 
 
 
 def test_bad_producer_signature(net: DevNet, tmp_path: Path) -> None:
+    """A block whose signature is not the producer's is refused as invalid and the head stays at
+    genesis."""
     x, y = _pair(net, tmp_path)
     block = net.produce(x)
     other = net.keys["alice"].sign(b"\x00" * 32)
@@ -82,6 +86,7 @@ def test_bad_producer_signature(net: DevNet, tmp_path: Path) -> None:
 
 
 def test_block_from_the_wrong_producer(net: DevNet, tmp_path: Path) -> None:
+    """A block naming a producer other than the slot's scheduled one is refused as invalid."""
     y = net.open(tmp_path)
     slot = y.head.slot + 1
     owner, _ = y.head.scheduled(slot, y.params)
@@ -91,6 +96,7 @@ def test_block_from_the_wrong_producer(net: DevNet, tmp_path: Path) -> None:
 
 
 def test_block_from_the_future(net: DevNet, tmp_path: Path) -> None:
+    """A block for a slot ten slots ahead of the clock is refused as invalid."""
     y = net.open(tmp_path)
     future_slot = (now_ms() - 946_684_800_000) // 500 + 10
     with pytest.raises(InvalidBlock, match="future"):
@@ -98,12 +104,14 @@ def test_block_from_the_future(net: DevNet, tmp_path: Path) -> None:
 
 
 def test_wrong_merkle_root(net: DevNet, tmp_path: Path) -> None:
+    """A block whose Merkle root does not match its transactions is refused as invalid."""
     y = net.open(tmp_path)
     with pytest.raises(InvalidBlock, match="Merkle"):
         y.push_block(_forge(net, y, tx_root=b"\x01" * 32), now_ms())
 
 
 def test_wrong_state_root_is_detected(net: DevNet, tmp_path: Path) -> None:
+    """A block with a wrong state root is refused; state, head and fork database stay unchanged."""
     x, y = _pair(net, tmp_path)
     before = state_dump(y)
     with pytest.raises(InvalidBlock, match="state root"):
@@ -113,6 +121,7 @@ def test_wrong_state_root_is_detected(net: DevNet, tmp_path: Path) -> None:
 
 
 def test_invalid_transaction_poisons_the_block(net: DevNet, tmp_path: Path) -> None:
+    """A block carrying an unaffordable transfer is refused as a whole and changes no state."""
     y = net.open(tmp_path)
     broke = net.tx(y, Transfer(A, B, 10**15))
     before = state_dump(y)
@@ -122,6 +131,7 @@ def test_invalid_transaction_poisons_the_block(net: DevNet, tmp_path: Path) -> N
 
 
 def test_unlinkable_block(net: DevNet, tmp_path: Path) -> None:
+    """A block whose previous id is unknown is refused as unlinkable."""
     y = net.open(tmp_path)
     block = _forge(net, y, previous=BlockId(b"\x00\x00\x00\x00" + b"\x09" * 28))
     with pytest.raises(UnlinkableBlock):
@@ -129,6 +139,8 @@ def test_unlinkable_block(net: DevNet, tmp_path: Path) -> None:
 
 
 def test_double_signing_is_refused_and_kept_as_evidence(net: DevNet, tmp_path: Path) -> None:
+    """A second, different block by one producer for one slot is refused as a double sign; both are
+    kept as evidence."""
     x, z, y = net.open(tmp_path / "x"), net.open(tmp_path / "z"), net.open(tmp_path / "y")
     slot = x.head.slot + 1
     first = net.produce(x, slot)
@@ -142,6 +154,8 @@ def test_double_signing_is_refused_and_kept_as_evidence(net: DevNet, tmp_path: P
 
 
 def test_restart_resumes_with_state_and_replay_protection(net: DevNet, tmp_path: Path) -> None:
+    """A reopened chain has the same head, LIB, state and transaction index, refuses a replayed
+    transaction and produces on."""
     chain = net.open(tmp_path)
     stx = net.tx(chain, Transfer(A, B, 42))
     chain.admit_transaction(stx, now_ms())
@@ -160,6 +174,7 @@ def test_restart_resumes_with_state_and_replay_protection(net: DevNet, tmp_path:
 
 
 def test_block_below_lib_on_another_branch_is_stale(net: DevNet, tmp_path: Path) -> None:
+    """A block on a branch that forks off below our LIB is refused as stale."""
     x, y = _pair(net, tmp_path)
     slot = x.head.slot + 1
     x_block = net.produce(x, slot)
@@ -175,6 +190,8 @@ def test_block_below_lib_on_another_branch_is_stale(net: DevNet, tmp_path: Path)
 def test_same_transaction_with_other_signatures_is_checked_on_its_own(
     net: DevNet, tmp_path: Path
 ) -> None:
+    """Authority is checked per signature set, not per id: a refused forgery does not block the
+    genuine transaction, nor does the cached genuine one let in a block carrying the forgery."""
     chain = net.open(tmp_path / "c")
     forged = net.tx(chain, Transfer(A, B, 1), signers=["bob"])
     with pytest.raises(MissingAuthority):

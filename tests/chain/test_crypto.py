@@ -25,6 +25,8 @@ secrets = st.integers(1, ORDER - 1).map(lambda n: n.to_bytes(32, "big"))
 @given(secrets, st.binary(max_size=64))
 @settings(max_examples=50)
 def test_sign_then_recover_gives_the_key(secret: bytes, message: bytes) -> None:
+    """Recovering a signature over a digest gives back the signer's public key, for any key and
+    message."""
     key = PrivateKey(secret)
     digest = sha256(message)
     assert recover(key.sign(digest), digest) == key.public_key
@@ -33,6 +35,8 @@ def test_sign_then_recover_gives_the_key(secret: bytes, message: bytes) -> None:
 @given(secrets, st.binary(min_size=1, max_size=64))
 @settings(max_examples=30)
 def test_other_message_recovers_another_key(secret: bytes, message: bytes) -> None:
+    """A signature checked against another message's digest recovers another key or is refused,
+    never the signer's."""
     key = PrivateKey(secret)
     sig = key.sign(sha256(message))
     with contextlib.suppress(BadSignature):
@@ -40,6 +44,7 @@ def test_other_message_recovers_another_key(secret: bytes, message: bytes) -> No
 
 
 def test_high_s_signature_is_refused() -> None:
+    """The high-s twin of a valid signature (s replaced by n - s) is refused as malleable."""
     key = PrivateKey.generate()
     digest = sha256(b"m")
     sig = key.sign(digest)
@@ -50,6 +55,7 @@ def test_high_s_signature_is_refused() -> None:
 
 
 def test_garbage_signatures() -> None:
+    """An all-zero signature raises BadSignature; a malformed one recovers to None in a batch."""
     digest = sha256(b"m")
     with pytest.raises(BadSignature):
         recover(b"\x00" * 64, digest)
@@ -57,6 +63,7 @@ def test_garbage_signatures() -> None:
 
 
 def test_key_text_round_trip_and_errors() -> None:
+    """Private and public keys survive their text forms; malformed key texts raise InvalidKey."""
     key = PrivateKey.generate()
     assert PrivateKey.from_text(key.to_text()).public_key == key.public_key
     assert public_key_from_text(public_key_to_text(key.public_key)) == key.public_key

@@ -20,6 +20,7 @@ def _schedule(n: int) -> Schedule:
 
 
 def test_each_producer_makes_consecutive_blocks() -> None:
+    """With 12 blocks per turn, producers own runs of 12 slots in schedule order, wrapping round."""
     schedule = _schedule(3)
     owners = [producer_of_slot(schedule, slot, 12) for slot in range(72)]
     assert owners == [0] * 12 + [1] * 12 + [2] * 12 + [0] * 12 + [1] * 12 + [2] * 12
@@ -27,6 +28,8 @@ def test_each_producer_makes_consecutive_blocks() -> None:
 
 @pytest.mark.parametrize(("n", "needed"), [(1, 1), (3, 3), (4, 3), (21, 15)])
 def test_lib_needs_more_than_two_thirds(n: int, needed: int) -> None:
+    """The LIB candidate is the highest block that more than two thirds of the producers have built
+    on; one producer fewer is not enough."""
     schedule = _schedule(n)
     # `needed` producers have built up to block 100, the rest are at block 10.
     marks = {AccountName(f"p{i}"): (100 if i < needed else 10) for i in range(n)}
@@ -37,6 +40,8 @@ def test_lib_needs_more_than_two_thirds(n: int, needed: int) -> None:
 
 
 def test_lib_advances_only_after_all_three_produce(tmp_path: Path) -> None:
+    """With three producers no block is irreversible until all three have produced; then the LIB is
+    the lowest of their latest blocks."""
     net = DevNet.create(3, blocks_per_turn=2)
     chain = net.open(tmp_path)
     last: dict[str, int] = {}
@@ -50,6 +55,8 @@ def test_lib_advances_only_after_all_three_produce(tmp_path: Path) -> None:
 
 
 def test_wrong_producer_block_is_rejected(tmp_path: Path) -> None:
+    """Producing for a slot with another producer's key than the scheduled one's raises
+    WrongProducerKey."""
     net = DevNet.create(3)
     chain = net.open(tmp_path)
     slot = chain.head.slot + 1
@@ -62,6 +69,8 @@ def test_wrong_producer_block_is_rejected(tmp_path: Path) -> None:
 
 
 def test_elected_schedule_becomes_active_once_its_block_is_irreversible(tmp_path: Path) -> None:
+    """A schedule won by votes is carried in the election block and becomes active (version 1) once
+    that block is irreversible; its producer signs the next block."""
     net = DevNet.create(1, election_interval_blocks=4)
     chain = net.open(tmp_path)
     # bob votes producera in: same set, no change. Then carol registers and wins.

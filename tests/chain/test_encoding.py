@@ -48,6 +48,7 @@ transactions = st.builds(
 
 @given(transactions)
 def test_signed_transaction_round_trip(tx: Transaction) -> None:
+    """A signed transaction decodes from its encoding to an equal value with the same id."""
     stx = SignedTransaction.sign(tx, b"c" * 32, [KEY])
     again = decode_signed_transaction(stx.encode())
     assert again == stx
@@ -56,12 +57,15 @@ def test_signed_transaction_round_trip(tx: Transaction) -> None:
 
 @given(actions)
 def test_action_json_round_trip(action: Action) -> None:
+    """Every action survives its JSON form unchanged."""
     assert action_from_json(action_to_json(action)) == action
 
 
 @given(st.lists(transactions, max_size=5), st.integers(1, 2**31), st.booleans())
 @settings(max_examples=50)
 def test_block_round_trip(txs: list[Transaction], num: int, with_schedule: bool) -> None:
+    """A signed block, with or without a new schedule, decodes to an equal block whose id starts
+    with its number."""
     stxs = tuple(SignedTransaction.sign(t, b"c" * 32, [KEY]) for t in txs)
     schedule = Schedule(3, (ProducerKey(AccountName("pa"), PublicKey(PUB)),))
     header = BlockHeader(
@@ -82,6 +86,7 @@ def test_block_round_trip(txs: list[Transaction], num: int, with_schedule: bool)
 
 @given(st.binary(max_size=300))
 def test_random_bytes_never_escape_as_foreign_errors(data: bytes) -> None:
+    """Random bytes given to either decoder decode or raise EncodingError, nothing else."""
     for decode in (decode_signed_transaction, decode_block):
         with contextlib.suppress(EncodingError):
             decode(data)
@@ -90,6 +95,8 @@ def test_random_bytes_never_escape_as_foreign_errors(data: bytes) -> None:
 @given(transactions, st.data())
 @settings(max_examples=200)
 def test_mutated_transactions_decode_or_fail_cleanly(tx: Transaction, data: st.DataObject) -> None:
+    """A signed transaction with one byte changed raises EncodingError or decodes to a value that
+    re-encodes to exactly those bytes."""
     raw = bytearray(SignedTransaction.sign(tx, b"c" * 32, [KEY]).encode())
     index = data.draw(st.integers(0, len(raw) - 1))
     raw[index] = data.draw(st.integers(0, 255))
@@ -101,6 +108,7 @@ def test_mutated_transactions_decode_or_fail_cleanly(tx: Transaction, data: st.D
 
 
 def test_non_canonical_integer_is_refused() -> None:
+    """An integer packed in a wider msgpack form than needed is refused as non-canonical."""
     tx = Transaction(5, 0, 0, (Stake(AccountName("alice"), 1),))
     packed = tx.pack()
     # The same integer 5 as a uint32 instead of a fixint: valid msgpack, not canonical.
@@ -115,6 +123,7 @@ def test_non_canonical_integer_is_refused() -> None:
 
 
 def test_merkle_root_distinguishes_duplicated_leaf() -> None:
+    """The Merkle root changes when the last leaf is duplicated and when two leaves swap places."""
     a, b, c = b"a" * 32, b"b" * 32, b"c" * 32
     assert merkle_root([a, b, c]) != merkle_root([a, b, c, c])
     assert merkle_root([a, b]) != merkle_root([b, a])
@@ -125,6 +134,8 @@ def test_merkle_root_distinguishes_duplicated_leaf() -> None:
 def test_transfer_fast_path_agrees_with_the_generic_checks(
     transfer: Transfer, data: st.DataObject
 ) -> None:
+    """For a transfer with one field replaced by junk, the fast decoder gives the same value or
+    EncodingError as the generic field checks."""
     from chain.actions import _SPECS, encode_action
 
     raw = encode_action(transfer)

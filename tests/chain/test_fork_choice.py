@@ -16,6 +16,8 @@ A, B, C = AccountName("alice"), AccountName("bob"), AccountName("carol")
 
 
 def test_switch_to_branch_with_higher_lib_and_rewind_state_exactly(tmp_path: Path) -> None:
+    """A node switches to a branch once it has the higher LIB, popping its own block, rewinding its
+    state exactly and requeueing the dropped transaction."""
     net = DevNet.create(3, blocks_per_turn=1)
     x, y = net.open(tmp_path / "x"), net.open(tmp_path / "y")
     for _ in range(3):  # a common history, produced on x and relayed to y
@@ -89,6 +91,8 @@ def test_first_branch_seen_stays_when_every_block_is_irreversible(tmp_path: Path
 
 
 def test_pop_block_restores_every_state_key(tmp_path: Path) -> None:
+    """Popping a block restores every state key, drops its transaction index entries and moves the
+    head back to its parent."""
     net = DevNet.create(3, blocks_per_turn=1)
     chain = net.open(tmp_path)
     net.produce(chain)

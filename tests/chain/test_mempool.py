@@ -20,6 +20,8 @@ def _tx(sender: str, n: int, expiration: int = 1000) -> SignedTransaction:
 
 
 def test_order_dedup_and_removal() -> None:
+    """The mempool keeps arrival order, refuses a duplicate, and keeps the others in order when one
+    is removed."""
     pool = Mempool()
     txs = [_tx("alice", i) for i in range(1, 4)]
     for t in txs:
@@ -32,6 +34,8 @@ def test_order_dedup_and_removal() -> None:
 
 
 def test_caps_total_and_per_account() -> None:
+    """The mempool refuses a transaction beyond the per-account or total cap, and a removed one
+    frees its account's slot."""
     pool = Mempool(max_txs=3, max_per_account=2)
     pool.add(_tx("alice", 1), frozenset())
     pool.add(_tx("alice", 2), frozenset())
@@ -45,6 +49,7 @@ def test_caps_total_and_per_account() -> None:
 
 
 def test_expiry() -> None:
+    """Expiring at a time drops the transactions that expired by then and keeps the later ones."""
     pool = Mempool()
     pool.add(_tx("alice", 1, expiration=10), frozenset())
     pool.add(_tx("alice", 2, expiration=20), frozenset())

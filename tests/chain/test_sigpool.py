@@ -22,6 +22,8 @@ def _items(n: int) -> list[tuple[bytes, bytes]]:
 
 
 def test_matches_local_recovery_called_and_submitted() -> None:
+    """Worker recovery, called directly or as two submitted batches collected out of order, equals
+    local recovery, failures (None) included."""
     items = _items(300)
     expected = recover_many(items)
     assert expected.count(None) == 18
@@ -35,6 +37,8 @@ def test_matches_local_recovery_called_and_submitted() -> None:
 
 
 def test_a_dead_worker_costs_speed_not_answers() -> None:
+    """With every worker process killed, submitted and direct recoveries still return what local
+    recovery gives."""
     items = _items(200)
     pool = ParallelRecoverer(2)
     try:

@@ -20,6 +20,8 @@ from genesis.testing import DevNet
 
 
 def test_undo_records_and_header_states_are_pruned_at_lib(tmp_path: Path) -> None:
+    """Undo records exist only for blocks above the LIB and header states only from the LIB up,
+    while every block stays readable."""
     net = DevNet.create(3, blocks_per_turn=1)
     chain = net.open(tmp_path)
     for _ in range(9):
@@ -37,6 +39,8 @@ def test_undo_records_and_header_states_are_pruned_at_lib(tmp_path: Path) -> Non
 
 
 def test_transaction_index_points_at_the_block(tmp_path: Path) -> None:
+    """A transaction's index entry names the block that included it, and the chain returns it with
+    that number."""
     net = DevNet.create(1)
     chain = net.open(tmp_path)
     stx = net.tx(chain, Transfer(AccountName("alice"), AccountName("bob"), 3))

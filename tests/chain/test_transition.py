@@ -56,6 +56,7 @@ def view() -> StateView:
 
 
 def test_transfer_moves_balance(view: StateView) -> None:
+    """A transfer takes the amount from the sender's balance and adds it to the receiver's."""
     apply_action(view, Transfer(N("alice"), N("bob"), 300, "x"), CTX)
     assert view.account("alice").balance == 700  # type: ignore[union-attr]
     assert view.account("bob").balance == 1300  # type: ignore[union-attr]
@@ -71,6 +72,8 @@ def test_transfer_moves_balance(view: StateView) -> None:
     ],
 )
 def test_transfer_refusals(view: StateView, action: Transfer, error: type[Exception]) -> None:
+    """An overdrawn transfer, one to or from an unknown account, and one to oneself are refused and
+    write nothing."""
     before = view.changes()
     with pytest.raises(error):
         apply_action(view, action, CTX)
@@ -78,12 +81,14 @@ def test_transfer_refusals(view: StateView, action: Transfer, error: type[Except
 
 
 def test_newaccount_by_governance(view: StateView) -> None:
+    """A governance account creates an account with the given key and no tokens."""
     key = PrivateKey.generate().public_key
     apply_action(view, NewAccount(N("gov"), N("carol"), key), CTX)
     assert view.account("carol") == Account(N("carol"), key)
 
 
 def test_newaccount_refusals(view: StateView) -> None:
+    """An account created by a non-governance account, or under a name already taken, is refused."""
     key = PrivateKey.generate().public_key
     with pytest.raises(Unauthorized):
         apply_action(view, NewAccount(N("alice"), N("carol"), key), CTX)
@@ -92,6 +97,8 @@ def test_newaccount_refusals(view: StateView) -> None:
 
 
 def test_updatekey_rotates_and_refuses_same_key(view: StateView) -> None:
+    """Updating a key rotates it; setting the same key again, or updating an unknown account, is
+    refused."""
     key = PrivateKey.generate().public_key
     apply_action(view, UpdateKey(N("alice"), key), CTX)
     assert view.account("alice").key == key  # type: ignore[union-attr]
@@ -102,6 +109,8 @@ def test_updatekey_rotates_and_refuses_same_key(view: StateView) -> None:
 
 
 def test_stake_and_unstake_with_unbonding_delay(view: StateView) -> None:
+    """Staking moves balance into stake; unstaked tokens settle back into the balance only once the
+    unbonding delay has passed."""
     apply_action(view, Stake(N("alice"), 400), CTX)
     alice = view.account("alice")
     assert alice is not None and (alice.balance, alice.staked) == (600, 400)
@@ -115,6 +124,7 @@ def test_stake_and_unstake_with_unbonding_delay(view: StateView) -> None:
 
 
 def test_stake_refusals(view: StateView) -> None:
+    """Staking beyond the balance or unstaking beyond the stake is refused and writes nothing."""
     before = view.changes()
     with pytest.raises(InsufficientFunds):
         apply_action(view, Stake(N("alice"), 1001), CTX)
@@ -124,6 +134,8 @@ def test_stake_refusals(view: StateView) -> None:
 
 
 def test_unbonded_tokens_become_spendable_after_delay(view: StateView) -> None:
+    """Unbonding tokens cannot be transferred before the delay ends and can be from the moment it
+    does."""
     apply_action(view, Stake(N("alice"), 1000), CTX)
     apply_action(view, Unstake(N("alice"), 1000), CTX)
     with pytest.raises(InsufficientFunds):
@@ -133,6 +145,8 @@ def test_unbonded_tokens_become_spendable_after_delay(view: StateView) -> None:
 
 
 def test_regproducer_approve_unreg(view: StateView) -> None:
+    """A producer registers, is approved only by governance and only once, unregisters only once;
+    approving a non-producer or registering an unknown account is refused."""
     key = PrivateKey.generate().public_key
     apply_action(view, RegProducer(N("bob"), key, "https://bob"), CTX)
     assert view.producer("bob") == Producer(N("bob"), key, "https://bob")
@@ -153,6 +167,8 @@ def test_regproducer_approve_unreg(view: StateView) -> None:
 
 
 def test_vote_weights_follow_stake(view: StateView) -> None:
+    """A voter's stake counts for the producers it votes for and follows later stakes and unstakes;
+    an empty vote withdraws it."""
     apply_action(view, Stake(N("alice"), 500), CTX)
     apply_action(view, VoteProducer(N("alice"), (N("pa"),)), CTX)
     assert view.producer("pa").total_votes == 500  # type: ignore[union-attr]
@@ -165,6 +181,8 @@ def test_vote_weights_follow_stake(view: StateView) -> None:
 
 
 def test_vote_refusals(view: StateView) -> None:
+    """Votes for an unapproved producer, with a duplicate, or in unsorted order are refused; the
+    last writes nothing."""
     key = PrivateKey.generate().public_key
     apply_action(view, RegProducer(N("bob"), key), CTX)  # registered but not approved
     before = view.changes()
@@ -193,6 +211,8 @@ def _keys(*names: str) -> frozenset[PublicKey]:
 
 
 def test_transaction_applies_and_is_deduplicated(view: StateView) -> None:
+    """A signed transaction applies its actions once; the same transaction again is refused as a
+    duplicate."""
     stx = _stx(Transfer(N("alice"), N("bob"), 10), signers=["alice"])
     apply_transaction(view, stx, _keys("alice"), CTX)
     assert view.account("bob").balance == 1010  # type: ignore[union-attr]
@@ -201,6 +221,8 @@ def test_transaction_applies_and_is_deduplicated(view: StateView) -> None:
 
 
 def test_failing_action_leaves_no_trace(view: StateView) -> None:
+    """When a later action fails, the earlier actions' writes are dropped and the transaction is not
+    marked seen."""
     stx = _stx(
         Transfer(N("alice"), N("bob"), 10),
         Transfer(N("alice"), N("bob"), 5000),
@@ -218,6 +240,8 @@ def test_failing_action_leaves_no_trace(view: StateView) -> None:
     [(NOW - 1, False), (NOW, True), (NOW + 3600, True), (NOW + 3601, False)],
 )
 def test_expiration_window(view: StateView, expiration: int, ok: bool) -> None:
+    """An expiration in the past or more than an hour ahead is refused as expired; now and exactly
+    an hour ahead pass."""
     stx = _stx(Transfer(N("alice"), N("bob"), 1), signers=["alice"], expiration=expiration)
     if ok:
         apply_transaction(view, stx, _keys("alice"), CTX)
@@ -227,6 +251,7 @@ def test_expiration_window(view: StateView, expiration: int, ok: bool) -> None:
 
 
 def test_tapos_must_name_a_known_block(view: StateView) -> None:
+    """A transaction whose TaPoS reference names no known block is refused."""
     tx = Transaction(NOW + 60, 0, 12345, (Transfer(N("alice"), N("bob"), 1),))
     stx = SignedTransaction.sign(tx, b"chain", [KEYS["alice"]])
     with pytest.raises(TaposMismatch):
@@ -234,6 +259,8 @@ def test_tapos_must_name_a_known_block(view: StateView) -> None:
 
 
 def test_authority_checks(view: StateView) -> None:
+    """A transfer signed by another account, or with an extra signature, lacks authority; an unknown
+    sender is refused."""
     transfer = Transfer(N("alice"), N("bob"), 1)
     with pytest.raises(MissingAuthority):  # bob signed alice's transfer
         apply_transaction(view, _stx(transfer, signers=["bob"]), _keys("bob"), CTX)
@@ -246,6 +273,7 @@ def test_authority_checks(view: StateView) -> None:
 
 
 def test_oversized_transaction_refused(view: StateView) -> None:
+    """A transaction larger than max_tx_bytes is refused as oversized."""
     small = Context(ChainParams(governance=(N("gov"),), max_tx_bytes=256), NOW)
     stx = _stx(Transfer(N("alice"), N("bob"), 1, "m" * 250), signers=["alice"])
     with pytest.raises(OversizedTransaction):
@@ -253,6 +281,8 @@ def test_oversized_transaction_refused(view: StateView) -> None:
 
 
 def test_expired_ids_are_pruned() -> None:
+    """Pruning at a time forgets the ids of transactions that expired before it and keeps the later
+    ones."""
     kv = MemoryKV()
     v = StateView(kv)
     v.mark_tx(b"a" * 32, 100)

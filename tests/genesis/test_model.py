@@ -21,6 +21,8 @@ def doc() -> dict[str, Any]:
 
 
 def test_round_trip_and_chain_id_stability(doc: dict[str, Any]) -> None:
+    """The chain id ignores JSON formatting (indentation) but changes when a balance and the supply
+    change."""
     genesis = parse_genesis(doc)
     assert parse_genesis(json.loads(json.dumps(doc, indent=7))).chain_id == genesis.chain_id
     changed = copy.deepcopy(doc)
@@ -64,18 +66,22 @@ def _break(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     ],
 )
 def test_each_bad_field_is_named(doc: dict[str, Any], path: str, value: Any, field: str) -> None:
+    """Each broken or missing genesis field raises GenesisError naming that field's path."""
     with pytest.raises(GenesisError) as info:
         parse_genesis(_break(doc, path, value))
     assert info.value.field == field
 
 
 def test_more_producers_than_the_schedule_holds(doc: dict[str, Any]) -> None:
+    """More initial producers than schedule_size is refused, naming schedule_size."""
     doc["chain_params"]["schedule_size"] = 2
     with pytest.raises(GenesisError, match="schedule_size"):
         parse_genesis(doc)
 
 
 def test_files(tmp_path: Path) -> None:
+    """A written dev genesis loads and its key file is owner-only; bad JSON or a missing file raise
+    GenesisError."""
     genesis_path, keys_path = write_dev_genesis(tmp_path, 2)
     assert load_genesis(genesis_path).initial_producers[1].name == "producerb"
     assert keys_path.stat().st_mode & 0o777 == 0o600

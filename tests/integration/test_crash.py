@@ -48,6 +48,8 @@ def _load(node: Any, keys: dict[str, PrivateKey], stop: threading.Event, sent: l
 
 
 def test_kill_9_under_load_leaves_whole_blocks(nodes: Nodes, tmp_path: Path) -> None:
+    """A node killed with SIGKILL under load leaves only whole blocks: a replay from genesis gives
+    its stored state, and it restarts from its head."""
     node = nodes.devnet().start(wait_head=1)
     keys = {
         name: PrivateKey.from_text(text)

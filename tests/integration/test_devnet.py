@@ -17,6 +17,8 @@ def _wallet(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
 
 
 def test_wallet_moves_tokens_and_state_survives_restart(nodes: Nodes, tmp_path: Path) -> None:
+    """bor-wallet creates, imports, lists, transfers and stakes against a node and fails in one
+    line; the node keeps state and blocks across a restart."""
     node = nodes.devnet().start(wait_head=1)
     env = os.environ | {
         "BOR_URL": node.url,

@@ -123,6 +123,8 @@ def test_bootstrap_from_a_peer_resumes_after_kill(nodes: Nodes, tmp_path: Path) 
 
 
 def test_export_then_import_gives_the_same_head_and_state(nodes: Nodes, tmp_path: Path) -> None:
+    """A history exported and imported in full and light mode gives the source's LIB block, id and
+    state root alike."""
     summary = make_history(tmp_path / "h", txs=3000, per_block=20, accounts=50)
     exported = tmp_path / "out.log"
     done = subprocess.run(

@@ -19,6 +19,8 @@ def _parse(*argv: str) -> argparse.Namespace:
 
 
 def test_file_then_flags(tmp_path: Path) -> None:
+    """Options come from config.ini, repeatable ones accumulate, and a command-line flag overrides
+    the file."""
     key = PrivateKey.generate()
     provider = f"{public_key_to_text(key.public_key)}=KEY:{key.to_text()}"
     (tmp_path / "config.ini").write_text(
@@ -49,6 +51,7 @@ def test_file_then_flags(tmp_path: Path) -> None:
     ],
 )
 def test_errors_name_the_option(tmp_path: Path, line: str, option: str) -> None:
+    """A bad value or an unknown option in config.ini raises ConfigError naming that option."""
     (tmp_path / "config.ini").write_text(line + "\n")
     with pytest.raises(ConfigError) as info:
         load_config(_parse("--data-dir", str(tmp_path)))
@@ -56,6 +59,7 @@ def test_errors_name_the_option(tmp_path: Path, line: str, option: str) -> None:
 
 
 def test_mismatched_signature_provider(tmp_path: Path) -> None:
+    """A signature provider whose private key does not match its public key is refused."""
     a, b = PrivateKey.generate(), PrivateKey.generate()
     spec = f"{public_key_to_text(a.public_key)}=KEY:{b.to_text()}"
     with pytest.raises(ConfigError, match="does not match"):

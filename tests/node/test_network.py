@@ -112,6 +112,9 @@ def run(tmp: Path, body: Callable[[Members], Awaitable[None]]) -> None:
 
 
 def test_a_dialled_peer_receives_produced_blocks(tmp_path: Path) -> None:
+    """A node that dials a producer syncs the blocks it missed, then receives new blocks as they are
+    produced."""
+
     async def body(members: Members) -> None:
         devnet = DevNet.create()
         a = await members("a", devnet).start()
@@ -128,6 +131,8 @@ def test_a_dialled_peer_receives_produced_blocks(tmp_path: Path) -> None:
 
 
 def test_a_peer_on_another_chain_is_refused_and_not_redialled(tmp_path: Path) -> None:
+    """A dial to a node on another chain is refused with WRONG_CHAIN and given up, not redialled."""
+
     async def body(members: Members) -> None:
         a = await members("a", DevNet.create()).start()
         b = await members("b", DevNet.create()).start()  # another genesis: another chain id
@@ -149,6 +154,9 @@ def test_a_peer_on_another_chain_is_refused_and_not_redialled(tmp_path: Path) ->
 
 
 def test_only_specified_keys_may_connect(tmp_path: Path) -> None:
+    """With only listed peer keys allowed, a stranger's dial fails authentication and a listed key
+    connects."""
+
     async def body(members: Members) -> None:
         devnet = DevNet.create()
         known = PrivateKey.generate()
@@ -170,6 +178,9 @@ def test_only_specified_keys_may_connect(tmp_path: Path) -> None:
 
 
 def test_disconnect_sends_the_peer_away_and_stops_redialling(tmp_path: Path) -> None:
+    """Disconnecting a peer ends the session on both sides and stops redialling; disconnecting again
+    returns False."""
+
     async def body(members: Members) -> None:
         devnet = DevNet.create()
         a = await members("a", devnet).start()
@@ -209,6 +220,8 @@ async def ranges_beyond_the_head_get_the_asker_sent_away(
 
 
 def test_ranges_beyond_our_head_get_the_peer_sent_away(tmp_path: Path) -> None:
+    """Over TCP, a peer that keeps asking for ranges beyond our head is sent away (BENIGN_OTHER)."""
+
     async def body(members: Members) -> None:
         assert await ranges_beyond_the_head_get_the_asker_sent_away(members) == "tcp"
 

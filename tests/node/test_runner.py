@@ -13,6 +13,7 @@ from node.runner import ChainRunner
 
 
 def test_urgent_calls_overtake_queued_normal_calls(tmp_path: Path) -> None:
+    """An urgent call queued behind normal calls runs next, as soon as the current call ends."""
     chain = DevNet.create().open(tmp_path / "chain")
     runner = ChainRunner(chain)
     order: list[str] = []
@@ -48,6 +49,7 @@ def test_urgent_calls_overtake_queued_normal_calls(tmp_path: Path) -> None:
 
 
 def test_an_exception_reaches_the_caller(tmp_path: Path) -> None:
+    """An exception raised by a call on the chain thread is raised to the awaiting caller."""
     chain = DevNet.create().open(tmp_path / "chain")
     runner = ChainRunner(chain)
 

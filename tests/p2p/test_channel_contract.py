@@ -169,6 +169,8 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 
 def test_every_message_arrives_in_order_and_equal(kind: str) -> None:
+    """Every message type sent over a channel arrives in order and equal to what was sent."""
+
     async def scenario(p: Pair) -> None:
         messages = sample_messages() * 3
 
@@ -184,6 +186,9 @@ def test_every_message_arrives_in_order_and_equal(kind: str) -> None:
 
 
 def test_close_is_seen_by_the_peer_and_is_idempotent(kind: str) -> None:
+    """After close (twice is harmless) the peer gets what was sent, then ChannelClosed; sending
+    after close raises it too."""
+
     async def scenario(p: Pair) -> None:
         await p.a.send(SyncRequest(1, 2))
         await p.a.close()
@@ -199,6 +204,8 @@ def test_close_is_seen_by_the_peer_and_is_idempotent(kind: str) -> None:
 
 
 def test_send_waits_while_the_receiver_does_not_read(kind: str) -> None:
+    """Send blocks while the receiver does not read, and reading lets the sender go on."""
+
     async def scenario(p: Pair) -> None:
         big = sample_messages()[7]
         filler = BlockMessage(big.block, big.raw) if isinstance(big, BlockMessage) else big
@@ -224,6 +231,8 @@ def test_send_waits_while_the_receiver_does_not_read(kind: str) -> None:
 
 
 def test_malformed_bytes_raise_and_close(kind: str) -> None:
+    """A frame of undecodable bytes makes recv raise MalformedMessage and closes the channel."""
+
     async def scenario(p: Pair) -> None:
         garbage = (5).to_bytes(4, "big") + bytes([2]) + b"\xc1\xc1\xc1\xc1"  # go_away of junk
         await p.inject(garbage)
@@ -235,6 +244,8 @@ def test_malformed_bytes_raise_and_close(kind: str) -> None:
 
 
 def test_oversized_frame_is_refused_from_its_header(kind: str) -> None:
+    """A frame header announcing 2 GiB makes recv raise OversizedFrame with no body sent."""
+
     async def scenario(p: Pair) -> None:
         header = (2**31).to_bytes(4, "big") + bytes([7])
         await p.inject(header)
@@ -245,6 +256,8 @@ def test_oversized_frame_is_refused_from_its_header(kind: str) -> None:
 
 
 def test_unknown_message_type(kind: str) -> None:
+    """A frame with an unknown message type byte makes recv raise MalformedMessage."""
+
     async def scenario(p: Pair) -> None:
         await p.inject((2).to_bytes(4, "big") + bytes([99, 0]))
         with pytest.raises(MalformedMessage, match="unknown message type"):
@@ -254,6 +267,7 @@ def test_unknown_message_type(kind: str) -> None:
 
 
 def test_frames_encode_what_they_carry() -> None:
+    """Each message's frame starts with a 4-byte big-endian length of the rest of the frame."""
     for m in sample_messages():
         frame = encode_frame(m)
         assert int.from_bytes(frame[:4], "big") == len(frame) - 4

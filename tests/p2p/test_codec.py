@@ -42,12 +42,14 @@ FRAMES = [encode_frame(m) for m in sample_messages()]
 
 @given(st.binary(max_size=2000))
 def test_random_bytes(data: bytes) -> None:
+    """Random bytes decode to a message or raise MalformedMessage, never another exception."""
     with contextlib.suppress(MalformedMessage):
         decode_frame(data)
 
 
 @given(st.integers(0, 255), st.binary(max_size=400))
 def test_random_payload_of_every_type(kind: int, payload: bytes) -> None:
+    """A well-framed random payload under any type byte decodes or raises MalformedMessage."""
     frame = (len(payload) + 1).to_bytes(4, "big") + bytes([kind]) + payload
     with contextlib.suppress(MalformedMessage):
         decode_frame(frame)
@@ -56,6 +58,8 @@ def test_random_payload_of_every_type(kind: int, payload: bytes) -> None:
 @given(st.sampled_from(FRAMES), st.data())
 @settings(max_examples=500)
 def test_mutated_frames(frame: bytes, data: st.DataObject) -> None:
+    """A valid frame with up to four bytes changed is refused or decodes to a message that
+    re-encodes to those bytes."""
     mutated = bytearray(frame)
     for _ in range(data.draw(st.integers(1, 4))):
         index = data.draw(st.integers(5, len(mutated) - 1))
@@ -69,6 +73,7 @@ def test_mutated_frames(frame: bytes, data: st.DataObject) -> None:
 
 @given(st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1))
 def test_sync_request_round_trip_or_refusal(start: int, end: int) -> None:
+    """A SyncRequest round-trips through its frame; one whose end is below its start is refused."""
     frame = encode_frame(SyncRequest(start, end))
     if end < start:
         try:

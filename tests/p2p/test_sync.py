@@ -33,6 +33,8 @@ def deliver(sync: SyncManager, peer: str, start: int, end: int) -> list[object]:
 
 
 def test_ranges_from_lib_plus_one_spread_over_peers() -> None:
+    """Ranges from our LIB + 1 go one per peer up to max_ranges; a delivered range frees a slot for
+    a waiting peer."""
     sync, _ = manager()
     assert sync.peer_position("a", lib=450, head=460) == [FetchRange("a", 1, 100)]
     assert stage(sync) == Stage.LIB_CATCHUP and sync.target == 450
@@ -45,6 +47,8 @@ def test_ranges_from_lib_plus_one_spread_over_peers() -> None:
 
 
 def test_last_range_stops_at_the_target_then_head_catchup_then_in_sync() -> None:
+    """The last range stops at the peers' LIB; head catch-up then fetches up to their head, and
+    after it we are in sync."""
     sync, _ = manager(max_ranges=1)
     assert sync.peer_position("a", lib=150, head=160) == [FetchRange("a", 1, 100)]
     assert FetchRange("a", 101, 150) in deliver(sync, "a", 1, 100)
@@ -56,6 +60,8 @@ def test_last_range_stops_at_the_target_then_head_catchup_then_in_sync() -> None
 
 
 def test_a_stalled_range_is_reassigned_first() -> None:
+    """A range that stalls past the timeout has its undelivered rest sent out again before anything
+    new."""
     sync, clock = manager(max_ranges=2)
     sync.peer_position("slow", lib=1000, head=1000)
     sync.peer_position("fast", lib=1000, head=1000)
@@ -68,6 +74,7 @@ def test_a_stalled_range_is_reassigned_first() -> None:
 
 
 def test_a_closed_peer_is_replaced() -> None:
+    """When the peer holding a range closes, its range goes to another peer."""
     sync, _ = manager(max_ranges=1)
     sync.peer_position("a", lib=500, head=500)
     sync.peer_position("b", lib=500, head=500)
@@ -76,6 +83,8 @@ def test_a_closed_peer_is_replaced() -> None:
 
 
 def test_strikes_drop_a_peer_and_rewind() -> None:
+    """A rejected block is refetched from another peer; at max_strikes the bad peer is dropped for
+    VALIDATION."""
     sync, _ = manager(max_ranges=1, max_strikes=2)
     sync.peer_position("bad", lib=500, head=500)
     sync.peer_position("good", lib=500, head=500)
@@ -87,6 +96,8 @@ def test_strikes_drop_a_peer_and_rewind() -> None:
 
 
 def test_back_to_catchup_when_a_peer_lib_passes_our_head() -> None:
+    """A peer's LIB passing our head puts us back in LIB catch-up from our head; an unlinkable block
+    then refetches from our LIB + 1."""
     sync, _ = manager()
     sync.chain_advanced(head=50, lib=40)
     sync.peer_position("a", lib=40, head=51)
@@ -99,6 +110,8 @@ def test_back_to_catchup_when_a_peer_lib_passes_our_head() -> None:
 
 
 def test_requests_stay_within_the_window_above_head() -> None:
+    """No range reaches more than the window above our head, and the window moves up as blocks
+    arrive."""
     sync, _ = manager(window=250, max_ranges=5)
     for name in "abcde":
         sync.peer_position(name, lib=10_000, head=10_000)
@@ -108,6 +121,7 @@ def test_requests_stay_within_the_window_above_head() -> None:
 
 
 def test_faster_peers_are_preferred() -> None:
+    """With one range at a time, the peer that delivered faster gets the next range."""
     sync, clock = manager(max_ranges=1, peer_limit=1)
     sync.peer_position("a", lib=5000, head=5000)
     sync.peer_position("b", lib=5000, head=5000)
@@ -152,6 +166,7 @@ def test_an_unlinkable_block_from_a_shorter_branch_fetches_that_branch_from_its_
 
 
 def test_a_fork_fetch_ends_when_its_peer_goes() -> None:
+    """A fork fetch ends when its peer closes, and we are in sync again."""
     sync, _ = manager()
     sync.chain_advanced(head=33, lib=8)
     sync.peer_position("c", lib=20, head=27)

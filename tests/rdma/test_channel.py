@@ -66,6 +66,9 @@ def big_transaction(memo_bytes: int) -> TransactionMessage:
 
 
 def test_a_frame_larger_than_a_slot_travels_in_chunks() -> None:
+    """A frame larger than a slot, and than the whole ring, arrives whole in chunks; a small frame
+    after it goes inline."""
+
     async def scenario(a: RdmaChannel, b: RdmaChannel) -> None:
         message = big_transaction(4096)  # 16 actions: five slots of 1 KiB, more than the ring
         assert len(message.raw) > 4 * 1024
@@ -85,6 +88,9 @@ def test_a_frame_larger_than_a_slot_travels_in_chunks() -> None:
 
 
 def test_credits_come_back_so_a_long_stream_never_stalls() -> None:
+    """Two hundred messages through a four-slot ring arrive in order: credits come back and the
+    sender never stalls."""
+
     async def scenario(a: RdmaChannel, b: RdmaChannel) -> None:
         count = 200  # fifty times the ring
 

@@ -23,12 +23,14 @@ def device_info() -> RdmaInfo:
 
 
 def test_detection_names_the_device_and_a_roce_v2_gid() -> None:
+    """Detection names the device and a RoCE v2 (IPv4-mapped) GID, with its index and the MTU."""
     info = device_info()
     assert info.device and info.gid.startswith("0000:0000:0000:0000:0000:ffff:")
     assert info.gid_index >= 0 and info.mtu > 0
 
 
 def test_detection_explains_a_missing_device() -> None:
+    """Detecting a device that does not exist reports it unavailable, naming it in the reason."""
     device_info()
     info = detect(device="nosuchdevice")
     assert not info.available and "nosuchdevice" in info.reason
@@ -55,6 +57,7 @@ def test_an_idle_poller_does_not_hold_the_gil() -> None:
 
 
 def test_the_pool_uses_huge_pages_when_the_host_has_them() -> None:
+    """The device's memory pool uses huge pages exactly when the host has some reserved."""
     device = RdmaDevice(device_info(), channels=2, slots=4, slot_size=4096)
     try:
         with open("/proc/sys/vm/nr_hugepages") as f:

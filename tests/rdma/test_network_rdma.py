@@ -13,6 +13,7 @@ from tests.node.test_network import Members, ranges_beyond_the_head_get_the_aske
 
 
 def test_ranges_beyond_our_head_over_rdma_get_the_peer_sent_away(tmp_path: Path) -> None:
+    """Over RDMA as over TCP, a peer that keeps asking for ranges beyond our head is sent away."""
     info = detect()
     if not info.available:
         if os.environ.get("BOR_RDMA_REQUIRED"):

@@ -57,6 +57,8 @@ def _peer(node: NodeProcess) -> dict[str, Any]:
 
 
 def test_a_fresh_node_bootstraps_with_every_block_over_rdma(nodes: Nodes, tmp_path: Path) -> None:
+    """A fresh node gets every block from its peer over RDMA, not TCP, reports RDMA metrics, and its
+    RPC stays prompt."""
     server = _history(nodes, tmp_path)
     assert server.info()["rdma"]["available"], server.info()["rdma"]
     joiner = _joiner(nodes, tmp_path, [tmp_path / "history"]).start()
@@ -83,6 +85,7 @@ def test_a_fresh_node_bootstraps_with_every_block_over_rdma(nodes: Nodes, tmp_pa
 
 
 def test_with_rdma_off_on_one_side_the_peers_use_tcp(nodes: Nodes, tmp_path: Path) -> None:
+    """With RDMA off on one side, the peers sync the same chain over TCP."""
     server = _history(nodes, tmp_path)
     joiner = _joiner(nodes, tmp_path, [tmp_path / "history"], "--rdma", "off").start()
     assert joiner.info()["rdma"] == {"available": False, "reason": "rdma = off"}
@@ -93,6 +96,8 @@ def test_with_rdma_off_on_one_side_the_peers_use_tcp(nodes: Nodes, tmp_path: Pat
 def test_the_rdma_peer_killed_mid_sync_the_sync_completes_over_tcp(
     nodes: Nodes, tmp_path: Path
 ) -> None:
+    """When the RDMA peer is killed mid-sync, the joiner finishes from its TCP peer and drops the
+    dead RDMA session."""
     fast = _history(nodes, tmp_path)
     slow = _history(nodes, tmp_path, "tcp-only", "--rdma", "off")
     joiner = _joiner(
@@ -114,6 +119,8 @@ def test_the_rdma_peer_killed_mid_sync_the_sync_completes_over_tcp(
 def test_a_peer_that_stops_answering_is_dropped_and_the_sync_resumes_over_tcp(
     nodes: Nodes, tmp_path: Path
 ) -> None:
+    """An RDMA peer stopped with SIGSTOP is dropped; once it resumes, the sync completes with it
+    over TCP."""
     server = _history(nodes, tmp_path)
     joiner = _joiner(nodes, tmp_path, [tmp_path / "history"], "--sync-fetch-span", "20").start()
     wait_for(lambda: joiner.info()["head_block_num"] >= 40, 300, "sync under way")

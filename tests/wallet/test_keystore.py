@@ -14,6 +14,8 @@ from wallet.keystore import Keystore
 
 
 def test_keys_survive_reopen_and_file_is_private(tmp_path: Path) -> None:
+    """Saved keys and labels come back on reopening with the password; the file is 0600 and holds no
+    key in clear."""
     path = tmp_path / "w.wallet"
     store = Keystore.create(path, "pw")
     key = PrivateKey.generate()
@@ -27,6 +29,8 @@ def test_keys_survive_reopen_and_file_is_private(tmp_path: Path) -> None:
 
 
 def test_wrong_password_and_damage(tmp_path: Path) -> None:
+    """A wrong password or damaged ciphertext raises WrongPassword; a malformed or missing file, or
+    creating over one, raises WalletFileError."""
     path = tmp_path / "w.wallet"
     Keystore.create(path, "pw")
     with pytest.raises(WrongPassword):
@@ -49,6 +53,7 @@ def test_wrong_password_and_damage(tmp_path: Path) -> None:
 def test_cli_wrong_password_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The CLI reports a wrong password in a single line on stderr and exits with 1."""
     path = tmp_path / "w.wallet"
     Keystore.create(path, "right")
     monkeypatch.setenv("BOR_WALLET_PASSWORD", "wrong")
@@ -61,15 +66,18 @@ def test_cli_wrong_password_is_one_line(
     ("text", "units"), [("10", 100000), ("0.0001", 1), ("1.5 BOR", 15000), ("2.5000", 25000)]
 )
 def test_amounts(text: str, units: int) -> None:
+    """Amounts with up to four decimals, with or without the symbol, parse to whole units."""
     assert parse_amount(text, 4, "BOR") == units
 
 
 @pytest.mark.parametrize("text", ["0", "-1", "0.00001", "1 EOS", "ten", "1e-9"])
 def test_bad_amounts(text: str) -> None:
+    """Zero, negative, over-precise, other-symbol or non-numeric amounts raise WalletError."""
     with pytest.raises(WalletError):
         parse_amount(text, 4, "BOR")
 
 
 def test_format_amount() -> None:
+    """Units format with all the token's decimals, and with none when it has none."""
     assert format_amount(15000, 4, "BOR") == "1.5000 BOR"
     assert format_amount(7, 0, "X") == "7 X"
