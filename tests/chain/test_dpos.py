@@ -54,7 +54,7 @@ def test_lib_advances_only_after_all_three_produce(tmp_path: Path) -> None:
     assert chain.lib > 0
 
 
-def test_wrong_producer_block_is_rejected(tmp_path: Path) -> None:
+def test_producing_with_a_key_the_slot_does_not_schedule_is_refused(tmp_path: Path) -> None:
     """Producing for a slot with another producer's key than the scheduled one's raises
     WrongProducerKey."""
     net = DevNet.create(3)

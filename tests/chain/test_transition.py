@@ -181,15 +181,17 @@ def test_vote_weights_follow_stake(view: StateView) -> None:
 
 
 def test_vote_refusals(view: StateView) -> None:
-    """Votes for an unapproved producer, with a duplicate, or in unsorted order are refused; the
-    last writes nothing."""
+    """Votes for an unapproved producer, with a duplicate, or in unsorted order are refused,
+    and none of them writes anything."""
     key = PrivateKey.generate().public_key
     apply_action(view, RegProducer(N("bob"), key), CTX)  # registered but not approved
     before = view.changes()
     with pytest.raises(InvalidAction):
         apply_action(view, VoteProducer(N("alice"), (N("bob"),)), CTX)
+    assert view.changes() == before
     with pytest.raises(InvalidAction):
         apply_action(view, VoteProducer(N("alice"), (N("pa"), N("pa"))), CTX)
+    assert view.changes() == before
     apply_action(view, ApproveProducer(N("gov"), N("bob")), CTX)
     before = view.changes()
     with pytest.raises(InvalidAction):  # not sorted

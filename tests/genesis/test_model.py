@@ -20,7 +20,7 @@ def doc() -> dict[str, Any]:
     return genesis.to_json()
 
 
-def test_round_trip_and_chain_id_stability(doc: dict[str, Any]) -> None:
+def test_chain_id_ignores_formatting_and_follows_values(doc: dict[str, Any]) -> None:
     """The chain id ignores JSON formatting (indentation) but changes when a balance and the supply
     change."""
     genesis = parse_genesis(doc)

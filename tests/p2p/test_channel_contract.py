@@ -266,7 +266,7 @@ def test_unknown_message_type(kind: str) -> None:
     run(kind, scenario)
 
 
-def test_frames_encode_what_they_carry() -> None:
+def test_a_frame_starts_with_the_length_of_the_rest() -> None:
     """Each message's frame starts with a 4-byte big-endian length of the rest of the frame."""
     for m in sample_messages():
         frame = encode_frame(m)
