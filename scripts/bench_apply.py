@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,7 +41,7 @@ from chain.store import BlockStore
 from chain.transaction import SignedTransaction, Transaction, tapos_of
 from chain.types import AccountName
 from genesis.model import Genesis, parse_genesis
-from scripts.benchtools import free_port, post_json, process_cpu, push
+from scripts.benchtools import post_json, process_cpu, push, start_producer
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -199,36 +198,11 @@ def bench_rpc(
     data.mkdir()
     (data / "genesis.json").write_text(json.dumps(genesis.to_json()))
     producer = keys["producera"]
-    port = free_port()
-    cmd = [
-        str(Path(sys.executable).parent / "bor-node"),
-        "run",
-        "--data-dir",
-        str(data),
-        "--http-server-address",
-        f"127.0.0.1:{port}",
-        "--producer-name",
-        "producera",
-        "--signature-provider",
-        f"{public_key_to_text(producer.public_key)}=KEY:{producer.to_text()}",
-        "--max-mempool-txs",
-        "200000",
-        "--max-mempool-per-account",
-        "200000",
-        "--log-level",
-        "warning",
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
+    proc, url = start_producer(
+        data, "producera", f"{public_key_to_text(producer.public_key)}=KEY:{producer.to_text()}"
+    )
     try:
-        for _ in range(100):
-            try:
-                info = post_json(url + "/v1/chain/get_info", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            raise RuntimeError("the node did not start")
+        info = post_json(url + "/v1/chain/get_info")
         chain_id = bytes.fromhex(info["chain_id"])
         ref = bytes.fromhex(info["head_block_id"])
         txs = signed_transfers(chain_id, ref, keys, int(seconds * 6000), 10**6)

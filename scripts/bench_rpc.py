@@ -37,9 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from chain.crypto import PrivateKey, public_key_to_text
 from scripts.bench_apply import bench_genesis, signed_transfers
-from scripts.benchtools import free_port, post_json, process_cpu, push
+from scripts.benchtools import post_json, process_cpu, push, start_producer
 
-BIN = Path(sys.executable).parent / "bor-node"
 # Budget of signed transfers per push phase and second: above any rate a 2-core machine
 # reaches (~3,000 tx/s), so the pushers never run out before the clock does.
 SIGNED_PER_S = 5_000
@@ -58,36 +57,8 @@ def start_node(work: Path, accounts: int) -> tuple[subprocess.Popen[bytes], str,
     data.mkdir()
     (data / "genesis.json").write_text(json.dumps(genesis.to_json()))
     producer = keys["producera"]
-    port = free_port()
-    cmd = [
-        str(BIN),
-        "run",
-        "--data-dir",
-        str(data),
-        "--http-server-address",
-        f"127.0.0.1:{port}",
-        "--producer-name",
-        "producera",
-        "--signature-provider",
-        f"{public_key_to_text(producer.public_key)}=KEY:{producer.to_text()}",
-        "--max-mempool-txs",
-        "200000",
-        "--max-mempool-per-account",
-        "200000",
-        "--log-level",
-        "warning",
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(100):
-        try:
-            post_json(url + "/v1/chain/get_info", timeout=2)
-            break
-        except OSError:
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        raise RuntimeError("the node did not start")
+    key_text = f"{public_key_to_text(producer.public_key)}=KEY:{producer.to_text()}"
+    proc, url = start_producer(data, "producera", key_text)
     users = [n for n in keys if n.startswith("user")]
     return proc, url, users, keys
 

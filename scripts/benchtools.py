@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
+import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -80,3 +84,31 @@ def tree_cpu(pid: int) -> float:
             continue
         todo.extend(children.get(p, []))
     return total
+
+
+def start_producer(data: Path, name: str, key_text: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``bor-node run`` on ``data`` producing as ``name`` (signing key ``key_text``, as in
+    ``PUB=KEY:PVT``) with the mempool limits lifted; returns the process and its RPC URL once
+    get_info answers (the process is killed if it never does)."""
+    port = free_port()
+    cmd = [
+        str(Path(sys.executable).parent / "bor-node"),
+        "run",
+        "--data-dir", str(data),
+        "--http-server-address", f"127.0.0.1:{port}",
+        "--producer-name", name,
+        "--signature-provider", key_text,
+        "--max-mempool-txs", "200000",
+        "--max-mempool-per-account", "200000",
+        "--log-level", "warning",
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            post_json(url + "/v1/chain/get_info", timeout=2)
+            return proc, url
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("the node did not start")
