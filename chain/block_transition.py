@@ -12,10 +12,11 @@ executed (the state at a fork's parent exists only once the chain switches to th
 - ``process_block_header`` needs the parent's header state alone: the header's rules, the
   producer's signature, the transaction root, the next header state, and evidence when the
   producer already signed another block for the slot.
-- ``block_transition`` judges the block whole on its parent's state: the header checks again
-  (one signature recovery, so that this one function decides a block whatever its caller
-  checked before), then the transactions, the election and the state root; out come the next
-  header state and every state write with the value it replaces (the undo record).
+- ``process_block_body`` runs a block whose header was judged so on its parent's state: the
+  transactions, the election and the state root; out come every state write with the value
+  it replaces (the undo record). The controller calls it when fork choice applies the block,
+  so the header's signature is recovered once, when the block arrives.
+- ``block_transition`` is the two together: a block judged whole.
 
 ``execute_transactions`` is the one execution path: a block from a peer runs it strictly
 (a failing transaction fails the block); the producer runs it leniently to pick what fits.
@@ -46,6 +47,7 @@ __all__ = [
     "block_transition",
     "execute_transactions",
     "find_double_sign",
+    "process_block_body",
     "process_block_header",
     "process_header",
 ]
@@ -221,15 +223,30 @@ def block_transition(
     chain_id: bytes,
     now_ms: int,
 ) -> BlockTransition:
-    """What ``block`` does on its parent's state, read through ``reader``.
+    """What ``block`` does on its parent's state, read through ``reader``: its header judged
+    (``process_block_header``), then its body run (``process_block_body``)."""
+    verdict = process_block_header(
+        parent, block, earlier=None, params=params, chain_id=chain_id, now_ms=now_ms
+    )
+    return process_block_body(reader, parent, verdict.state, block, keys, params=params)
+
+
+def process_block_body(
+    reader: KVReader,
+    parent: HeaderState,
+    state: HeaderState,
+    block: SignedBlock,
+    keys: Sequence[frozenset[PublicKey]] | None,
+    *,
+    params: ChainParams,
+) -> BlockTransition:
+    """What ``block``, whose header ``process_block_header`` judged (giving ``state``), does
+    on its parent's state, read through ``reader``.
 
     ``keys`` are the recovered signer keys of each transaction, or None for light validation
     (irreversible history: authority is taken as given, every other rule still holds).
     """
     num = block.num
-    verdict = process_block_header(
-        parent, block, earlier=None, params=params, chain_id=chain_id, now_ms=now_ms
-    )
     light = keys is None
     signers = [frozenset[PublicKey]()] * len(block.transactions) if keys is None else keys
     exe = execute_transactions(
@@ -245,4 +262,4 @@ def block_transition(
         raise InvalidBlock(num, "proposed schedule differs from the election result")
     if exe.state_root != block.header.state_root:
         raise InvalidBlock(num, "state root differs: our states diverge")
-    return BlockTransition(verdict.state, exe.changes, exe.originals)
+    return BlockTransition(state, exe.changes, exe.originals)

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from chain.block import BlockHeader, SignedBlock
 from chain.block_transition import (
     Evidence,
-    block_transition,
     execute_transactions,
+    process_block_body,
     process_block_header,
     process_header,
 )
@@ -88,7 +88,6 @@ class Chain:
         self._head = applied[-1][0] if applied else root
         self._light_upto = 0
         self._view: ChainView | None = None
-        self._lib_mark: tuple[int, BlockId, int] | None = None  # LIB number, id, slot
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -116,19 +115,14 @@ class Chain:
             and view.fork_db_size == len(self._fork)
         ):
             return view
-        if self._lib_mark is None or self._lib_mark[0] != lib:
-            lib_id = self.store.block_id_at(lib)
-            state = None if lib_id is None else self.store.header_state(lib_id)
-            assert lib_id is not None and state is not None, "the LIB is on the applied chain"
-            self._lib_mark = (lib, lib_id, state.slot)
-        _, lib_id, lib_slot = self._lib_mark
+        root = self._fork.root  # the LIB's header state
         self._view = ChainView(
             chain_id=self.chain_id,
             params=self.params,
             head=head,
             lib_num=lib,
-            lib_id=lib_id,
-            lib_slot=lib_slot,
+            lib_id=root.id,
+            lib_slot=root.slot,
             mempool_size=len(self.mempool),
             fork_db_size=len(self._fork),
         )
@@ -257,7 +251,7 @@ class Chain:
                 num, f"{block.header.producer} signed two blocks for slot {block.header.slot}"
             )
         self._fork.add(verdict.state, block)
-        return self._switch_to_best(now_ms)
+        return self._switch_to_best()
 
     def _same_slot(self, block: SignedBlock) -> SignedBlock | None:
         """The block we already hold from ``block``'s producer for its slot, if any."""
@@ -268,7 +262,7 @@ class Chain:
     def _record_evidence(self, evidence: Evidence) -> None:
         self.store.put_evidence(evidence.first, evidence.second)
 
-    def _switch_to_best(self, now_ms: int) -> PushResult:
+    def _switch_to_best(self) -> PushResult:
         result = PushResult()
         best = self._fork.best()
         if best.id == self._head.id:
@@ -281,11 +275,11 @@ class Chain:
             self._head = self._fork_state(fb.block.header.previous)
         for fb in self._fork.branch(best.id, ancestor):
             try:
-                self._apply(fb, now_ms)
+                self._apply(fb)
             except InvalidBlock:
                 # A store failure propagates as it is: the block may be fine, the disk is not.
                 self._fork.remove(fb.state.id)
-                restored = self._switch_to_best(now_ms)  # back to the best valid branch
+                restored = self._switch_to_best()  # back to the best valid branch
                 self._requeue(result.popped + restored.popped, restored.applied)
                 raise
             assert fb.block is not None
@@ -299,18 +293,13 @@ class Chain:
         assert fb is not None, "the parent of a reversible block is in the fork database"
         return fb.state
 
-    def _apply(self, fb: ForkBlock, now_ms: int) -> None:
+    def _apply(self, fb: ForkBlock) -> None:
         block = fb.block
         assert block is not None
         keys = None if block.num <= self._light_upto else self._block_keys(block)
-        transition = block_transition(
-            self.store,
-            self._head,
-            block,
-            keys,
-            params=self.params,
-            chain_id=self.chain_id,
-            now_ms=now_ms,
+        # The header was judged when the block arrived (push_block); fb.state is its verdict.
+        transition = process_block_body(
+            self.store, self._head, fb.state, block, keys, params=self.params
         )
         self._commit(block, transition.state, transition.changes, transition.originals)
 
