@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from chain.view import ChainView
+from node.network import Network
 from p2p.sync import Stage
-
-if TYPE_CHECKING:  # node.network builds on the chain runner; metrics only read it
-    from node.network import Network
 
 
 class NodeMetrics:

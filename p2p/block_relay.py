@@ -11,7 +11,7 @@ from __future__ import annotations
 from chain.block import SignedBlock
 from chain.types import BlockId
 from p2p.messages import BlockMessage
-from p2p.peer import Peer, RecentSet
+from p2p.peer import KnownIds, Peer
 from p2p.reactor import Reactor
 
 KNOWN_BLOCKS = 20_000  # block ids remembered per peer (hours of blocks at 0.5 s)
@@ -19,28 +19,24 @@ KNOWN_BLOCKS = 20_000  # block ids remembered per peer (hours of blocks at 0.5 s
 
 class BlockRelay(Reactor):
     def __init__(self) -> None:
-        self._known: dict[str, RecentSet] = {}
+        self._known = KnownIds(KNOWN_BLOCKS)
 
     def add_peer(self, peer: Peer) -> None:
-        self._known[peer.id] = RecentSet(KNOWN_BLOCKS)
+        self._known.add_peer(peer.id)
 
     def remove_peer(self, peer: Peer) -> None:
-        self._known.pop(peer.id, None)
+        self._known.remove_peer(peer.id)
 
     def seen(self, peer_id: str, block_id: BlockId) -> None:
         """``peer_id`` sent us this block: it has it."""
-        known = self._known.get(peer_id)
-        if known is not None:
-            known.add(block_id)
+        self._known.learn(peer_id, block_id)
 
     def relay(self, block: SignedBlock) -> int:
         """Offer ``block`` to every peer that does not have it; returns how many."""
         message: BlockMessage | None = None
         sent = 0
         for peer in self.switch.peers():
-            known = self._known.get(peer.id)
-            if known is None or not known.add(block.id):
-                continue
-            message = message or BlockMessage.of(block)
-            sent += peer.offer(message)
+            if self._known.learn(peer.id, block.id):
+                message = message or BlockMessage.of(block)
+                sent += peer.offer(message)
         return sent

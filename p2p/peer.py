@@ -30,9 +30,6 @@ class RecentSet:
     def __contains__(self, item: object) -> bool:
         return item in self._members
 
-    def __len__(self) -> int:
-        return len(self._members)
-
     def add(self, item: bytes) -> bool:
         """Add ``item``; False if it was already there."""
         if item in self._members:
@@ -42,6 +39,26 @@ class RecentSet:
         if len(self._order) > self._size:
             self._members.discard(self._order.popleft())
         return True
+
+
+class KnownIds:
+    """Per peer, the recent ids (of blocks or transactions) it has: sent us, or got from us.
+    A relay offers an item only to the peers that do not know it yet."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._known: dict[str, RecentSet] = {}
+
+    def add_peer(self, peer_id: str) -> None:
+        self._known[peer_id] = RecentSet(self._size)
+
+    def remove_peer(self, peer_id: str) -> None:
+        self._known.pop(peer_id, None)
+
+    def learn(self, peer_id: str, item: bytes) -> bool:
+        """``peer_id`` has ``item`` now; False if it had it already (or is not connected)."""
+        known = self._known.get(peer_id)
+        return known is not None and known.add(item)
 
 
 @dataclass(eq=False)

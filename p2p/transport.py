@@ -74,7 +74,7 @@ class Transport:
         self._tg: asyncio.TaskGroup | None = None
         self._dialing: set[tuple[str, int]] = set()
         self._connected: set[tuple[str, int]] = set()
-        self._errors: dict[str, str] = {}  # why a dialled address is not connected
+        self._errors: dict[tuple[str, int], str] = {}  # why a dialled address is not connected
 
     @property
     def running(self) -> bool:
@@ -115,18 +115,18 @@ class Transport:
     def forget(self, address: tuple[str, int]) -> None:
         """Stop redialling ``address`` (the operator disconnected it)."""
         self._dialing.discard(address)
-        self._errors.pop(_where(address), None)
+        self._errors.pop(address, None)
 
     def status(self) -> list[dict[str, object]]:
         """Dialled addresses that are not connected, with the last error."""
         dialing: list[dict[str, object]] = [
-            {"address": _where(a), "state": "dialing", "error": self._errors.get(_where(a))}
+            {"address": _where(a), "state": "dialing", "error": self._errors.get(a)}
             for a in sorted(self._dialing - self._connected)
         ]
         given_up: list[dict[str, object]] = [
-            {"address": where, "state": "given_up", "error": error}
-            for where, error in sorted(self._errors.items())
-            if error.startswith("refused") and _address(where) not in self._dialing
+            {"address": _where(a), "state": "given_up", "error": error}
+            for a, error in sorted(self._errors.items())
+            if error.startswith("refused") and a not in self._dialing
         ]
         return dialing + given_up
 
@@ -147,7 +147,7 @@ class Transport:
             try:
                 channel: Channel = await TcpChannel.connect(host, port)
             except ChannelBroken as err:
-                self._errors[where] = str(err)
+                self._errors[address] = str(err)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_REDIAL_SECONDS)
                 continue
@@ -156,7 +156,7 @@ class Transport:
                 return
             connected, reason = await self._connection(channel, dialed=True, address=address)
             if reason is not None:
-                self._errors[where] = f"refused: {reason.name}"
+                self._errors[address] = f"refused: {reason.name}"
             if reason is not None and not reason.retry and reason != GoAwayReason.DUPLICATE:
                 log.warning("peer_refused_for_good", address=where, reason=reason.name)
                 self._dialing.discard(address)
@@ -195,7 +195,7 @@ class Transport:
             await channel.close()
             return False, None
         if address is not None:
-            self._errors.pop(_where(address), None)
+            self._errors.pop(address, None)
             self._connected.add(address)
         try:
             end = await self.gate.serve(conn)
@@ -258,11 +258,6 @@ class Transport:
 
 def _where(address: tuple[str, int]) -> str:
     return f"{address[0]}:{address[1]}"
-
-
-def _address(where: str) -> tuple[str, int]:
-    host, _, port = where.rpartition(":")
-    return host, int(port)
 
 
 class _WentAway(Exception):

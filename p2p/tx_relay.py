@@ -13,7 +13,7 @@ import contextlib
 
 from chain.transaction import SignedTransaction
 from p2p.messages import Message, TransactionMessage
-from p2p.peer import Peer, RecentSet
+from p2p.peer import KnownIds, Peer, RecentSet
 from p2p.reactor import Reactor
 from p2p.service import ChainService
 
@@ -30,20 +30,18 @@ class TxRelay(Reactor):
         self.chain = chain
         self._seen = RecentSet(SEEN)
         self._queue: asyncio.Queue[tuple[str | None, SignedTransaction]] = asyncio.Queue(QUEUE)
-        self._known: dict[str, RecentSet] = {}
+        self._known = KnownIds(KNOWN_TXS)
 
     def add_peer(self, peer: Peer) -> None:
-        self._known[peer.id] = RecentSet(KNOWN_TXS)
+        self._known.add_peer(peer.id)
 
     def remove_peer(self, peer: Peer) -> None:
-        self._known.pop(peer.id, None)
+        self._known.remove_peer(peer.id)
 
     async def receive(self, peer: Peer, message: Message) -> None:
         assert isinstance(message, TransactionMessage)
         tx = message.tx
-        known = self._known.get(peer.id)
-        if known is not None:
-            known.add(tx.id)
+        self._known.learn(peer.id, tx.id)
         if self._seen.add(tx.id):
             # A full queue sheds load: the sender's own node still has the transaction.
             with contextlib.suppress(asyncio.QueueFull):
@@ -57,11 +55,9 @@ class TxRelay(Reactor):
     def _offer(self, tx: SignedTransaction, exclude: str | None) -> None:
         message: TransactionMessage | None = None
         for peer in self.switch.peers():
-            known = self._known.get(peer.id)
-            if peer.id == exclude or known is None or not known.add(tx.id):
-                continue
-            message = message or TransactionMessage.of(tx)
-            peer.offer(message)
+            if peer.id != exclude and self._known.learn(peer.id, tx.id):
+                message = message or TransactionMessage.of(tx)
+                peer.offer(message)
 
     async def run(self) -> None:
         while True:
