@@ -12,7 +12,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from chain.controller import Chain
 from chain.errors import ChainError
 from chain.sigpool import ParallelRecoverer
 from genesis.devnet import DEV_USERS, write_dev_genesis
@@ -99,20 +98,21 @@ def _cmd_devnet(args: argparse.Namespace) -> int:
     return 0
 
 
-def _offline_chain(args: argparse.Namespace) -> Chain:
+def _cmd_export(args: argparse.Namespace) -> int:
     ns = argparse.Namespace(
         config=None, data_dir=args.data_dir, genesis_json=args.genesis_json, log_level="warning"
     )
-    return open_chain(load_config(ns))
-
-
-def _cmd_export(args: argparse.Namespace) -> int:
-    chain = _offline_chain(args)
+    config = load_config(ns)
+    chain = open_chain(config)
     try:
         count = history.export_history(chain, Path(args.to))
     finally:
         chain.store.close()
-    print(f"exported blocks 1..{count} (irreversible) to {args.to}")
+    # The genesis goes with the history, so that `import` into a fresh data dir needs nothing
+    # else (a block log names its chain id, but the initial state comes from the genesis).
+    beside = history.genesis_beside(Path(args.to))
+    shutil.copyfile(config.genesis_json, beside)
+    print(f"exported blocks 1..{count} (irreversible) to {args.to}, its genesis to {beside}")
     return 0
 
 
@@ -123,6 +123,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
         config=None, data_dir=args.data_dir, genesis_json=args.genesis_json, log_level="warning"
     )
     config = load_config(ns)
+    if args.genesis_json is None and not config.genesis_json.exists():
+        _adopt_genesis(Path(args.file), Path(args.data_dir))
     workers = config.signature_workers if args.validation_mode == "full" else 0
     recoverer = ParallelRecoverer(workers) if workers else None
     chain = open_chain(config, recoverer)
@@ -138,6 +140,20 @@ def _cmd_import(args: argparse.Namespace) -> int:
     rate = f", {applied / seconds:,.0f} blocks/s" if seconds else ""
     print(f"imported {applied} blocks in {seconds:.1f} s{rate}; head {head}")
     return 0
+
+
+def _adopt_genesis(history_file: Path, data_dir: Path) -> None:
+    """Initialise a fresh ``data_dir`` from the genesis exported beside ``history_file``."""
+    beside = history.genesis_beside(history_file)
+    if not beside.exists():
+        raise NodeError(
+            f"{data_dir} has no genesis.json and there is no {beside.name} beside"
+            f" {history_file.name}: pass --genesis-json or run `bor-node init` first"
+        )
+    genesis = load_genesis(beside)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(beside, data_dir / "genesis.json")
+    print(f"initialised {data_dir} from {beside.name} (chain {genesis.chain_id.hex()[:16]}…)")
 
 
 def _cmd_genesis_new(args: argparse.Namespace) -> int:

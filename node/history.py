@@ -15,6 +15,11 @@ from chain.errors import StoreError
 PREFETCH_BLOCKS = 2
 
 
+def genesis_beside(path: Path) -> Path:
+    """Where ``export`` puts the chain's genesis next to the history file ``path``."""
+    return path.with_name(path.name + ".genesis.json")
+
+
 def export_history(chain: Chain, path: Path) -> int:
     """Write blocks 1..LIB to ``path`` (and its index); returns how many."""
     writer = BlockLogWriter(path, chain.chain_id, 1)

@@ -82,13 +82,17 @@ def detect(ip: str | None = None, device: str | None = None) -> RdmaInfo:
         return RdmaInfo(False, str(err))
     from pyverbs.device import get_device_list
 
-    names = [d.name.decode() for d in get_device_list()]
+    try:
+        # rdma-core raises here when the kernel has no RDMA subsystem at all (no
+        # /sys/class/infiniband): the distro's pyverbs installed on a host without a NIC.
+        names = [d.name.decode() for d in get_device_list()]
+    except v.Error as err:
+        return RdmaInfo(False, f"no RDMA device ({err})", pyverbs=v.version)
     if device is not None:
         names = [n for n in names if n == device]
     if not names:
         return RdmaInfo(False, "no RDMA device" + (f" named {device}" if device else ""))
     reasons = []
-    roce_v2 = v.E.ibv_gid_type_sysfs.IBV_GID_TYPE_SYSFS_ROCE_V2
     for name in names:
         try:
             ctx = v.Context(name=name)
@@ -96,27 +100,35 @@ def detect(ip: str | None = None, device: str | None = None) -> RdmaInfo:
             reasons.append(f"{name}: cannot open ({err})")
             continue
         try:
-            port = ctx.query_port(PORT)
-            if port.state != v.E.ibv_port_state.IBV_PORT_ACTIVE:
-                reasons.append(f"{name}: port {PORT} is not active")
-                continue
-            wanted = _mapped(ip) if ip else None
-            for index in range(port.gid_tbl_len):
-                try:
-                    gid = str(ctx.query_gid(PORT, index).gid)
-                    kind = ctx.query_gid_type(PORT, index)
-                except v.Error:
-                    continue
-                if kind != roce_v2 or not gid.startswith("0000:0000:0000:0000:0000:ffff:"):
-                    continue
-                if wanted is None or gid == wanted:
-                    return RdmaInfo(
-                        True, "ready", name, gid, index, int(port.active_mtu), v.version
-                    )
-            reasons.append(f"{name}: no RoCE v2 GID for {ip or 'an IPv4 address'}")
+            found = _roce_v2_gid(v, ctx, name, ip)
+        except v.Error as err:
+            found = f"{name}: cannot query ({err})"
         finally:
             ctx.close()
+        if isinstance(found, RdmaInfo):
+            return found
+        reasons.append(found)
     return RdmaInfo(False, "; ".join(reasons), pyverbs=v.version)
+
+
+def _roce_v2_gid(v: Verbs, ctx: Any, name: str, ip: str | None) -> RdmaInfo | str:
+    """The usable GID of device ``name`` for ``ip``, or why there is none."""
+    roce_v2 = v.E.ibv_gid_type_sysfs.IBV_GID_TYPE_SYSFS_ROCE_V2
+    port = ctx.query_port(PORT)
+    if port.state != v.E.ibv_port_state.IBV_PORT_ACTIVE:
+        return f"{name}: port {PORT} is not active"
+    wanted = _mapped(ip) if ip else None
+    for index in range(port.gid_tbl_len):
+        try:
+            gid = str(ctx.query_gid(PORT, index).gid)
+            kind = ctx.query_gid_type(PORT, index)
+        except v.Error:
+            continue
+        if kind != roce_v2 or not gid.startswith("0000:0000:0000:0000:0000:ffff:"):
+            continue
+        if wanted is None or gid == wanted:
+            return RdmaInfo(True, "ready", name, gid, index, int(port.active_mtu), v.version)
+    return f"{name}: no RoCE v2 GID for {ip or 'an IPv4 address'}"
 
 
 def _huge_pages_reserved() -> bool:

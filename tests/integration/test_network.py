@@ -123,8 +123,9 @@ def test_bootstrap_from_a_peer_resumes_after_kill(nodes: Nodes, tmp_path: Path) 
 
 
 def test_export_then_import_gives_the_same_head_and_state(nodes: Nodes, tmp_path: Path) -> None:
-    """A history exported and imported in full and light mode gives the source's LIB block, id and
-    state root alike."""
+    """A history exported and imported into a fresh data dir (the genesis travels beside the
+    export) in full and light mode gives the source's LIB block, id and state root alike; without
+    the genesis the import is a one-line error."""
     summary = make_history(tmp_path / "h", txs=3000, per_block=20, accounts=50)
     exported = tmp_path / "out.log"
     done = subprocess.run(
@@ -138,9 +139,7 @@ def test_export_then_import_gives_the_same_head_and_state(nodes: Nodes, tmp_path
     lib = summary["lib"]
     expected = source.rpc("/v1/chain/get_block", {"block_num_or_id": lib})
     for mode in ("full", "light"):
-        target = tmp_path / f"import-{mode}"
-        target.mkdir()
-        shutil.copy(tmp_path / "h" / "genesis.json", target / "genesis.json")
+        target = tmp_path / f"import-{mode}"  # does not exist: the README's fresh data dir
         done = subprocess.run(
             [
                 str(BIN / "bor-node"),
@@ -161,6 +160,18 @@ def test_export_then_import_gives_the_same_head_and_state(nodes: Nodes, tmp_path
         block = imported.rpc("/v1/chain/get_block", {"block_num_or_id": lib})
         assert (block["id"], block["state_root"]) == (expected["id"], expected["state_root"])
         imported.stop()
+
+    alone = tmp_path / "alone" / "out.log"  # the history without the genesis beside it
+    alone.parent.mkdir()
+    shutil.copy(exported, alone)
+    done = subprocess.run(
+        [str(BIN / "bor-node"), "import", str(alone), "--data-dir", str(tmp_path / "none")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "no genesis.json" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, "one line, no traceback"
 
 
 def test_partition_heals_to_one_chain_without_touching_the_old_lib(
