@@ -18,8 +18,9 @@ CONFIG = Path(__file__).with_name("schemathesis.toml")
 MAX_EXAMPLES = {"public": 100, "admin": 40}
 
 
-def schemathesis(url: str, max_examples: int) -> subprocess.CompletedProcess[str]:
-    """``schemathesis run`` of ``url``/openapi.json with every check, deterministically."""
+def schemathesis(url: str, max_examples: int, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``schemathesis run`` of ``url``/openapi.json with every check, deterministically (in
+    ``cwd``: it keeps a cache directory there)."""
     command = [
         str(BIN / "schemathesis"),
         "--config-file",
@@ -37,7 +38,7 @@ def schemathesis(url: str, max_examples: int) -> subprocess.CompletedProcess[str
         str(10 * SLOWDOWN),
         "--no-color",
     ]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300 * SLOWDOWN)
+    return subprocess.run(command, capture_output=True, text=True, timeout=300 * SLOWDOWN, cwd=cwd)
 
 
 @pytest.fixture
@@ -45,13 +46,15 @@ def node(nodes: Nodes) -> NodeProcess:
     return nodes.devnet().start(wait_head=1)
 
 
-def test_schemathesis_finds_no_failure_on_either_listener(node: NodeProcess) -> None:
+def test_schemathesis_finds_no_failure_on_either_listener(
+    node: NodeProcess, tmp_path: Path
+) -> None:
     """schemathesis, with every check, finds nothing wrong on the public RPC and on the
     admin listener of a running node: no 5xx, every status and answer as documented,
     schema-valid requests accepted and schema-violating ones refused, 405s as documented."""
     assert node.admin_url is not None
     for name, url in (("public", node.url), ("admin", node.admin_url)):
-        run = schemathesis(url, MAX_EXAMPLES[name])
+        run = schemathesis(url, MAX_EXAMPLES[name], tmp_path)
         assert run.returncode == 0, f"{name} listener:\n{run.stdout[-6000:]}{run.stderr}"
         assert "Tested: " in run.stdout and " passed" in run.stdout
 
