@@ -39,6 +39,9 @@ from node.views import dumps
 METRICS_TTL_S = 1.0
 
 
+RequestHandler = Callable[[web.Request], Awaitable[web.Response]]
+
+
 @dataclass(frozen=True, slots=True)
 class HttpLimits:
     """What one listener accepts (0 turns a limit off)."""
@@ -84,7 +87,7 @@ async def _read_body(request: web.Request, timeout_s: float) -> dict[str, Any]:
     except web.HTTPRequestEntityTooLarge as err:
         raise RpcError(413, "body_too_large", "request body is too large") from err
     if not raw:
-        return {}  # a body of whitespace is not JSON either
+        return {}  # no body; one of only whitespace is not JSON, and gets 400 below
     try:
         # orjson, not json: it refuses nesting over 1,024 levels with a JSONDecodeError where
         # json raises RecursionError, and has no 4,300-digit limit on integers to trip over.
@@ -96,14 +99,14 @@ async def _read_body(request: web.Request, timeout_s: float) -> dict[str, Any]:
     return body
 
 
-def _endpoint(route: Route, limits: HttpLimits) -> Any:
+def _endpoint(route: Route, limits: HttpLimits) -> RequestHandler:
     async def handle(request: web.Request) -> web.Response:
         try:
             body = await _read_body(request, limits.read_timeout_s)
             result = await route.handler(parse_fields(route.fields, body))
         except Exception as err:
             status, payload = error_response(err)
-            if status >= 500:
+            if status == 500:  # a fault of ours; 503 and 504 are the limits working
                 log.exception("rpc_failed", path=request.path)
             response = _json(status, payload)
             if status == 408:
@@ -181,12 +184,9 @@ def _bearer(token: str) -> Middleware:
     return bearer
 
 
-GetHandler = Callable[[web.Request], Awaitable[web.Response]]
-
-
 def _application(
     routes: Mapping[str, Route],
-    documents: Mapping[str, tuple[Document, GetHandler]],
+    documents: Mapping[str, tuple[Document, RequestHandler]],
     limits: HttpLimits,
     title: str,
     *,
@@ -233,7 +233,7 @@ def _application(
     return app
 
 
-def _preflight(methods: str) -> Any:
+def _preflight(methods: str) -> RequestHandler:
     async def preflight(request: web.Request) -> web.Response:
         headers = {
             "Access-Control-Allow-Methods": methods,
