@@ -6,6 +6,7 @@ with ``s`` so the state is one contiguous range; undo records restore exactly th
 
 from __future__ import annotations
 
+from chain.errors import EncodingError
 from chain.types import BlockId, BlockNum, TxId
 
 # chain metadata
@@ -31,6 +32,10 @@ BLOCK_SUMMARY = b"sb"  # + (num & 0xffff)(2) -> block id, for TaPoS
 
 
 def be(n: int, size: int) -> bytes:
+    """``n`` as ``size`` big-endian bytes; EncodingError if it does not fit (a number from
+    outside, such as a block number asked for over the RPC, is never an OverflowError)."""
+    if not 0 <= n < 1 << (8 * size):
+        raise EncodingError(f"{size}-byte key number", "out of range")  # n may be huge
     return n.to_bytes(size, "big")
 
 

@@ -29,7 +29,7 @@ from genesis.model import load_genesis
 from node.admission import Admitter
 from node.config import NodeConfig
 from node.errors import NodeError
-from node.http import make_app
+from node.http import HttpLimits, make_admin_app, make_app, serve
 from node.metrics import NodeMetrics
 from node.network import NetConfig, Network
 from node.producer import ProducerLoop
@@ -131,6 +131,15 @@ def open_rdma(config: NodeConfig) -> tuple[RdmaDevice | None, dict[str, object]]
     return device, info.as_dict()
 
 
+def http_limits(config: NodeConfig) -> HttpLimits:
+    return HttpLimits(
+        max_body_bytes=config.max_http_body_bytes,
+        max_in_flight=config.http_max_in_flight,
+        max_response_s=config.http_max_response_ms / 1000,
+        read_timeout_s=config.http_read_timeout_ms / 1000,
+    )
+
+
 def dump_tasks() -> None:
     """SIGUSR1: print every asyncio task and where it waits (for a node that seems stuck)."""
     for task in asyncio.all_tasks():
@@ -197,26 +206,29 @@ class Node:
             runner, net_config(config), node_key(config), rdma, rdma_status, self._on_applied
         )
         admitter = Admitter(runner, self.metrics, on_accepted=network.transaction_accepted)
-        self.api = api = Api(runner, self.metrics, self.watch, admitter, network)
+        limits = http_limits(config)
+        # A commit-mode push answers "pending" before the HTTP time limit would cut it off.
+        commit_cap = limits.max_response_s * 0.9 if limits.max_response_s else None
+        self.api = api = Api(
+            runner, self.metrics, self.watch, admitter, network, commit_wait_cap_s=commit_cap
+        )
         app = make_app(
             api,
             self.metrics,
-            config.max_http_body_bytes,
+            limits,
             lambda: self.metrics.observe_network(network),
+            cors_origin=config.cors_origin,
         )
-        http = web.AppRunner(app, access_log=None)
+        listeners: list[web.AppRunner] = []
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.stop)
         loop.add_signal_handler(signal.SIGUSR1, dump_tasks)
         try:
-            await http.setup()
-            site = web.TCPSite(http, config.http_host, config.http_port)
-            try:
-                await site.start()
-            except OSError as err:
-                where = f"{config.http_host}:{config.http_port}"
-                raise NodeError(f"cannot serve the RPC on {where}: {err.strerror}") from err
+            listeners.append(await serve(app, config.http_host, config.http_port, limits))
+            if config.admin_http is not None:
+                admin = make_admin_app(api, limits, config.admin_token)
+                listeners.append(await serve(admin, *config.admin_http, limits, "admin RPC"))
             try:
                 await network.listen()
             except OSError as err:
@@ -231,6 +243,7 @@ class Node:
                 head=runner.view.head.num,
                 lib=runner.view.lib_num,
                 rpc=f"http://{config.http_host}:{config.http_port}",
+                admin_rpc=config.admin_http and "http://{}:{}".format(*config.admin_http),
                 p2p=network.listen_port,
                 peers=len(config.p2p_peers),
             )
@@ -256,7 +269,8 @@ class Node:
         finally:
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
                 loop.remove_signal_handler(sig)
-            await http.cleanup()
+            for listener in listeners:
+                await listener.cleanup()
             if rdma is not None:
                 rdma.close()  # after the network task: its channels are closed by now
             runner.close()

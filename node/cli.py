@@ -65,12 +65,15 @@ def _cmd_devnet(args: argparse.Namespace) -> int:
         args.producers,
         parse_endpoint("--http-server-address", args.http_server_address),
         args.p2p_base_port,
+        args.admin_base_port,
     )
     devnet.prepare(data_dir, nodes)
     keys_path = data_dir / "keys.json"
     url = nodes[0].url
     table = "\n".join(
-        f"  {n.name}: producer {n.producer}, RPC {n.url}, p2p {n.p2p[0]}:{n.p2p[1]}" for n in nodes
+        f"  {n.name}: producer {n.producer}, RPC {n.url}, admin RPC {n.admin_url}, "
+        f"p2p {n.p2p[0]}:{n.p2p[1]}"
+        for n in nodes
     )
     print(
         f"BoR devnet of {len(nodes)} producer node(s) in {data_dir}:\n{table}\n"
@@ -212,6 +215,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--http-server-address", default="127.0.0.1:8888", help="RPC of the first node"
     )
     dev.add_argument("--p2p-base-port", type=int, default=9876, help="p2p port of the first node")
+    dev.add_argument(
+        "--admin-base-port",
+        type=int,
+        help="admin RPC port of the first node (default: right after the RPC ports)",
+    )
     dev.add_argument("--fresh", action="store_true", help="delete the data dir first")
     dev.add_argument("--log-level", default="info")
     dev.add_argument("--log-format", default="auto")

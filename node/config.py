@@ -8,7 +8,9 @@ validated once, here, and errors name the option.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,23 @@ OPTIONS: tuple[Option, ...] = (
     Option("data-dir", "directory of the block store and config.ini", "data"),
     Option("genesis-json", "genesis file (default: <data-dir>/genesis.json)"),
     Option("http-server-address", "host:port of the HTTP RPC", "127.0.0.1:8888"),
+    Option(
+        "admin-http-server-address",
+        "host:port of the admin RPC (/v1/net/connect, /v1/net/disconnect); '' for none",
+        "127.0.0.1:8889",
+    ),
+    Option("admin-token", "bearer token the admin RPC requires ('' for none)", ""),
+    Option("http-max-in-flight-requests", "RPC requests handled at once (0: no limit)", 256, int),
+    Option(
+        "http-max-response-time-ms", "longest an RPC answer may take (0: no limit)", 30_000, int
+    ),
+    Option(
+        "http-read-timeout-ms",
+        "time a client has to send a request's header, and then its body",
+        10_000,
+        int,
+    ),
+    Option("access-control-allow-origin", "CORS origin of the public RPC ('' for none)", ""),
     Option("producer-name", "a producer this node produces for", repeatable=True),
     Option(
         "signature-provider",
@@ -98,6 +117,12 @@ class NodeConfig:
     max_mempool_txs: int
     max_mempool_per_account: int
     max_http_body_bytes: int
+    admin_http: tuple[str, int] | None
+    admin_token: str
+    http_max_in_flight: int
+    http_max_response_ms: int
+    http_read_timeout_ms: int
+    cors_origin: str
     signature_workers: int
     validation_mode: str
     rdma: str
@@ -166,11 +191,19 @@ def _signature_provider(spec: str) -> tuple[PublicKey, PrivateKey]:
     return pub, key
 
 
-def parse_endpoint(option: str, text: str) -> tuple[str, int]:
+def parse_endpoint(option: str, text: str, default_host: str = "0.0.0.0") -> tuple[str, int]:
     host, sep, port = text.strip().rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+    # ASCII digits only: str.isdigit takes "²" and "١٢٣", and int() refuses 4,300 digits.
+    if not sep or re.fullmatch("[0-9]{1,5}", port) is None or int(port) > 65535:
         raise ConfigError(option, f"expected host:port, got {text!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    return host.strip("[]") or default_host, int(port)
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def load_config(args: argparse.Namespace) -> NodeConfig:
@@ -196,9 +229,16 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
             merged[opt.name] = opt.default
     if flag_values["data-dir"] is None and "data-dir" in file_values:
         data_dir = Path(merged["data-dir"])
-    host, sep, port = str(merged["http-server-address"]).rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError("http-server-address", "expected host:port")
+    # An RPC address without a host stays on loopback: serving the world is a choice.
+    host, port = parse_endpoint("http-server-address", merged["http-server-address"], "127.0.0.1")
+    admin = merged["admin-http-server-address"]
+    admin_http = parse_endpoint("admin-http-server-address", admin, "127.0.0.1") if admin else None
+    if admin_http is not None and not merged["admin-token"] and not _loopback(admin_http[0]):
+        raise ConfigError(
+            "admin-http-server-address", "off loopback, the admin RPC needs an admin-token"
+        )
+    if merged["http-read-timeout-ms"] < 1:
+        raise ConfigError("http-read-timeout-ms", "must be at least 1")
     for name in merged["producer-name"]:
         if not is_valid_name(name):
             raise ConfigError("producer-name", f"{name!r} is not an account name")
@@ -251,13 +291,19 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
         sync_ranges=merged["sync-ranges"],
         data_dir=data_dir,
         genesis_json=Path(genesis) if genesis else data_dir / "genesis.json",
-        http_host=host.strip("[]") or "127.0.0.1",
-        http_port=int(port),
+        http_host=host,
+        http_port=port,
         producers=tuple(merged["producer-name"]),
         signing_keys=keys,
         max_mempool_txs=merged["max-mempool-txs"],
         max_mempool_per_account=merged["max-mempool-per-account"],
         max_http_body_bytes=merged["max-http-body-bytes"],
+        admin_http=admin_http,
+        admin_token=merged["admin-token"],
+        http_max_in_flight=merged["http-max-in-flight-requests"],
+        http_max_response_ms=merged["http-max-response-time-ms"],
+        http_read_timeout_ms=merged["http-read-timeout-ms"],
+        cors_origin=merged["access-control-allow-origin"],
         signature_workers=merged["signature-workers"],
         validation_mode=merged["validation-mode"],
         rdma=merged["rdma"],

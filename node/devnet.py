@@ -2,8 +2,9 @@
 
 Layout of the data dir: ``genesis.json`` and ``keys.json`` shared by all, ``devnet.json``
 (which node listens where), and one directory per node (``node1`` …) with its config.ini,
-block store and log. Node i serves the RPC on the base port + i and accepts peers on the
-p2p base port + i; every node dials the ones before it, so the network is fully meshed.
+block store and log. Node i serves the RPC on the base port + i, its admin RPC on the admin
+base port + i (by default right after the RPC ports), and accepts peers on the p2p base
+port + i; every node dials the ones before it, so the network is fully meshed.
 One producer runs in this process; more run as child processes that die with this one.
 """
 
@@ -33,16 +34,30 @@ class DevNode:
     producer: str
     rpc: tuple[str, int]
     p2p: tuple[str, int]
+    admin: tuple[str, int] | None = None  # the admin RPC; None for none
 
     @property
     def url(self) -> str:
         return f"http://{self.rpc[0]}:{self.rpc[1]}"
 
+    @property
+    def admin_url(self) -> str | None:
+        return None if self.admin is None else f"http://{self.admin[0]}:{self.admin[1]}"
 
-def plan(producers: int, rpc: tuple[str, int], p2p_port: int) -> list[DevNode]:
+
+def plan(
+    producers: int, rpc: tuple[str, int], p2p_port: int, admin_port: int | None = None
+) -> list[DevNode]:
     names = producer_names(producers)
+    admin = rpc[1] + producers if admin_port is None else admin_port
     return [
-        DevNode(f"node{i + 1}", names[i], (rpc[0], rpc[1] + i), ("127.0.0.1", p2p_port + i))
+        DevNode(
+            f"node{i + 1}",
+            names[i],
+            (rpc[0], rpc[1] + i),
+            ("127.0.0.1", p2p_port + i),
+            ("127.0.0.1", admin + i),
+        )
         for i in range(producers)
     ]
 
@@ -68,6 +83,8 @@ def prepare(data_dir: Path, nodes: list[DevNode]) -> None:
             "# written by bor-node devnet",
             f"genesis-json = {(data_dir / 'genesis.json').resolve()}",
             f"http-server-address = {node.rpc[0]}:{node.rpc[1]}",
+            "admin-http-server-address = "
+            + ("" if node.admin is None else f"{node.admin[0]}:{node.admin[1]}"),
             f"p2p-listen-endpoint = {node.p2p[0]}:{node.p2p[1]}",
             f"producer-name = {node.producer}",
             f"signature-provider = {public_key_to_text(key.public_key)}=KEY:{key.to_text()}",
@@ -82,6 +99,7 @@ def prepare(data_dir: Path, nodes: list[DevNode]) -> None:
                         "name": n.name,
                         "producer": n.producer,
                         "rpc": n.url,
+                        "admin_rpc": n.admin_url,
                         "p2p": f"{n.p2p[0]}:{n.p2p[1]}",
                     }
                     for n in nodes

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -23,11 +23,13 @@ from chain.controller import Chain
 from chain.encoding import pack
 from chain.errors import ChainError, EncodingError
 from chain.transaction import SignedTransaction, decode_signed_transaction
-from chain.types import AccountName, BlockId, BlockNum, TxId, is_valid_name
+from chain.types import AccountName, BlockId, BlockNum, TxId
 from node.admission import Admitter
 from node.blockcache import BlockJsonCache
+from node.fields import RequestError
 from node.metrics import NodeMetrics
 from node.reads import WRITES_WINDOW_S, ChainReads, ReadPacer, ReadsBusy
+from node.routes import Handler, Route, route_table
 from node.runner import ChainRunner, InclusionWatch
 from node.views import (
     account_json,
@@ -41,7 +43,6 @@ from node.views import (
 log = structlog.get_logger("rpc")
 
 SERVER_VERSION = "bor-0.1.0"
-DEFAULT_COMMIT_TIMEOUT_MS = 30_000
 
 
 class RpcError(Exception):
@@ -54,22 +55,24 @@ class RpcError(Exception):
         self.what = what
 
 
+# 400 means the body does not match the route's schema; content that matches it but that the
+# chain refuses gets its own code, 422 where no more specific one applies.
 _STATUS: dict[type[ChainError], int] = {
-    ce.EncodingError: 400,
-    ce.MalformedTransaction: 400,
+    ce.EncodingError: 422,
+    ce.MalformedTransaction: 422,
     ce.OversizedTransaction: 413,
     ce.BadSignature: 401,
     ce.MissingAuthority: 401,
     ce.Unauthorized: 403,
-    ce.ExpiredTransaction: 400,
-    ce.TaposMismatch: 400,
+    ce.ExpiredTransaction: 422,
+    ce.TaposMismatch: 422,
     ce.DuplicateTransaction: 409,
     ce.UnknownAccount: 404,
     ce.InsufficientFunds: 402,
     ce.InvalidAction: 422,
     ce.MempoolFull: 429,
     ce.NotFound: 404,
-    ce.InvalidKey: 400,
+    ce.InvalidKey: 422,
 }
 
 
@@ -77,6 +80,8 @@ def error_response(err: Exception) -> tuple[int, dict[str, Any]]:
     """HTTP status and JSON body for any error a handler raised."""
     if isinstance(err, RpcError):
         status, name, what = err.status, err.name, err.what
+    elif isinstance(err, RequestError):
+        status, name, what = 400, err.name, str(err)
     elif isinstance(err, ReadsBusy):
         status, name, what = 503, "busy", str(err)
     elif isinstance(err, ChainError):
@@ -86,33 +91,6 @@ def error_response(err: Exception) -> tuple[int, dict[str, Any]]:
     else:
         status, name, what = 500, "internal_error", "internal error"
     return status, {"code": status, "message": what, "error": {"name": name, "what": what}}
-
-
-def _field(body: dict[str, Any], name: str) -> Any:
-    if name not in body:
-        raise RpcError(400, "missing_field", f"request needs field {name!r}")
-    return body[name]
-
-
-def _hex(body: dict[str, Any], name: str, size: int | None = None) -> bytes:
-    value = _field(body, name)
-    try:
-        raw = bytes.fromhex(value)
-    except (TypeError, ValueError) as err:
-        raise RpcError(400, "bad_field", f"{name!r} must be a hex string") from err
-    if size is not None and len(raw) != size:
-        raise RpcError(400, "bad_field", f"{name!r} must be {size} bytes")
-    return raw
-
-
-Handler = Callable[[dict[str, Any]], Awaitable[Any]]
-
-
-@dataclass(frozen=True, slots=True)
-class Route:
-    handler: Handler
-    summary: str
-    params: dict[str, str]  # field -> description, for the OpenAPI document
 
 
 class NetworkApi(Protocol):
@@ -159,9 +137,12 @@ class Api:
         *,
         reads: ChainReads | None = None,
         pacer: ReadPacer | None = None,
+        commit_wait_cap_s: float | None = None,
     ) -> None:
         """``reads`` and ``pacer`` default to ``ChainReads`` and ``ReadPacer`` tuned for a
-        node; tests pass their own."""
+        node; tests pass their own. A push in commit mode waits at most
+        ``commit_wait_cap_s`` (the HTTP layer's time limit less a margin), then answers
+        ``pending``."""
         self.runner = runner
         self.metrics = metrics
         self.watch = watch
@@ -171,66 +152,20 @@ class Api:
         self.pacer = pacer or ReadPacer(lambda: admitter.admitting(WRITES_WINDOW_S), metrics)
         self.blocks = BlockJsonCache()
         self._producers: tuple[BlockId, bytes] | None = None  # head id, get_producers JSON
-        paced = self._paced
-        self.routes: dict[str, Route] = {
-            "/v1/chain/get_info": Route(paced(self.get_info), "Head, LIB and chain identity", {}),
-            "/v1/chain/get_block": Route(
-                paced(self.get_block),
-                "A block by number or id",
-                {"block_num_or_id": "number or hex id"},
-            ),
-            "/v1/chain/get_account": Route(
-                paced(self.get_account),
-                "Balance, stake, key and votes of an account",
-                {"account_name": "account name"},
-            ),
-            "/v1/chain/get_producers": Route(
-                paced(self.get_producers), "Producer candidates, votes and schedules", {}
-            ),
-            "/v1/chain/get_transaction": Route(
-                paced(self.get_transaction), "A transaction and where it is", {"id": "hex id"}
-            ),
-            "/v1/chain/push_transaction": Route(
-                self.push_transaction,
-                "Submit a signed transaction",
-                {
-                    "packed_trx": "hex of the canonical transaction encoding",
-                    "signatures": "list of hex signatures",
-                    "mode": "async (return at once) | sync (after validation, default) | "
-                    "commit (after inclusion in a block)",
-                    "timeout_ms": "commit mode: how long to wait for inclusion (default 30000)",
-                },
-            ),
-            "/v1/chain/get_evidence": Route(
-                paced(self.get_evidence), "Blocks kept as evidence of double signing", {}
-            ),
-            # Not paced: a liveness probe must not fail because the node is busy writing.
-            "/v1/node/health": Route(self.health, "Liveness and head age", {}),
-            "/v1/node/sync": Route(
-                paced(self.sync_status),
-                "Sync stage, target, next expected block, sources, blocks/s and ETA",
-                {},
-            ),
-            "/v1/net/peers": Route(paced(self.net_peers), "Connected peers", {}),
-            "/v1/net/connect": Route(
-                self.net_connect, "Dial a peer (and keep redialling it)", {"address": "host:port"}
-            ),
-            "/v1/net/disconnect": Route(
-                self.net_disconnect, "Send a peer away", {"peer": "peer id from /v1/net/peers"}
-            ),
-        }
+        self.commit_wait_cap_s = commit_wait_cap_s
+        self.routes: dict[str, Route] = route_table(self)
 
     async def run(self) -> None:
         """Serve the reads that go to the chain thread, until cancelled (the node runs this
         beside the admission task)."""
         await self.read.run()
 
-    def _paced(self, handler: Handler) -> Handler:
+    def paced(self, handler: Handler) -> Handler:
         """``handler`` behind the read pacer: reads yield to writes."""
 
-        async def paced(body: dict[str, Any]) -> Any:
+        async def paced(args: dict[str, Any]) -> Any:
             await self.pacer.turn()
-            return await handler(body)
+            return await handler(args)
 
         return paced
 
@@ -240,7 +175,7 @@ class Api:
 
     # --- chain API: from the view where it holds the answer -------------------------------
 
-    async def get_info(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def get_info(self, args: dict[str, Any]) -> dict[str, Any]:
         view = self.runner.view
         head, p = view.head, view.params
         lib_known = view.lib_num > 0
@@ -261,7 +196,7 @@ class Api:
             "fork_db_size": view.fork_db_size,
         } | ({} if self.network is None else self.network.summary())
 
-    async def health(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def health(self, args: dict[str, Any]) -> dict[str, Any]:
         head = self.runner.view.head
         age = time.time() - (head.slot * 0.5 + 946_684_800)
         return {"status": "ok", "head_block_num": head.num, "head_age_s": round(age, 3)}
@@ -273,46 +208,43 @@ class Api:
             raise RpcError(404, "not_found", "this node runs without a network")
         return self.network
 
-    async def sync_status(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def sync_status(self, args: dict[str, Any]) -> dict[str, Any]:
         return self._require_network().sync_status()
 
-    async def net_peers(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def net_peers(self, args: dict[str, Any]) -> dict[str, Any]:
         return self._require_network().status()
 
-    async def net_connect(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def net_connect(self, args: dict[str, Any]) -> dict[str, Any]:
         network = self._require_network()
-        text = _field(body, "address")
-        host, sep, port = str(text).rpartition(":")
-        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-            raise RpcError(400, "bad_field", "address must be host:port")
+        text = args["address"]
+        host, _, port = text.rpartition(":")  # the field's pattern made both well formed
         started = network.connect((host.strip("[]"), int(port)))
         return {"address": text, "status": "dialling" if started else "already dialling"}
 
-    async def net_disconnect(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def net_disconnect(self, args: dict[str, Any]) -> dict[str, Any]:
         network = self._require_network()
-        peer = _field(body, "peer")
-        if not isinstance(peer, str) or not await network.disconnect(peer):
-            raise RpcError(404, "not_found", f"no connected peer {peer!r}")
+        peer = args["peer"]
+        if not await network.disconnect(peer):
+            raise RpcError(404, "not_found", "no such peer is connected")
         return {"peer": peer, "status": "disconnected"}
 
     # --- chain API: through the chain thread ------------------------------------------------
 
-    async def get_block(self, body: dict[str, Any]) -> EncodedJson:
-        key = _field(body, "block_num_or_id")
+    async def get_block(self, args: dict[str, Any]) -> EncodedJson:
+        key: int | str | bytes = args["block_num_or_id"]
         view = self.runner.view
-        if (isinstance(key, int) and not isinstance(key, bool)) or (
-            isinstance(key, str) and key.isdigit()
-        ):
-            num = int(key)
+        block_id: BlockId | None
+        if isinstance(key, bytes):
+            block_id = BlockId(key)
+        else:
+            num = int(key)  # at most 10 ASCII digits: the field's pattern
+            if num > view.head.num:
+                raise ce.NotFound(f"no block {num} on this chain")
             block_id = self.blocks.id_at(num, view)
             if block_id is None:
                 found, lib = await self.read(lambda c: (c.block_by_num(num), c.lib))
                 self.blocks.learn(num, found.id, lib)
                 return EncodedJson(self.blocks.encode(found, self.runner.view.lib_num))
-        elif isinstance(key, str) and len(key) == 64:
-            block_id = BlockId(_hex(body, "block_num_or_id", 32))
-        else:
-            raise RpcError(400, "bad_field", "block_num_or_id must be a number or a 64-hex id")
         encoded = self.blocks.encoded(block_id, view.lib_num)
         if encoded is not None:
             return EncodedJson(encoded)
@@ -322,17 +254,13 @@ class Api:
             block = await self.read(lambda c: c.block_by_id(wanted))
         return EncodedJson(self.blocks.encode(block, self.runner.view.lib_num))
 
-    async def get_account(self, body: dict[str, Any]) -> dict[str, Any]:
-        name = _field(body, "account_name")
-        if not isinstance(name, str) or not is_valid_name(name):
-            raise RpcError(400, "bad_field", f"{name!r} is not an account name")
-        account, producers = await self.read(
-            lambda c: (c.account(AccountName(name)), c.producers())
-        )
+    async def get_account(self, args: dict[str, Any]) -> dict[str, Any]:
+        name = AccountName(args["account_name"])
+        account, producers = await self.read(lambda c: (c.account(name), c.producers()))
         producer = next((p for p in producers if p.name == name), None)
         return account_json(account, producer)
 
-    async def get_producers(self, body: dict[str, Any]) -> EncodedJson:
+    async def get_producers(self, args: dict[str, Any]) -> EncodedJson:
         # Producers change only with a block: the answer is kept until the head moves.
         cached = self._producers
         if cached is not None and cached[0] == self.runner.view.head.id:
@@ -351,8 +279,8 @@ class Api:
         self._producers = (head.id, encoded)
         return EncodedJson(encoded)
 
-    async def get_transaction(self, body: dict[str, Any]) -> dict[str, Any]:
-        tx_id = TxId(_hex(body, "id", 32))
+    async def get_transaction(self, args: dict[str, Any]) -> dict[str, Any]:
+        tx_id = TxId(args["id"])
 
         def find(chain: Chain) -> tuple[SignedTransaction, BlockNum, BlockNum] | None:
             try:
@@ -370,31 +298,32 @@ class Api:
         status = "irreversible" if num <= lib else "executed"
         return stx.to_json() | {"block_num": num, "status": status}
 
-    async def get_evidence(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def get_evidence(self, args: dict[str, Any]) -> dict[str, Any]:
         blocks = await self.read(lambda c: c.evidence())
         lib = self.runner.view.lib_num
         return {"blocks": [block_json(b, lib) for b in blocks]}
 
     # --- transactions -----------------------------------------------------------------------
 
-    async def push_transaction(self, body: dict[str, Any]) -> dict[str, Any]:
-        stx = self._decode_push(body)
-        mode = body.get("mode", "sync")
-        if mode not in ("async", "sync", "commit"):
-            raise RpcError(400, "bad_field", "mode must be async, sync or commit")
-        timeout = body.get("timeout_ms", DEFAULT_COMMIT_TIMEOUT_MS)
-        if type(timeout) is not int or not 0 < timeout <= 600_000:
-            raise RpcError(400, "bad_field", "timeout_ms must be an integer in (0, 600000]")
+    async def push_transaction(self, args: dict[str, Any]) -> dict[str, Any]:
+        try:
+            stx = decode_signed_transaction(pack([args["packed_trx"], args["signatures"]]))
+        except EncodingError as err:
+            raise ce.MalformedTransaction(str(err)) from err
+        mode = args["mode"]
         if mode == "async":
             self.admitter.admit_later(stx)
             return {"transaction_id": stx.id.hex(), "status": "submitted"}
+        wait_s = args["timeout_ms"] / 1000
+        if self.commit_wait_cap_s is not None:
+            wait_s = min(wait_s, self.commit_wait_cap_s)
         included = self.watch.watch(stx.id) if mode == "commit" else None
         try:
             await self.admitter.admit(stx)
             if included is None:
                 return {"transaction_id": stx.id.hex(), "status": "accepted"}
             try:
-                async with asyncio.timeout(timeout / 1000):
+                async with asyncio.timeout(wait_s):
                     num = await asyncio.shield(included)
             except TimeoutError:
                 return {"transaction_id": stx.id.hex(), "status": "pending"}
@@ -402,20 +331,3 @@ class Api:
         finally:
             if included is not None:
                 self.watch.forget(stx.id, included)
-
-    def _decode_push(self, body: dict[str, Any]) -> SignedTransaction:
-        packed = _hex(body, "packed_trx")
-        sigs = _field(body, "signatures")
-        if not isinstance(sigs, list) or not sigs:
-            raise RpcError(400, "bad_field", "signatures must be a non-empty list of hex strings")
-        try:
-            signatures = [bytes.fromhex(s) for s in sigs]
-        except (TypeError, ValueError) as err:
-            raise RpcError(400, "bad_field", "signatures must be hex strings") from err
-        limit = self.runner.view.params.max_tx_bytes
-        if len(packed) > limit:
-            raise ce.OversizedTransaction(f"transaction is {len(packed)} bytes, limit {limit}")
-        try:
-            return decode_signed_transaction(pack([packed, signatures]))
-        except EncodingError as err:
-            raise ce.MalformedTransaction(str(err)) from err

@@ -83,3 +83,156 @@ def producer_json(p: Producer) -> dict[str, Any]:
         "is_active": p.registered,
         "total_votes": p.total_votes,
     }
+
+
+# --- JSON Schemas of the views above, for the OpenAPI document ------------------------------
+
+
+def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def json_object(
+    properties: dict[str, dict[str, Any]], optional: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """An object schema whose ``properties`` are all required but ``optional``; others may
+    appear (answers may grow fields without breaking clients)."""
+    required = [name for name in properties if name not in optional]
+    return {"type": "object", "properties": properties, "required": required}
+
+
+INTEGER = {"type": "integer"}
+COUNT = {"type": "integer", "minimum": 0}
+STRING = {"type": "string"}
+BOOLEAN = {"type": "boolean"}
+HEX = {"type": "string", "pattern": "^[0-9a-f]*$"}
+ID = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+TIME = {"type": "string", "description": "UTC, ISO 8601 with milliseconds"}
+ERROR_SCHEMA = json_object(
+    {
+        "code": INTEGER,
+        "message": STRING,
+        "error": json_object({"name": STRING, "what": STRING}),
+    }
+)
+SCHEDULE_SCHEMA = nullable(
+    json_object(
+        {
+            "version": COUNT,
+            "producers": {
+                "type": "array",
+                "items": json_object({"producer_name": STRING, "block_signing_key": STRING}),
+            },
+        }
+    )
+)
+TRANSACTION_SCHEMA = json_object(
+    {
+        "id": ID,
+        "expiration": COUNT,
+        "ref_block_num": COUNT,
+        "ref_block_prefix": COUNT,
+        "actions": {
+            "type": "array",
+            "items": json_object({"action": STRING, "data": {"type": "object"}}),
+        },
+        "signatures": {"type": "array", "items": HEX},
+    }
+)
+BLOCK_SCHEMA = json_object(
+    {
+        "id": ID,
+        "block_num": COUNT,
+        "previous": ID,
+        "timestamp": TIME,
+        "slot": COUNT,
+        "producer": STRING,
+        "schedule_version": COUNT,
+        "transaction_mroot": ID,
+        "state_root": ID,
+        "new_producers": SCHEDULE_SCHEMA,
+        "producer_signature": HEX,
+        "irreversible": BOOLEAN,
+        "transactions": {"type": "array", "items": TRANSACTION_SCHEMA},
+    }
+)
+PRODUCER_SCHEMA = json_object(
+    {
+        "owner": STRING,
+        "producer_key": STRING,
+        "url": STRING,
+        "approved": BOOLEAN,
+        "is_active": BOOLEAN,
+        "total_votes": COUNT,
+    }
+)
+ACCOUNT_SCHEMA = json_object(
+    {
+        "account_name": STRING,
+        "key": STRING,
+        "balance": COUNT,
+        "staked": COUNT,
+        "unbonding": {
+            "type": "array",
+            "items": json_object({"amount": COUNT, "release_time": COUNT}),
+        },
+        "voter_info": json_object(
+            {"producers": {"type": "array", "items": STRING}, "weight": COUNT}
+        ),
+        "producer": nullable(PRODUCER_SCHEMA),
+    }
+)
+PRODUCERS_SCHEMA = json_object(
+    {
+        "rows": {
+            "type": "array",
+            "items": json_object(PRODUCER_SCHEMA["properties"] | {"in_schedule": BOOLEAN}),
+        },
+        "total_producer_vote_weight": COUNT,
+        "active": SCHEDULE_SCHEMA,
+        "pending": SCHEDULE_SCHEMA,
+    }
+)
+INFO_SCHEMA = json_object(
+    {
+        "server_version": STRING,
+        "chain_id": ID,
+        "head_block_num": COUNT,
+        "head_block_id": ID,
+        "head_block_time": TIME,
+        "head_block_producer": STRING,
+        "last_irreversible_block_num": COUNT,
+        "last_irreversible_block_id": ID,
+        "last_irreversible_block_time": TIME,
+        "schedule_version": COUNT,
+        "token_symbol": STRING,
+        "token_precision": COUNT,
+        "mempool_size": COUNT,
+        "fork_db_size": COUNT,
+        # From the peer layer, when the node has one.
+        "peer_count": COUNT,
+        "sync_stage": STRING,
+        "rdma": {"type": "object"},
+    },
+    optional=("peer_count", "sync_stage", "rdma"),
+)
+TX_STATUS_SCHEMA = {
+    "anyOf": [
+        json_object({"id": ID, "status": {"const": "pending"}}),
+        json_object(
+            TRANSACTION_SCHEMA["properties"]
+            | {"block_num": COUNT, "status": {"enum": ["executed", "irreversible"]}}
+        ),
+    ]
+}
+PUSH_SCHEMA = json_object(
+    {
+        "transaction_id": ID,
+        "status": {"enum": ["submitted", "accepted", "pending", "included"]},
+        "block_num": COUNT,
+    },
+    optional=("block_num",),
+)
+HEALTH_SCHEMA = json_object(
+    {"status": {"const": "ok"}, "head_block_num": COUNT, "head_age_s": {"type": "number"}}
+)

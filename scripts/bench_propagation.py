@@ -138,6 +138,8 @@ def main() -> None:
             f"127.0.0.1:{rpc_base}",
             "--p2p-base-port",
             str(p2p_base),
+            "--admin-base-port",
+            str(free_ports(args.producers)),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

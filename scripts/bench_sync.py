@@ -58,6 +58,8 @@ def start_node(data_dir: Path, *extra: str) -> tuple[subprocess.Popen[bytes], in
             str(data_dir),
             "--http-server-address",
             f"127.0.0.1:{http}",
+            "--admin-http-server-address",
+            "",
             "--p2p-listen-endpoint",
             f"127.0.0.1:{p2p}",
             "--log-level",

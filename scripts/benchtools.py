@@ -96,6 +96,7 @@ def start_producer(data: Path, name: str, key_text: str) -> tuple[subprocess.Pop
         "run",
         "--data-dir", str(data),
         "--http-server-address", f"127.0.0.1:{port}",
+        "--admin-http-server-address", "",
         "--producer-name", name,
         "--signature-provider", key_text,
         "--max-mempool-txs", "200000",

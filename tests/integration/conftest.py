@@ -72,11 +72,14 @@ def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
 class NodeProcess:
     """A ``bor-node`` process in its own process group, logging to a file."""
 
-    def __init__(self, data_dir: Path, args: list[str], port: int, log: Path) -> None:
+    def __init__(
+        self, data_dir: Path, args: list[str], port: int, log: Path, admin_port: int | None = None
+    ) -> None:
         self.data_dir = data_dir
         self.args = args
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
+        self.admin_url = None if admin_port is None else f"http://127.0.0.1:{admin_port}"
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -101,6 +104,11 @@ class NodeProcess:
 
     def rpc(self, path: str, body: dict[str, Any] | None = None) -> Any:
         return rpc(self.url, path, body)
+
+    def admin(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        """A call to the node's admin listener."""
+        assert self.admin_url is not None, "this node has no admin listener"
+        return rpc(self.admin_url, path, body)
 
     def rpc_text(self, path: str) -> str:
         with urllib.request.urlopen(self.url + path, timeout=10 * SLOWDOWN) as response:
@@ -134,6 +142,7 @@ class Nodes:
         returned process's RPC is the first node's; the others follow on the next ports)."""
         data_dir = self.tmp / name
         port = free_ports(producers)
+        admin_port = free_ports(producers)
         args = [
             "devnet",
             "--producers",
@@ -144,27 +153,39 @@ class Nodes:
             f"127.0.0.1:{port}",
             "--p2p-base-port",
             str(free_ports(producers)),
+            "--admin-base-port",
+            str(admin_port),
             "--log-format",
             "json",
         ]
-        node = NodeProcess(data_dir, args, port, self.tmp / f"{name}.log")
+        node = NodeProcess(data_dir, args, port, self.tmp / f"{name}.log", admin_port)
         self.started.append(node)
         return node
 
-    def run(self, data_dir: Path, *extra: str, rpc_port: int | None = None) -> NodeProcess:
-        """``bor-node run`` on ``data_dir``; with ``rpc_port`` the ports come from its
-        config.ini, otherwise fresh RPC and p2p ports are passed as flags."""
+    def run(
+        self,
+        data_dir: Path,
+        *extra: str,
+        rpc_port: int | None = None,
+        admin_port: int | None = None,
+    ) -> NodeProcess:
+        """``bor-node run`` on ``data_dir``; with ``rpc_port`` (and ``admin_port``) the ports
+        come from its config.ini, otherwise fresh RPC, admin and p2p ports are passed as
+        flags."""
         args = ["run", "--data-dir", str(data_dir), "--log-format", "json", *extra]
         if rpc_port is None:
-            rpc_port = free_port()
+            rpc_port, admin_port = free_port(), free_port()
             self.p2p_ports[data_dir] = free_port()
             args += [
                 "--http-server-address",
                 f"127.0.0.1:{rpc_port}",
+                "--admin-http-server-address",
+                f"127.0.0.1:{admin_port}",
                 "--p2p-listen-endpoint",
                 f"127.0.0.1:{self.p2p_ports[data_dir]}",
             ]
-        node = NodeProcess(data_dir, args, rpc_port, data_dir.parent / f"{data_dir.name}.log")
+        log = data_dir.parent / f"{data_dir.name}.log"
+        node = NodeProcess(data_dir, args, rpc_port, log, admin_port)
         self.started.append(node)
         return node
 

@@ -185,11 +185,15 @@ def test_partition_heals_to_one_chain_without_touching_the_old_lib(
             f"producer{'abc'[i]}",
             ("127.0.0.1", free_port()),
             ("127.0.0.1", free_port()),
+            ("127.0.0.1", free_port()),
         )
         for i in range(3)
     ]
     prepare(tmp_path, plan)
-    procs = [nodes.run(tmp_path / n.name, rpc_port=n.rpc[1]) for n in plan]
+    procs = [
+        nodes.run(tmp_path / n.name, rpc_port=n.rpc[1], admin_port=n.admin and n.admin[1])
+        for n in plan
+    ]
     for p in procs:
         p.start()
     wait_for(lambda: procs[0].info()["last_irreversible_block_num"] > 5, 60, "a first LIB")
@@ -201,7 +205,7 @@ def test_partition_heals_to_one_chain_without_touching_the_old_lib(
     }
     # Split: node3 drops its peers (it dialled both), and they do not dial it back.
     for peer in procs[2].rpc("/v1/net/peers")["peers"]:
-        procs[2].rpc("/v1/net/disconnect", {"peer": peer["peer"]})
+        procs[2].admin("/v1/net/disconnect", {"peer": peer["peer"]})
     time.sleep(0.5)
     ini = (tmp_path / "node3" / "config.ini").read_text().splitlines()
     (tmp_path / "node3" / "config.ini").write_text(
@@ -222,7 +226,7 @@ def test_partition_heals_to_one_chain_without_touching_the_old_lib(
     sides = {procs[0].info()["head_block_id"], procs[2].info()["head_block_id"]}
     assert len(sides) == 2, "the two sides diverged"
     # Heal.
-    procs[2].rpc("/v1/net/connect", {"address": f"127.0.0.1:{plan[0].p2p[1]}"})
+    procs[2].admin("/v1/net/connect", {"address": f"127.0.0.1:{plan[0].p2p[1]}"})
 
     def converged() -> bool:
         infos = [p.info() for p in procs]

@@ -48,6 +48,12 @@ def test_file_then_flags(tmp_path: Path) -> None:
         ("signature-provider = PUB_K1_00=KEY:PVT_K1_00", "signature-provider"),
         ("no-such-option = 1", "no-such-option"),
         ("log-level = loud", "log-level"),
+        ("http-server-address = 127.0.0.1:²", "http-server-address"),
+        ("http-server-address = 127.0.0.1:١٢٣", "http-server-address"),
+        ("http-server-address = 127.0.0.1:" + "9" * 5000, "http-server-address"),
+        ("p2p-listen-endpoint = 127.0.0.1:65536", "p2p-listen-endpoint"),
+        ("admin-http-server-address = 0.0.0.0:8889", "admin-http-server-address"),
+        ("http-read-timeout-ms = 0", "http-read-timeout-ms"),
     ],
 )
 def test_errors_name_the_option(tmp_path: Path, line: str, option: str) -> None:
@@ -64,3 +70,25 @@ def test_mismatched_signature_provider(tmp_path: Path) -> None:
     spec = f"{public_key_to_text(a.public_key)}=KEY:{b.to_text()}"
     with pytest.raises(ConfigError, match="does not match"):
         load_config(_parse("--data-dir", str(tmp_path), "--signature-provider", spec))
+
+
+def test_http_listeners_and_limits(tmp_path: Path) -> None:
+    """The admin listener defaults to 127.0.0.1:8889 and '' turns it off; off loopback it is
+    accepted with a token; the HTTP limits and the CORS origin are read as given."""
+    default = load_config(_parse("--data-dir", str(tmp_path)))
+    assert default.admin_http == ("127.0.0.1", 8889) and default.admin_token == ""
+    assert default.cors_origin == "" and default.http_max_in_flight == 256
+    off = load_config(_parse("--data-dir", str(tmp_path), "--admin-http-server-address", ""))
+    assert off.admin_http is None
+    (tmp_path / "config.ini").write_text(
+        "admin-http-server-address = 0.0.0.0:9000\n"
+        "admin-token = s3cret\n"
+        "http-max-in-flight-requests = 8\n"
+        "http-max-response-time-ms = 500\n"
+        "http-read-timeout-ms = 2000\n"
+        "access-control-allow-origin = *\n"
+    )
+    config = load_config(_parse("--data-dir", str(tmp_path)))
+    assert (config.admin_http, config.admin_token) == (("0.0.0.0", 9000), "s3cret")
+    assert (config.http_max_in_flight, config.http_max_response_ms) == (8, 500)
+    assert (config.http_read_timeout_ms, config.cors_origin) == (2000, "*")

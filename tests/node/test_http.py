@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from genesis.testing import DevNet
 from node.admission import Admitter
-from node.http import make_app
+from node.http import HttpLimits, make_app
 from node.metrics import NodeMetrics
 from node.rpc import Api
 from node.runner import ChainRunner, InclusionWatch
@@ -31,7 +31,7 @@ def _serve(tmp_path: Path, metrics_ttl_s: float, check: Check) -> None:
         runner = ChainRunner(chain)
         metrics = NodeMetrics()
         api = Api(runner, metrics, InclusionWatch(), Admitter(runner, metrics))
-        app = make_app(api, metrics, 1 << 16, metrics_ttl_s=metrics_ttl_s)
+        app = make_app(api, metrics, HttpLimits(1 << 16), metrics_ttl_s=metrics_ttl_s)
         client: Client = TestClient(TestServer(app))
         await client.start_server()
         reads = asyncio.create_task(api.run())

@@ -19,7 +19,7 @@ from chain.transaction import SignedTransaction
 from chain.types import AccountName
 from genesis.testing import DevNet
 from node.admission import Admitter
-from node.http import make_app
+from node.http import HttpLimits, make_admin_app, make_app
 from node.metrics import NodeMetrics
 from node.producer import ProducerLoop
 from node.reads import ChainReads
@@ -37,6 +37,7 @@ class Rig:
     the runner, as the node does."""
 
     client: Client
+    admin: Client  # the admin listener
     api: Api
     net: DevNet
     chain: Chain
@@ -51,7 +52,8 @@ class Rig:
         return block
 
     async def post(self, path: str, body: Any) -> tuple[int, Any]:
-        response = await self.client.post(path, json=body)
+        client = self.admin if self.api.routes[path].admin else self.client
+        response = await client.post(path, json=body)
         return response.status, await response.json()
 
 
@@ -82,16 +84,20 @@ def _run(
             network,
             reads=None if make_reads is None else make_reads(runner, metrics),
         )
-        client = TestClient(TestServer(make_app(api, metrics, 1 << 16)))
+        limits = HttpLimits(max_body_bytes=1 << 16)
+        client = TestClient(TestServer(make_app(api, metrics, limits)))
+        admin = TestClient(TestServer(make_admin_app(api, limits)))
         await client.start_server()
+        await admin.start_server()
         admission = asyncio.create_task(admitter.run())
         reads = asyncio.create_task(api.run())
         try:
-            await scenario(Rig(client, api, devnet, chain, runner))
+            await scenario(Rig(client, admin, api, devnet, chain, runner))
         finally:
             admission.cancel()
             reads.cancel()
             await client.close()
+            await admin.close()
             runner.close()
             chain.store.close()
 
@@ -185,14 +191,14 @@ def test_bad_requests_get_named_4xx_and_change_nothing(tmp_path: Path) -> None:
         wrong_signer = await rig.tx(Transfer(A, B, 1), signers=["bob"])
         cases: list[tuple[Any, int, str]] = [
             ({"packed_trx": "zz", "signatures": ["00"]}, 400, "bad_field"),
-            ({"packed_trx": "9401", "signatures": ["00" * 65]}, 400, "malformed_transaction"),
+            ({"packed_trx": "9401", "signatures": ["00" * 65]}, 422, "malformed_transaction"),
             (_body(good) | {"signatures": ["00" * 65]}, 401, "bad_signature"),
             (_body(wrong_signer), 401, "missing_authority"),
             (_body(await rig.tx(Transfer(A, B, 10**15))), 402, "insufficient_funds"),
             (_body(await rig.tx(Transfer(A, AccountName("nobody"), 1))), 404, "unknown_account"),
-            (_body(await rig.tx(Transfer(A, B, 1), expiration=1)), 400, "tx_expired"),
+            (_body(await rig.tx(Transfer(A, B, 1), expiration=1)), 422, "tx_expired"),
             (_body(good, mode="sometimes"), 400, "bad_field"),
-            ({"packed_trx": "00" * 9000, "signatures": ["00"]}, 413, "tx_too_large"),
+            ({"packed_trx": "00" * 9000, "signatures": ["00" * 65]}, 400, "bad_field"),
         ]
         before = await rig.post("/v1/chain/get_account", {"account_name": "alice"})
         for body, status, name in cases:
@@ -218,14 +224,22 @@ def test_bad_requests_get_named_4xx_and_change_nothing(tmp_path: Path) -> None:
 
 
 def test_openapi_describes_every_route(tmp_path: Path) -> None:
-    """/openapi.json lists every route, /metrics, and push_transaction's parameters."""
+    """Each listener's /openapi.json lists exactly the paths it serves (admin routes only on
+    the admin listener), and push_transaction's fields with their types and which are
+    required."""
 
     async def scenario(rig: Rig) -> None:
         doc = await (await rig.client.get("/openapi.json")).json()
-        assert set(rig.api.routes) <= set(doc["paths"])
-        assert "/metrics" in doc["paths"]
-        params = doc["paths"]["/v1/chain/push_transaction"]["post"]["requestBody"]
-        assert "mode" in params["content"]["application/json"]["schema"]["properties"]
+        admin_doc = await (await rig.admin.get("/openapi.json")).json()
+        admin = {path for path, route in rig.api.routes.items() if route.admin}
+        assert admin == {"/v1/net/connect", "/v1/net/disconnect"}
+        assert set(doc["paths"]) == set(rig.api.routes) - admin | {"/metrics", "/openapi.json"}
+        assert set(admin_doc["paths"]) == admin | {"/openapi.json"}
+        body = doc["paths"]["/v1/chain/push_transaction"]["post"]["requestBody"]
+        schema = body["content"]["application/json"]["schema"]
+        assert schema["required"] == ["packed_trx", "signatures"]
+        assert schema["properties"]["mode"]["enum"] == ["async", "sync", "commit"]
+        assert schema["properties"]["timeout_ms"]["type"] == "integer"
 
     _run(tmp_path, scenario)
 

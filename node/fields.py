@@ -1,0 +1,214 @@
+"""Request fields of the RPC: each kind both checks a JSON value and describes itself as JSON
+Schema, so a route's validation and its OpenAPI document come from one declaration.
+
+A value is checked for its JSON type first and its size second, and only then converted, so
+no input reaches ``int()`` or ``bytes.fromhex`` that could make them raise anything but our
+own ``BadField`` (``str.isdigit`` accepts "²" and Arabic-Indic digits, ``int`` refuses over
+4,300 digits; patterns here are ASCII classes matched whole). Patterns use only syntax that
+means the same in Python and in ECMA-262, the regex dialect of JSON Schema.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from node.errors import NodeError
+
+
+class RequestError(NodeError):
+    """A request body that does not match the route's fields (HTTP 400)."""
+
+    name = "bad_request"
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field!r} {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class MissingField(RequestError):
+    """A required field is absent."""
+
+    name = "missing_field"
+
+
+class BadField(RequestError):
+    """A field has the wrong type, size, form or range."""
+
+    name = "bad_field"
+
+
+class Kind(Protocol):
+    """What a field's value must be."""
+
+    def schema(self) -> dict[str, Any]:
+        """The JSON Schema of a valid value."""
+        ...
+
+    def parse(self, value: Any) -> Any:
+        """The value, converted; raises ValueError with the reason it is not valid."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Integer:
+    minimum: int
+    maximum: int
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "integer", "minimum": self.minimum, "maximum": self.maximum}
+
+    def parse(self, value: Any) -> int:
+        # JSON Schema counts 2.0 as an integer; orjson reads integers beyond 64 bits as floats.
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if type(value) is not int or not self.minimum <= value <= self.maximum:
+            raise ValueError(f"must be an integer from {self.minimum} to {self.maximum}")
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    pattern: str  # matched whole; ASCII classes only
+    max_length: int
+    what: str  # "a 64-digit hex string": the reason given when a value does not match
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "string", "pattern": f"^(?:{self.pattern})$", "maxLength": self.max_length}
+
+    def parse(self, value: Any) -> str:
+        if (
+            not isinstance(value, str)
+            or len(value) > self.max_length
+            or re.fullmatch(self.pattern, value, re.ASCII) is None
+        ):
+            raise ValueError(f"must be {self.what}")
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class Hex:
+    """Hex digits of ``min_bytes`` to ``max_bytes`` bytes; parsed to bytes."""
+
+    min_bytes: int
+    max_bytes: int
+
+    @property
+    def text(self) -> Text:
+        size = (
+            f"{self.min_bytes}"
+            if self.min_bytes == self.max_bytes
+            else f"{self.min_bytes} to {self.max_bytes}"
+        )
+        return Text(
+            f"(?:[0-9a-fA-F]{{2}}){{{self.min_bytes},{self.max_bytes}}}",
+            2 * self.max_bytes,
+            f"hex of {size} bytes",
+        )
+
+    def schema(self) -> dict[str, Any]:
+        return self.text.schema()
+
+    def parse(self, value: Any) -> bytes:
+        return bytes.fromhex(self.text.parse(value))
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    values: tuple[str, ...]
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "string", "enum": list(self.values)}
+
+    def parse(self, value: Any) -> str:
+        if not isinstance(value, str) or value not in self.values:
+            raise ValueError(f"must be one of {', '.join(self.values)}")
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class ListOf:
+    item: Kind
+    min_items: int
+    max_items: int
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "array",
+            "items": self.item.schema(),
+            "minItems": self.min_items,
+            "maxItems": self.max_items,
+        }
+
+    def parse(self, value: Any) -> list[Any]:
+        if not isinstance(value, list) or not self.min_items <= len(value) <= self.max_items:
+            raise ValueError(f"must be a list of {self.min_items} to {self.max_items} items")
+        items = []
+        for i, item in enumerate(value):
+            try:
+                items.append(self.item.parse(item))
+            except ValueError as err:
+                raise ValueError(f"item {i} {err}") from None
+        return items
+
+
+@dataclass(frozen=True, slots=True)
+class AnyOf:
+    """The first of ``kinds`` that takes the value."""
+
+    kinds: tuple[Kind, ...]
+    what: str
+
+    def schema(self) -> dict[str, Any]:
+        return {"anyOf": [k.schema() for k in self.kinds]}
+
+    def parse(self, value: Any) -> Any:
+        for kind in self.kinds:
+            try:
+                return kind.parse(value)
+            except ValueError:
+                continue
+        raise ValueError(f"must be {self.what}")
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    name: str
+    kind: Kind
+    description: str
+    required: bool = True
+    default: Any = field(default=None)
+
+    def schema(self) -> dict[str, Any]:
+        schema = self.kind.schema() | {"description": self.description}
+        return schema if self.required else schema | {"default": self.default}
+
+
+def parse_fields(fields: Sequence[Field], body: dict[str, Any]) -> dict[str, Any]:
+    """Each field's converted value (or its default); fields not declared are ignored.
+    Raises MissingField or BadField naming the first field that is wrong."""
+    values: dict[str, Any] = {}
+    for f in fields:
+        if f.name not in body:
+            if f.required:
+                raise MissingField(f.name, "is required")
+            values[f.name] = f.default
+            continue
+        try:
+            values[f.name] = f.kind.parse(body[f.name])
+        except ValueError as err:
+            raise BadField(f.name, str(err)) from None
+    return values
+
+
+def object_schema(fields: Sequence[Field]) -> dict[str, Any]:
+    """The JSON Schema of a body with ``fields``."""
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {f.name: f.schema() for f in fields},
+    }
+    required = [f.name for f in fields if f.required]
+    return schema | ({"required": required} if required else {})
