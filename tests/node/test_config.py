@@ -64,3 +64,21 @@ def test_mismatched_signature_provider(tmp_path: Path) -> None:
     spec = f"{public_key_to_text(a.public_key)}=KEY:{b.to_text()}"
     with pytest.raises(ConfigError, match="does not match"):
         load_config(_parse("--data-dir", str(tmp_path), "--signature-provider", spec))
+
+
+def test_p2p_limits_have_defaults_and_can_be_set(tmp_path: Path) -> None:
+    """The limits before trust default to 32 handshakes, 8 connections per address and 5 s,
+    and config.ini sets them; a handshake timeout of 0 is refused."""
+    defaults = load_config(_parse("--data-dir", str(tmp_path)))
+    assert (defaults.p2p_max_unauthenticated, defaults.p2p_max_per_address) == (32, 8)
+    assert defaults.p2p_handshake_timeout_ms == 5000
+    (tmp_path / "config.ini").write_text(
+        "p2p-max-unauthenticated = 4\np2p-max-per-address = 0\np2p-handshake-timeout-ms = 800\n"
+    )
+    config = load_config(_parse("--data-dir", str(tmp_path)))
+    assert (config.p2p_max_unauthenticated, config.p2p_max_per_address) == (4, 0)
+    assert config.p2p_handshake_timeout_ms == 800
+    (tmp_path / "config.ini").write_text("p2p-handshake-timeout-ms = 0\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(_parse("--data-dir", str(tmp_path)))
+    assert info.value.option == "p2p-handshake-timeout-ms"
