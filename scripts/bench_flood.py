@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -50,25 +51,30 @@ def source_address(i: int, sources: int) -> str:
 
 
 async def hostile(
-    host: str, port: int, source: str, body: int, hold: float, drip: float = 0.0
+    host: str,
+    port: int,
+    source: str,
+    body: int,
+    hold: float,
+    drip: float = 0.0,
+    announce: int = ANNOUNCED,
 ) -> float | None:
-    """One connection: a header announcing ``ANNOUNCED`` bytes, then ``body`` bytes of it
-    (one byte every ``drip`` seconds if ``drip``), held for at most ``hold`` seconds.
+    """One connection: a header announcing a hello of ``announce`` bytes, then ``body`` bytes
+    of it (one byte every ``drip`` seconds if ``drip``), held for at most ``hold`` seconds.
     Returns how long the node took to close it, or None if it was still open at the end."""
     try:
         reader, writer = await asyncio.open_connection(host, port, local_addr=(source, 0))
     except OSError:
         return 0.0
     start = time.monotonic()
-    header = ANNOUNCED.to_bytes(4, "big") + b"\x00"  # a hello
 
     async def send() -> None:
-        writer.write(header)
+        writer.write(announce.to_bytes(4, "big") + b"\x00")
         if drip:
             for _ in range(body):
+                await asyncio.sleep(drip)
                 writer.write(b"\x00")
                 await writer.drain()
-                await asyncio.sleep(drip)
             return
         left = body
         while left > 0:
@@ -84,12 +90,16 @@ async def hostile(
     try:
         async with asyncio.timeout(hold):
             await closed()
-        return time.monotonic() - start
-    except (TimeoutError, OSError):
+    except TimeoutError:
         return None
+    except OSError:  # reset: the node closed it with our bytes unread
+        pass
     finally:
         sender.cancel()
+        with contextlib.suppress(asyncio.CancelledError, OSError):
+            await sender
         writer.transport.abort()
+    return time.monotonic() - start
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +123,7 @@ async def flood(
     hold: float = 8.0,
     settle: float = 3.0,
     drip: float = 0.0,
+    announce: int = ANNOUNCED,
 ) -> FloodResult:
     """Open ``connections`` hostile connections at once, sample the node's RSS until they are
     all gone, and again ``settle`` seconds later."""
@@ -129,7 +140,7 @@ async def flood(
     sampler = asyncio.ensure_future(sample())
     closes = await asyncio.gather(
         *(
-            hostile(host, port, source_address(i, sources), body, hold, drip)
+            hostile(host, port, source_address(i, sources), body, hold, drip, announce)
             for i in range(connections)
         )
     )
@@ -172,6 +183,8 @@ def main() -> None:
         "--body", type=int, default=ANNOUNCED - 1024, help="bytes sent after the header"
     )
     parser.add_argument("--sources", type=int, default=1, help="loopback source addresses")
+    parser.add_argument("--announce", type=int, default=ANNOUNCED, help="frame length announced")
+    parser.add_argument("--drip", type=float, default=0.0, help="seconds between body bytes")
     parser.add_argument("--hold", type=float, default=8.0, help="seconds a connection is held")
     parser.add_argument("node_args", nargs="*", help="extra bor-node run flags (after --)")
     args = parser.parse_args()
@@ -182,7 +195,17 @@ def main() -> None:
             try:
                 time.sleep(3)  # let start-up allocations settle before the baseline
                 result = asyncio.run(
-                    flood("127.0.0.1", port, proc.pid, n, args.sources, args.body, args.hold)
+                    flood(
+                        "127.0.0.1",
+                        port,
+                        proc.pid,
+                        n,
+                        args.sources,
+                        args.body,
+                        args.hold,
+                        drip=args.drip,
+                        announce=args.announce,
+                    )
                 )
             finally:
                 proc.kill()
