@@ -191,8 +191,8 @@ class Transport:
             writer.transport.abort()  # nothing read, nothing sent, nothing left to linger
             self._count_refusal(refusal)
             return
-        self.inbound.opened(host)
         channel = TcpChannel(reader, writer)
+        self.inbound.opened(host)
         self._tg.create_task(self._inbound(channel, host), name=f"in-{channel.remote}")
 
     async def _inbound(self, channel: TcpChannel, host: str) -> None:
