@@ -68,6 +68,14 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option("peer-private-key", "PVT_K1_... key this node signs handshakes with"),
     Option("max-clients", "inbound peers at most (0: no limit)", 25, int),
+    Option(
+        "p2p-max-unauthenticated",
+        "inbound connections still in their handshake at most (0: no limit)",
+        32,
+        int,
+    ),
+    Option("p2p-max-per-address", "inbound connections from one IP at most (0: no limit)", 8, int),
+    Option("p2p-handshake-timeout-ms", "time a peer has to complete the handshake", 5000, int),
     Option("sync-fetch-span", "blocks per sync range request", 500, int),
     Option("sync-ranges", "sync ranges in flight at once, each from a different peer", 3, int),
     Option(
@@ -112,6 +120,9 @@ class NodeConfig:
     peer_keys: frozenset[bytes]
     peer_private_key: PrivateKey | None
     max_clients: int
+    p2p_max_unauthenticated: int
+    p2p_max_per_address: int
+    p2p_handshake_timeout_ms: int
     sync_fetch_span: int
     sync_ranges: int
     max_mempool_txs: int
@@ -263,7 +274,7 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
         )
     except ChainError as err:
         raise ConfigError("peer-key/peer-private-key", str(err)) from err
-    for name in ("sync-fetch-span", "sync-ranges"):
+    for name in ("sync-fetch-span", "sync-ranges", "p2p-handshake-timeout-ms"):
         if merged[name] < 1:
             raise ConfigError(name, "must be at least 1")
     if merged["validation-mode"] not in ("full", "light"):
@@ -287,6 +298,9 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
         peer_keys=peer_keys,
         peer_private_key=node_key,
         max_clients=merged["max-clients"],
+        p2p_max_unauthenticated=merged["p2p-max-unauthenticated"],
+        p2p_max_per_address=merged["p2p-max-per-address"],
+        p2p_handshake_timeout_ms=merged["p2p-handshake-timeout-ms"],
         sync_fetch_span=merged["sync-fetch-span"],
         sync_ranges=merged["sync-ranges"],
         data_dir=data_dir,

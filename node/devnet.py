@@ -88,6 +88,8 @@ def prepare(data_dir: Path, nodes: list[DevNode]) -> None:
             f"p2p-listen-endpoint = {node.p2p[0]}:{node.p2p[1]}",
             f"producer-name = {node.producer}",
             f"signature-provider = {public_key_to_text(key.public_key)}=KEY:{key.to_text()}",
+            "# every node dials from 127.0.0.1: node1 alone takes up to 20 of them",
+            "p2p-max-per-address = 0",
         ]
         lines += [f"p2p-peer-address = {p.p2p[0]}:{p.p2p[1]}" for p in nodes[:i]]
         (node_dir / "config.ini").write_text("\n".join(lines) + "\n")

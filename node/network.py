@@ -135,6 +135,8 @@ class NetConfig:
     keepalive: float = 2.0
     handshake_timeout: float = 5.0
     rdma_probe_timeout: float = 5.0
+    max_unauthenticated: int = 32
+    max_per_address: int = 8
     sync: SyncConfig = field(default_factory=SyncConfig)
     light_validation: bool = False  # validation-mode = light, during LIB catch-up only
 
@@ -173,6 +175,8 @@ class Network:
                 config.policy,
                 config.handshake_timeout,
                 config.rdma_probe_timeout,
+                max_unauthenticated=config.max_unauthenticated,
+                max_per_address=config.max_per_address,
             ),
             self.node_id,
             node_key,

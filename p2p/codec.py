@@ -40,6 +40,9 @@ from p2p.messages import (
 HEADER_SIZE = 5
 # EOSIO's limit; a block of 5,000 transfers is about 0.6 MB.
 MAX_FRAME_SIZE = 8 * 1024 * 1024
+# Until a peer has authenticated: the largest message of the handshake phase (an rdma_setup
+# with every text field at its limit in 4-byte characters) is 5.1 KiB; three times that.
+HANDSHAKE_MAX_FRAME = 16 * 1024
 MAX_IDS = 2  # ids per notice or request, as in EOSIO
 U32 = 2**32 - 1
 I64 = 2**63 - 1

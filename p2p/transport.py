@@ -4,8 +4,13 @@ It is the only part of the peer layer that knows transports exist. Each connecti
 accepts or dials is authenticated here (``Hello``, then a ``Handshake`` signed over the
 peer's nonce: ``p2p.handshake``), possibly moved to RDMA (``p2p.rdma.upgrade``), and handed
 to the switch as a ``Connection`` whose channel is TCP or RDMA — above this module it does
-not matter which. Admission decisions (bans, limits, duplicates) are the switch's: the
-transport asks its ``Gate`` at the right moments of the handshake.
+not matter which. Admission decisions about authenticated peers (bans, limits, duplicates) are
+the switch's: the transport asks its ``Gate`` at the right moments of the handshake.
+
+Before a peer has authenticated it gets little: at most ``max_unauthenticated`` inbound
+connections may be in their handshake at once and ``max_per_address`` inbound connections
+come from one address (others are closed at once, unread), frames are refused above
+``HANDSHAKE_MAX_FRAME``, and the handshake must finish within ``handshake_timeout``.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -20,6 +26,7 @@ import structlog
 
 from chain.crypto import PrivateKey
 from p2p.channel import Channel
+from p2p.codec import HANDSHAKE_MAX_FRAME, MAX_FRAME_SIZE
 from p2p.errors import ChannelBroken, ChannelClosed, HandshakeFailed, MalformedMessage
 from p2p.handshake import AuthPolicy, check_handshake, check_hello, make_handshake
 from p2p.messages import PROTOCOL_VERSION, GoAway, GoAwayReason, Handshake, Hello
@@ -32,6 +39,7 @@ log = structlog.get_logger("p2p")
 
 FIRST_REDIAL_SECONDS = 0.5  # doubles after each failed dial, to 30 s
 MAX_REDIAL_SECONDS = 30.0
+REFUSAL_LOG_SECONDS = 10.0  # refused inbound connections are logged as one count this often
 
 
 @dataclass(slots=True)
@@ -41,6 +49,43 @@ class TransportConfig:
     policy: AuthPolicy = field(default_factory=AuthPolicy)
     handshake_timeout: float = 5.0
     rdma_probe_timeout: float = 5.0
+    # A handshake takes milliseconds, so a few dozen slots serve a restart of every peer at
+    # once; each slot holds at most a handshake-sized frame plus the stream's read buffer.
+    max_unauthenticated: int = 32  # inbound connections in their handshake (0: no limit)
+    max_per_address: int = 8  # inbound connections from one IP address (0: no limit)
+
+
+@dataclass(slots=True)
+class InboundCount:
+    """Inbound connections being counted: those still in their handshake, and all of them
+    per source address. ``refusal`` says why one more would be refused, if it would."""
+
+    max_unauthenticated: int
+    max_per_address: int
+    unauthenticated: int = 0
+    per_address: dict[str, int] = field(default_factory=dict)
+
+    def refusal(self, host: str) -> str | None:
+        if self.max_unauthenticated and self.unauthenticated >= self.max_unauthenticated:
+            return "too many unauthenticated connections"
+        if self.max_per_address and self.per_address.get(host, 0) >= self.max_per_address:
+            return "too many connections from this address"
+        return None
+
+    def opened(self, host: str) -> None:
+        self.unauthenticated += 1
+        self.per_address[host] = self.per_address.get(host, 0) + 1
+
+    def handshake_over(self) -> None:
+        """The handshake is over (whether or not it succeeded)."""
+        self.unauthenticated -= 1
+
+    def closed(self, host: str) -> None:
+        left = self.per_address[host] - 1
+        if left:
+            self.per_address[host] = left
+        else:
+            del self.per_address[host]
 
 
 class Gate(Protocol):
@@ -75,6 +120,9 @@ class Transport:
         self._dialing: set[tuple[str, int]] = set()
         self._connected: set[tuple[str, int]] = set()
         self._errors: dict[tuple[str, int], str] = {}  # why a dialled address is not connected
+        self.inbound = InboundCount(config.max_unauthenticated, config.max_per_address)
+        self._refused: dict[str, int] = {}  # refusals not logged yet, by reason
+        self._refusals_logged = 0.0
 
     @property
     def running(self) -> bool:
@@ -133,11 +181,35 @@ class Transport:
     # --- connecting -------------------------------------------------------------------------
 
     async def _on_inbound(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        channel = TcpChannel(reader, writer)
         if self._tg is None:
-            await channel.close()
+            writer.transport.abort()
             return
-        self._tg.create_task(self._connection(channel, dialed=False), name=f"in-{channel.remote}")
+        peer = writer.get_extra_info("peername")
+        host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+        refusal = self.inbound.refusal(host)
+        if refusal is not None:
+            writer.transport.abort()  # nothing read, nothing sent, nothing left to linger
+            self._count_refusal(refusal)
+            return
+        channel = TcpChannel(reader, writer)
+        self.inbound.opened(host)
+        self._tg.create_task(self._inbound(channel, host), name=f"in-{channel.remote}")
+
+    async def _inbound(self, channel: TcpChannel, host: str) -> None:
+        try:
+            await self._connection(channel, dialed=False)
+        finally:
+            self.inbound.closed(host)
+
+    def _count_refusal(self, reason: str) -> None:
+        """Refusals come in floods: log the first, then how many there were since, at most
+        every ``REFUSAL_LOG_SECONDS``."""
+        self._refused[reason] = self._refused.get(reason, 0) + 1
+        now = time.monotonic()
+        if now - self._refusals_logged >= REFUSAL_LOG_SECONDS:
+            log.warning("inbound_refused", counts=self._refused)
+            self._refused = {}
+            self._refusals_logged = now
 
     async def _dial_loop(self, address: tuple[str, int]) -> None:
         delay = FIRST_REDIAL_SECONDS
@@ -145,7 +217,7 @@ class Transport:
         where = _where(address)
         while address in self._dialing:  # ``forget`` takes it out
             try:
-                channel: Channel = await TcpChannel.connect(host, port)
+                channel = await TcpChannel.connect(host, port)
             except ChannelBroken as err:
                 self._errors[address] = str(err)
                 await asyncio.sleep(delay)
@@ -165,10 +237,11 @@ class Transport:
             await asyncio.sleep(delay)
 
     async def _connection(
-        self, channel: Channel, dialed: bool, address: tuple[str, int] | None = None
+        self, channel: TcpChannel, dialed: bool, address: tuple[str, int] | None = None
     ) -> tuple[bool, GoAwayReason | None]:
         """Handshake, then hand the session to the switch: (whether the handshake succeeded,
         the go_away reason that ended it, if any)."""
+        channel.max_frame = HANDSHAKE_MAX_FRAME  # a stranger gets no 8 MiB buffer
         try:
             limit = self.config.handshake_timeout
             if self.rdma is not None:
@@ -194,6 +267,10 @@ class Transport:
             )
             await channel.close()
             return False, None
+        finally:
+            if not dialed:
+                self.inbound.handshake_over()
+        channel.max_frame = MAX_FRAME_SIZE
         if address is not None:
             self._errors.pop(address, None)
             self._connected.add(address)

@@ -92,3 +92,21 @@ def test_http_listeners_and_limits(tmp_path: Path) -> None:
     assert (config.admin_http, config.admin_token) == (("0.0.0.0", 9000), "s3cret")
     assert (config.http_max_in_flight, config.http_max_response_ms) == (8, 500)
     assert (config.http_read_timeout_ms, config.cors_origin) == (2000, "*")
+
+
+def test_p2p_limits_have_defaults_and_can_be_set(tmp_path: Path) -> None:
+    """The limits before trust default to 32 handshakes, 8 connections per address and 5 s,
+    and config.ini sets them; a handshake timeout of 0 is refused."""
+    defaults = load_config(_parse("--data-dir", str(tmp_path)))
+    assert (defaults.p2p_max_unauthenticated, defaults.p2p_max_per_address) == (32, 8)
+    assert defaults.p2p_handshake_timeout_ms == 5000
+    (tmp_path / "config.ini").write_text(
+        "p2p-max-unauthenticated = 4\np2p-max-per-address = 0\np2p-handshake-timeout-ms = 800\n"
+    )
+    config = load_config(_parse("--data-dir", str(tmp_path)))
+    assert (config.p2p_max_unauthenticated, config.p2p_max_per_address) == (4, 0)
+    assert config.p2p_handshake_timeout_ms == 800
+    (tmp_path / "config.ini").write_text("p2p-handshake-timeout-ms = 0\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(_parse("--data-dir", str(tmp_path)))
+    assert info.value.option == "p2p-handshake-timeout-ms"

@@ -14,7 +14,7 @@ from chain.crypto import PrivateKey
 from chain.merkle import merkle_root
 from chain.transaction import SignedTransaction
 from chain.types import BlockId, BlockNum
-from p2p.codec import I64, U32, decode_frame, encode_frame
+from p2p.codec import HANDSHAKE_MAX_FRAME, I64, U32, decode_frame, encode_frame
 from p2p.errors import MalformedMessage
 from p2p.messages import (
     BlockMessage,
@@ -196,3 +196,24 @@ def test_every_message_round_trips(message: Message) -> None:
 def test_a_raw_block_arrives_as_the_block_message(block: SignedBlock) -> None:
     """A block served as its stored bytes (RawBlock) decodes as the BlockMessage of the block."""
     assert decode_frame(encode_frame(RawBlock(block.encode()))) == BlockMessage.of(block)
+
+
+def test_the_largest_handshake_phase_messages_fit_the_handshake_frame_limit() -> None:
+    """Every message a peer sends before it is authenticated (hello, handshake, go_away,
+    rdma_setup), with each field at its limit in 4-byte characters, fits HANDSHAKE_MAX_FRAME
+    with room to spare, so the small limit refuses only what no honest peer sends."""
+    wide = "\U0001f600"
+    handshake = Handshake(
+        0xFFFF, b"c" * 32, b"n" * 32, KEY.public_key, b"\x01" * 65, wide * 384,
+        U32, BlockId(b"\x02" * 32), U32, BlockId(b"\x03" * 32), wide * 384, 0xFFFF, True,
+    )  # fmt: skip
+    largest: list[Message] = [
+        Hello(0xFFFF, b"c" * 32, b"n" * 32, b"r" * 32),
+        handshake,
+        GoAway(GoAwayReason.FATAL_OTHER, b"n" * 32, wide * 1024),
+        RdmaSetup(RdmaStep.OFFER, (wide * 64,) * 16, wide * 256),
+    ]
+    for message in largest:
+        frame = encode_frame(message)
+        assert decode_frame(frame) == message
+        assert len(frame) * 3 < HANDSHAKE_MAX_FRAME, type(message).__name__

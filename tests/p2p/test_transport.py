@@ -1,0 +1,222 @@
+"""The transport's limits before trust, over real sockets on loopback: caps on inbound
+connections in their handshake and per source address, the handshake's frame limit and time
+limit, and the normal frame limit once a peer has authenticated."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import AsyncIterator, Collection, Sequence
+from contextlib import asynccontextmanager
+
+from chain.actions import Transfer
+from chain.crypto import PrivateKey
+from chain.errors import TransactionError
+from chain.transaction import SignedTransaction, Transaction
+from chain.types import AccountName, BlockId
+from p2p.codec import HANDSHAKE_MAX_FRAME, HEADER_SIZE, encode_frame
+from p2p.errors import ChannelClosed
+from p2p.handshake import ChainPosition
+from p2p.messages import Message, TransactionMessage
+from p2p.service import PushOutcome
+from p2p.switch import Connection, SessionEnd
+from p2p.transport import Transport, TransportConfig
+
+CHAIN_ID = b"c" * 32
+GENESIS = BlockId(b"\x00" * 32)
+
+
+class Chain:
+    """The little of a chain the handshake asks about: a chain id and a position at genesis."""
+
+    chain_id = CHAIN_ID
+
+    def position(self) -> ChainPosition:
+        return ChainPosition(0, GENESIS, 0, GENESIS)
+
+    def producer_keys(self) -> Collection[bytes]:
+        return ()
+
+    async def id_at(self, num: int) -> BlockId | None:
+        return GENESIS if num == 0 else None
+
+    async def encoded_blocks(self, start: int, end: int) -> list[bytes]:
+        raise NotImplementedError
+
+    async def push_blocks(self, blocks: Sequence[object], light_upto: int) -> PushOutcome:
+        raise NotImplementedError
+
+    async def admit_transactions(
+        self, txs: Sequence[SignedTransaction]
+    ) -> list[TransactionError | None]:
+        raise NotImplementedError
+
+
+class Gate:
+    """Admits everyone; a session sends ``outgoing`` and records what arrives until the
+    channel closes."""
+
+    def __init__(self, outgoing: Sequence[TransactionMessage] = ()) -> None:
+        self.outgoing = outgoing
+        self.received: asyncio.Queue[Message] = asyncio.Queue()
+
+    def check_hello(self, node_id: bytes, dialed: bool) -> None:
+        pass
+
+    async def admit(self, node_id: bytes, dialed: bool) -> None:
+        pass
+
+    async def serve(self, conn: Connection) -> SessionEnd:
+        for message in self.outgoing:
+            await conn.channel.send(message)
+        with contextlib.suppress(ChannelClosed):
+            while True:
+                await self.received.put(await conn.channel.recv())
+        return SessionEnd(None, False, False)
+
+
+@asynccontextmanager
+async def running(
+    config: TransportConfig, gate: Gate, peers: Sequence[tuple[str, int]] = ()
+) -> AsyncIterator[Transport]:
+    transport = Transport(config, os.urandom(32), PrivateKey.generate(), Chain(), gate)
+    task = asyncio.create_task(transport.run(list(peers)))
+    while not transport.running:
+        await asyncio.sleep(0.01)
+    try:
+        yield transport
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def listening(
+    max_unauthenticated: int = 32, max_per_address: int = 8, handshake_timeout: float = 5.0
+) -> TransportConfig:
+    return TransportConfig(
+        listen=("127.0.0.1", 0),
+        handshake_timeout=handshake_timeout,
+        max_unauthenticated=max_unauthenticated,
+        max_per_address=max_per_address,
+    )
+
+
+async def stranger(port: int, source: str = "127.0.0.2") -> tuple[bytes, asyncio.StreamWriter]:
+    """Connect from ``source`` without saying a word: the first bytes the node sends (its
+    hello's header if it took the connection, b"" if it closed it at once), and our end."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+    try:
+        async with asyncio.timeout(2):
+            first = await reader.read(HEADER_SIZE)
+    except ConnectionResetError:
+        first = b""
+    return first, writer
+
+
+def test_inbound_connections_beyond_the_per_address_cap_are_closed_unread() -> None:
+    """With max-per-address 2, a third connection from the same address is closed before the
+    node says or reads anything; another address is still welcome, and the address gets its
+    slot back once one of its connections ends."""
+
+    async def main() -> None:
+        async with running(listening(max_per_address=2), Gate()) as node:
+            assert node.listen_port is not None
+            port = node.listen_port
+            held = [await stranger(port) for _ in range(2)]
+            assert all(first for first, _ in held)
+            refused, _ = await stranger(port)
+            assert refused == b""
+            other, _ = await stranger(port, "127.0.0.3")
+            assert other
+            held[0][1].close()
+            async with asyncio.timeout(2):
+                while not (await stranger(port))[0]:
+                    await asyncio.sleep(0.05)
+
+    asyncio.run(main())
+
+
+def test_connections_in_their_handshake_are_capped_over_all_addresses() -> None:
+    """With max-unauthenticated 2, two silent strangers from different addresses fill the
+    handshake slots; a third, from yet another address, is closed at once."""
+
+    async def main() -> None:
+        async with running(listening(max_unauthenticated=2), Gate()) as node:
+            assert node.listen_port is not None
+            port = node.listen_port
+            held = [await stranger(port, f"127.0.0.{i}") for i in (2, 3, 4)]
+            assert [bool(first) for first, _ in held] == [True, True, False]
+            assert node.inbound.unauthenticated == 2
+
+    asyncio.run(main())
+
+
+def test_a_stranger_announcing_more_than_a_handshake_frame_is_dropped_at_once() -> None:
+    """Before the handshake a frame may not exceed HANDSHAKE_MAX_FRAME: a stranger announcing
+    an 8 MiB hello is dropped as soon as its header is read, long before the handshake timeout
+    and without the node buffering its body."""
+
+    async def main() -> None:
+        async with running(listening(handshake_timeout=5.0), Gate()) as node:
+            assert node.listen_port is not None
+            reader, writer = await asyncio.open_connection("127.0.0.1", node.listen_port)
+            writer.write((8 << 20).to_bytes(4, "big") + b"\x00" + bytes(HANDSHAKE_MAX_FRAME))
+            start = time.monotonic()
+            async with asyncio.timeout(2):
+                with contextlib.suppress(ConnectionResetError):
+                    while await reader.read(65536):
+                        pass
+            assert time.monotonic() - start < 1.0
+
+    asyncio.run(main())
+
+
+def test_a_silent_stranger_is_dropped_at_the_handshake_timeout() -> None:
+    """A connection that never sends its hello is closed once the handshake time is up, and
+    no longer counts as in its handshake."""
+
+    async def main() -> None:
+        async with running(listening(handshake_timeout=0.3), Gate()) as node:
+            assert node.listen_port is not None
+            reader, _ = await asyncio.open_connection("127.0.0.1", node.listen_port)
+            start = time.monotonic()
+            async with asyncio.timeout(2):
+                while await reader.read(65536):
+                    pass
+            assert 0.3 <= time.monotonic() - start < 1.0
+            await asyncio.sleep(0.05)
+            assert node.inbound.unauthenticated == 0 and not node.inbound.per_address
+
+    asyncio.run(main())
+
+
+def big_transaction() -> TransactionMessage:
+    """A valid transaction larger than a handshake frame (16 transfers, 1 KiB memos)."""
+    memo = "\U0001f600" * 256
+    actions = tuple(Transfer(AccountName("alice"), AccountName("bob"), 1, memo) for _ in range(16))
+    tx = SignedTransaction.sign(Transaction(9, 1, 2, actions), CHAIN_ID, [PrivateKey.generate()])
+    message = TransactionMessage.of(tx)
+    assert len(encode_frame(message)) > HANDSHAKE_MAX_FRAME
+    return message
+
+
+def test_an_authenticated_peer_may_send_frames_beyond_the_handshake_limit() -> None:
+    """Once the handshake is done, the normal frame limit applies on both sides: a dialling
+    peer's first message, larger than a handshake frame, arrives."""
+
+    async def main() -> None:
+        message = big_transaction()
+        listener_gate = Gate()
+        async with running(listening(), listener_gate) as listener:
+            assert listener.listen_port is not None
+            address = ("127.0.0.1", listener.listen_port)
+            async with running(TransportConfig(), Gate([message]), [address]):
+                async with asyncio.timeout(5):
+                    arrived = await listener_gate.received.get()
+                assert arrived == message
+                assert listener.inbound.unauthenticated == 0
+
+    asyncio.run(main())
