@@ -162,7 +162,7 @@ async def flood(
 def start_node(tmp: Path, extra: list[str]) -> tuple[subprocess.Popen[bytes], str, int]:
     """A one-producer devnet node under ``tmp``: the process, its RPC URL and P2P port."""
     rpc_port, p2p_port = free_port(), free_ports(1)
-    [node] = plan(1, ("127.0.0.1", rpc_port), p2p_port)
+    [node] = plan(1, ("127.0.0.1", rpc_port), p2p_port, free_port())
     prepare(tmp, [node])
     cmd = [str(BIN), "run", "--data-dir", str(tmp / node.name), "--log-level", "warning", *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

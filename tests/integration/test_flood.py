@@ -33,7 +33,7 @@ Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 def producer(nodes: Nodes, tmp: Path) -> tuple[NodeProcess, int]:
     """A one-producer devnet node, started; and its P2P port."""
-    [dev] = plan(1, ("127.0.0.1", free_port()), free_port())
+    [dev] = plan(1, ("127.0.0.1", free_port()), free_port(), free_port())
     prepare(tmp / "net", [dev])
     node = nodes.run(tmp / "net" / dev.name, rpc_port=dev.rpc[1]).start(wait_head=1)
     return node, dev.p2p[1]
