@@ -108,14 +108,17 @@ def test_a_lying_peer_neither_stops_production_nor_stays(nodes: Nodes, tmp_path:
     assert liar.connected.wait(10 * SLOWDOWN), producer.tail()
     wait_for(lambda: producer.info()["peer_count"] == 1, 5, "the liar to be a peer")
     head_before = producer.info()["head_block_num"]
-    time.sleep(10)
+    time.sleep(4)
+    assert not liar.session_ended.is_set(), "measured while the liar is connected"
     advance = producer.info()["head_block_num"] - head_before
-    print(f"head advanced by {advance} blocks in 10 s with the liar connected")
-    assert advance >= 10, f"the head advanced by {advance} blocks in 10 s:\n{producer.tail()}"
+    print(f"head advanced by {advance} blocks in 4 s with the liar connected")
+    assert advance >= 5, f"the head advanced by {advance} blocks in 4 s:\n{producer.tail()}"
     assert liar.session_ended.wait(20 * SLOWDOWN), "the liar is still connected"
     assert liar.sync_requests >= 1, "the liar was asked for blocks before it was sent away"
     assert liar.sent_away is not None
     assert producer.info()["peer_count"] == 0
     liar.start().join(10 * SLOWDOWN)
     assert liar.sent_away is not None and liar.sent_away.reason == GoAwayReason.BANNED
-    assert '"event": "peer_banned"' in producer.log.read_text()
+    log = producer.log.read_text()
+    assert '"event": "peer_banned"' in log
+    assert "production_paused_while_syncing" not in log
