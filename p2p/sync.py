@@ -209,6 +209,12 @@ class SyncManager:
         p = self.peers.get(peer)
         if p is None or p.dropping:
             return []
+        if self.fork is not None and self.fork[0] == peer:
+            # Its branch is on its way, and it relayed a new block of it meanwhile: fetch up to
+            # there as well, without starting over (which, on every block it produces, would
+            # never let the fetch finish).
+            self.fork = (peer, max(self.fork[1], num))
+            return self._schedule()
         p.unlinkable += 1
         if p.unlinkable > self.config.max_strikes:
             detail = f"{p.unlinkable} blocks that link to no block we know"

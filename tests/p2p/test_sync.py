@@ -270,20 +270,41 @@ def test_stalls_drop_a_peer_at_max_strikes_unless_it_delivers_a_range_in_between
 
 
 def test_blocks_that_link_to_nothing_drop_a_peer_unless_a_new_block_comes_between() -> None:
-    """One unlinkable block fetches the peer's branch; more than max_strikes of them with no
-    block new to us in between drop the peer for UNLINKABLE, and end the fork fetch."""
-    sync, _ = manager(max_strikes=2)
+    """An unlinkable block fetches the peer's branch; more than max_strikes such fetches with no
+    block new to us in between drop the peer for UNLINKABLE."""
+    sync, _ = manager(max_strikes=2, span=10)
     sync.chain_advanced(head=30, lib=10)
     sync.peer_position("a", lib=10, head=40)
-    sync.block_unlinkable("a", 31)
-    sync.block_unlinkable("a", 31)
-    sync.block_kept("a", 11, new=True)  # its branch is real after all
-    sync.block_unlinkable("a", 31)
-    sync.block_unlinkable("a", 31)
-    assert sync.fork == ("a", 40)
-    (drop,) = [x for x in sync.block_unlinkable("a", 31) if isinstance(x, DropPeer)]
+
+    def fetch_branch_and_fail() -> list[object]:
+        """The peer sends an unlinkable block, then serves its branch: blocks we have."""
+        actions: list[object] = list(sync.block_unlinkable("a", 31))
+        for num in range(11, 41):
+            actions += sync.block_received("a", num)
+        assert sync.fork is None, "the whole branch arrived: the fetch is over"
+        return actions
+
+    fetch_branch_and_fail()
+    fetch_branch_and_fail()
+    sync.block_kept("a", 35, new=True)  # its branch held a block new to us after all
+    fetch_branch_and_fail()
+    fetch_branch_and_fail()
+    (drop,) = [x for x in fetch_branch_and_fail() if isinstance(x, DropPeer)]
     assert drop.reason == GoAwayReason.UNLINKABLE
-    assert sync.fork is None and stage(sync) == Stage.IN_SYNC
+    assert stage(sync) == Stage.IN_SYNC
+
+
+def test_a_block_relayed_while_its_branch_is_fetched_extends_the_fetch() -> None:
+    """A fork peer relays a new block of its branch while we fetch the branch: the fetch goes
+    on (now up to that block) instead of starting over, and the peer earns nothing."""
+    sync, _ = manager(max_ranges=1, span=10, max_strikes=1)
+    sync.chain_advanced(head=33, lib=8)
+    sync.peer_position("c", lib=8, head=27)
+    assert sync.block_unlinkable("c", 28) == [FetchRange("c", 9, 18)]
+    deliver_only(sync, "c", 9, 12)
+    assert sync.block_unlinkable("c", 29) == []
+    assert sync.fork == ("c", 29) and sync.ranges[0].next_num == 13
+    assert FetchRange("c", 19, 28) in deliver_only(sync, "c", 13, 18)
 
 
 def test_a_slow_peer_loses_the_range_our_chain_waits_on_and_gets_small_ranges() -> None:

@@ -147,10 +147,13 @@ class SyncMachine(RuleBasedStateMachine):
     def block_unlinkable(self, peer: str, above_lib: int) -> None:
         """A block that does not link (the chain judges only blocks above its LIB so: those
         at or below it are stale or known). More than max_strikes in a row, with no block new
-        to us in between, drop the peer."""
+        to us in between, drop the peer; one while its branch is being fetched only extends
+        the fetch."""
         num = self.lib + above_lib
         drops = set()
-        if peer in self.claims and peer not in self.dropped:
+        if self.fork is not None and self.fork[0] == peer:
+            self.fork = (peer, max(self.fork[1], num))  # its branch is already on its way
+        elif peer in self.claims and peer not in self.dropped:
             self.unlinkable[peer] += 1
             if self.unlinkable[peer] > self.config.max_strikes:
                 drops.add(peer)
