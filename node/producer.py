@@ -31,7 +31,7 @@ class ProducerLoop:
         keys: dict[PublicKey, PrivateKey],
         metrics: NodeMetrics,
         on_block: Callable[[SignedBlock], None],
-        may_produce: Callable[[], bool] = lambda: True,  # False: catching up, wait (if behind)
+        may_produce: Callable[[], bool] = lambda: True,  # False while sync holds production
     ) -> None:
         self.runner = runner
         self.producers = set(producers)
