@@ -193,8 +193,8 @@ class Node:
             self.network.block_produced(block)
 
     def _may_produce(self) -> bool:
-        """Produce only in step with the network: never on a head we know to be behind."""
-        return self.network is None or self.network.in_sync
+        """Produce unless catching up with blocks that peers actually deliver."""
+        return self.network is None or not self.network.holds_production
 
     async def run(self) -> None:
         config = self.config

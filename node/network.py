@@ -218,6 +218,12 @@ class Network:
     def in_sync(self) -> bool:
         return self.blocks.in_sync
 
+    @property
+    def holds_production(self) -> bool:
+        """Whether our producer should wait: catching up, and blocks from peers back it
+        (peers' claims alone hold it for ``SyncConfig.pause_grace`` seconds at most)."""
+        return self.blocks.holds_production
+
     # --- NetworkApi -------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:

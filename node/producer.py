@@ -17,6 +17,11 @@ from node.runner import ChainRunner
 
 log = structlog.get_logger("producer")
 
+# A head from one of the last this many slots is in step with the network, whatever peers
+# claim: blocks reach us as they are produced, so there is nothing to wait for (two slots:
+# one block in flight and one being applied).
+IN_STEP_SLOTS = 2
+
 
 class ProducerLoop:
     def __init__(
@@ -26,7 +31,7 @@ class ProducerLoop:
         keys: dict[PublicKey, PrivateKey],
         metrics: NodeMetrics,
         on_block: Callable[[SignedBlock], None],
-        may_produce: Callable[[], bool] = lambda: True,
+        may_produce: Callable[[], bool] = lambda: True,  # False while sync holds production
     ) -> None:
         self.runner = runner
         self.producers = set(producers)
@@ -53,7 +58,7 @@ class ProducerLoop:
         name, key_pub = head.scheduled(slot, view.params)
         if name not in self.producers:
             return None
-        if not self.may_produce():
+        if slot - head.slot > IN_STEP_SLOTS and not self.may_produce():
             log.info("production_paused_while_syncing", producer=name, slot=slot)
             return None
         key = self.keys.get(PublicKey(key_pub))

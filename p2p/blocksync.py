@@ -77,6 +77,11 @@ class BlockSync(Reactor):
     def in_sync(self) -> bool:
         return self.sync.stage == Stage.IN_SYNC
 
+    @property
+    def holds_production(self) -> bool:
+        """Catching up, and backed by blocks: see ``SyncManager.holds_production``."""
+        return self.sync.holds_production()
+
     # --- Reactor ----------------------------------------------------------------------------
 
     def add_peer(self, peer: Peer) -> None:
@@ -138,10 +143,12 @@ class BlockSync(Reactor):
         for peer_id, result in results:
             block = result.block
             if result.outcome == Outcome.APPLIED:
+                self._act(self.sync.block_applied(peer_id, block.num))
                 if self.in_sync:
                     self.relay.relay(block)
             elif result.outcome in (Outcome.ADDED, Outcome.DUPLICATE):
-                self._act(self.sync.block_kept(peer_id, block.num))
+                new = result.outcome == Outcome.ADDED
+                self._act(self.sync.block_kept(peer_id, block.num, new))
             elif result.outcome == Outcome.UNLINKABLE:
                 self._act(self.sync.block_unlinkable(peer_id, block.num))
             else:  # INVALID, STALE

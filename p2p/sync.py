@@ -8,11 +8,20 @@ than a couple of blocks, ``in_sync`` otherwise — and back to catch-up whenever
 LIB passes our head.
 
 What EOSIO's and CometBFT's users asked for (reference section 5) is built in: ranges
-``[next, min(next + span - 1, target)]``; several ranges in flight from different peers,
-bounded to a window above our head; the range holding the next needed block is re-requested
-first whenever it stalls, so look-ahead never starves it; peers ranked by delivered blocks/s
-and RTT and rotated; a range with no progress for ``timeout`` seconds is reassigned; a peer
-that closes is replaced; rejected blocks earn strikes and enough strikes drop the peer.
+``[next, min(next + span - 1, target)]`` (fewer blocks for slow peers); several ranges in
+flight from different peers, bounded to a window above our head; the range holding the next
+needed block is re-requested first whenever it stalls, so look-ahead never starves it; peers
+ranked by delivered blocks/s and RTT and rotated; a peer that closes is replaced.
+
+Claims are not facts (CometBFT's block pool drops peers that time out or send too slowly):
+a range with no block for ``timeout`` seconds is reassigned and earns its peer a stall; a
+peer that stalls before it ever sent a block we asked for, or stalls ``max_strikes`` times
+without delivering a range in full in between, is dropped (the switch bans it with back-off).
+So are peers whose blocks fail validation ``max_strikes`` times, and peers that keep sending
+blocks that link to nothing. A dropped peer's claims stop counting at once. A slow peer is
+demoted instead: the range our chain waits on is taken from it when another peer could serve
+it several times faster, and ranges go by each peer's record (``p2p.sync_peers``). Peers'
+claims hold our producer back only while blocks back them (``holds_production``).
 """
 
 from __future__ import annotations
@@ -25,15 +34,14 @@ from enum import StrEnum
 from typing import Any
 
 from p2p.messages import GoAwayReason
-
-PeerId = str
+from p2p.sync_peers import PeerId, PeerRecord, pick
 
 # A peer whose head is at most this many blocks ahead is in step with us (0.5 s blocks, a
 # network hop and an apply each way).
 HEAD_ALLOWANCE = 2
-# Delivered blocks/s is an exponentially weighted average with this weight for the newest
-# sample, so that a peer that slows down loses its rank within a few ranges.
-RATE_WEIGHT = 0.3
+# A range that our chain waits on is judged for slowness after this long: a range from a
+# healthy peer is done by then (500 blocks take ~0.3 s on loopback, bench_sync.py).
+SLOW_AFTER = 2.0
 
 
 class Stage(StrEnum):
@@ -60,20 +68,6 @@ Action = FetchRange | DropPeer
 
 
 @dataclass(slots=True)
-class _Peer:
-    id: PeerId
-    lib: int = 0
-    head: int = 0
-    rtt: float | None = None
-    rate: float | None = None  # None until measured: an untried peer ranks first
-    strikes: int = 0
-    last_used: float = 0.0
-    # The highest head of this peer's that we hold and that lost the fork choice to ours:
-    # its branch is not ahead of us until it grows past this.
-    lost_at: int = 0
-
-
-@dataclass(slots=True)
 class _Range:
     peer: PeerId
     start: int
@@ -92,6 +86,10 @@ class SyncConfig:
     timeout: float = 5.0
     peer_limit: int = 3
     max_strikes: int = 3
+    # How long peers' claims alone may hold our producer, and how long after the last block
+    # from a peer joined our chain catch-up still holds it: twice ``timeout``, so that an
+    # honest sync whose source stalls and is replaced does not let the producer go early.
+    pause_grace: float = 10.0
 
 
 @dataclass(slots=True)
@@ -103,7 +101,7 @@ class SyncManager:
     stage: Stage = Stage.IN_SYNC
     target: int = 0
     next_request: int = 1
-    peers: dict[PeerId, _Peer] = field(default_factory=dict)
+    peers: dict[PeerId, PeerRecord] = field(default_factory=dict)
     ranges: list[_Range] = field(default_factory=list)
     gaps: list[tuple[int, int]] = field(default_factory=list)
     rewound: bool = False  # requesting blocks at or below our head again, after an unlinkable
@@ -111,6 +109,10 @@ class SyncManager:
     # fork database can weigh it against ours: set by an unlinkable block.
     fork: tuple[PeerId, int] | None = None
     _progress: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=64))
+    # When peers' blocks last joined our chain, or catch-up began on claims alone (once, until
+    # a block backs them: a liar reconnecting under fresh keys gets no second grace).
+    _backed_at: float = float("-inf")
+    _claim_grace: bool = True
 
     # --- events ---------------------------------------------------------------------------
 
@@ -125,7 +127,9 @@ class SyncManager:
 
     def peer_position(self, peer: PeerId, lib: int, head: int) -> list[Action]:
         """A handshake or notice told us where ``peer`` is."""
-        p = self.peers.setdefault(peer, _Peer(peer))
+        p = self.peers.setdefault(peer, PeerRecord(peer))
+        if p.dropping:
+            return []
         p.lib = max(p.lib, lib)  # a LIB never goes back
         p.head = max(head, p.lib)  # a head may (fork switch)
         # Then the peer cannot serve what we asked above its head: reassign it now, not after
@@ -148,6 +152,8 @@ class SyncManager:
                 r.next_num = max(r.next_num, num + 1)
                 r.received += 1
                 r.progress_at = now
+                if p is not None:
+                    p.delivered += 1
                 if num >= r.end:
                     self._finish(r, now)
                 break
@@ -155,13 +161,26 @@ class SyncManager:
             self.fork = None  # all of the branch is here: the fork database decides
         return self._schedule()
 
-    def block_kept(self, peer: PeerId, num: int) -> list[Action]:
-        """A valid block from ``peer`` did not become our head (our branch ranks higher, or
-        we had it). At the peer's head, its branch is not ahead of ours: stop catching up
-        with it, which also lets our producer go on."""
+    def block_applied(self, peer: PeerId, num: int) -> list[Action]:
+        """A block from ``peer`` joined our chain: validated progress, which is what lets
+        catch-up hold our producer (``holds_production``)."""
+        self._backed_at = self.clock()
+        self._claim_grace = True
         p = self.peers.get(peer)
-        if p is not None and num >= p.head:
-            p.lost_at = max(p.lost_at, num)
+        if p is not None:
+            p.unlinkable = 0
+        return []
+
+    def block_kept(self, peer: PeerId, num: int, new: bool = False) -> list[Action]:
+        """A valid block from ``peer`` did not become our head (our branch ranks higher, or
+        we had it: ``new`` is False). At the peer's head, its branch is not ahead of ours:
+        stop catching up with it, which also lets our producer go on."""
+        p = self.peers.get(peer)
+        if p is not None:
+            if new:
+                p.unlinkable = 0
+            if num >= p.head:
+                p.lost_at = max(p.lost_at, num)
         return self._schedule()
 
     def block_rejected(self, peer: PeerId, num: int, detail: str) -> list[Action]:
@@ -171,7 +190,7 @@ class SyncManager:
         if p is not None:
             p.strikes += 1
             if p.strikes >= self.config.max_strikes:
-                actions.append(DropPeer(peer, GoAwayReason.VALIDATION, detail))
+                actions += self._drop(p, GoAwayReason.VALIDATION, detail)
         self._release(peer)
         # Everything above our head is suspect now: ask again from the next needed block.
         self.gaps.clear()
@@ -185,10 +204,21 @@ class SyncManager:
         we have not seen (and may be on one the network abandoned). Fetch the peer's branch
         from our LIB + 1 up to its head, from that peer, and let the fork database rank it —
         even when its head is below ours, since a branch can rank higher by its LIB. No
-        strike: the peer did nothing wrong."""
+        strike for one: the peer may have done nothing wrong. But a peer whose blocks keep
+        linking to nothing, while none of them is new to us, is making up branches."""
         p = self.peers.get(peer)
-        if p is None:
+        if p is None or p.dropping:
             return []
+        if self.fork is not None and self.fork[0] == peer:
+            # Its branch is on its way, and it relayed a new block of it meanwhile: fetch up to
+            # there as well, without starting over (which, on every block it produces, would
+            # never let the fetch finish).
+            self.fork = (peer, max(self.fork[1], num))
+            return self._schedule()
+        p.unlinkable += 1
+        if p.unlinkable > self.config.max_strikes:
+            detail = f"{p.unlinkable} blocks that link to no block we know"
+            return self._drop(p, GoAwayReason.UNLINKABLE, detail) + self._schedule()
         self.ranges.clear()
         self.gaps.clear()
         self.next_request = self.lib + 1
@@ -204,18 +234,29 @@ class SyncManager:
         return self._schedule()
 
     def tick(self) -> list[Action]:
-        """Reassign ranges that made no progress for ``timeout`` seconds."""
+        """Reassign ranges that made no progress for ``timeout`` seconds (a stall for their
+        peer), and the range our chain waits on if its peer is slow."""
         now = self.clock()
+        actions: list[Action] = []
         for r in list(self.ranges):
             if now - r.progress_at > self.config.timeout:
-                slow = self.peers.get(r.peer)
-                if slow is not None:
-                    slow.rate = 0.5 * (slow.rate or 0.0)
-                    slow.last_used = now  # rotate away from it
+                actions += self._stalled(r, now)
+            elif self._slow(r, now):
+                p = self.peers[r.peer]
+                p.rate = r.received / (now - r.sent_at)  # what it does now, not its average
+                p.last_used = now
                 self._abandon(r)
-        return self._schedule()
+        return actions + self._schedule()
 
     # --- state ------------------------------------------------------------------------------
+
+    def holds_production(self) -> bool:
+        """Whether our producer should wait for catch-up. Peers' claims alone hold it for at
+        most ``pause_grace`` seconds (and only once until blocks back them); after that only
+        blocks from peers joining our chain do, each for ``pause_grace`` seconds."""
+        return (
+            self.stage != Stage.IN_SYNC and self.clock() - self._backed_at < self.config.pause_grace
+        )
 
     def status(self) -> dict[str, Any]:
         rate = self.blocks_per_second()
@@ -230,6 +271,7 @@ class SyncManager:
             "ranges_in_flight": len(self.ranges),
             "blocks_per_s": round(rate, 1),
             "eta_s": round(behind / rate, 1) if rate > 0 and behind else None,
+            "holds_production": self.holds_production(),
         }
 
     def blocks_per_second(self) -> float:
@@ -240,12 +282,60 @@ class SyncManager:
 
     # --- internals --------------------------------------------------------------------------
 
+    def _drop(self, p: PeerRecord, reason: GoAwayReason, detail: str) -> list[Action]:
+        """Send ``p`` away (once) and stop counting its claims and holding ranges for it."""
+        if p.dropping:
+            return []
+        p.dropping = True
+        self._release(p.id)
+        if self.fork is not None and self.fork[0] == p.id:
+            self.fork = None
+        return [DropPeer(p.id, reason, detail)]
+
+    def _stalled(self, r: _Range, now: float) -> list[Action]:
+        self._abandon(r)
+        p = self.peers.get(r.peer)
+        if p is None:
+            return []
+        p.rate = 0.5 * (p.rate or 0.0)
+        p.last_used = now  # rotate away from it
+        p.stalls += 1
+        waited = round(now - r.progress_at, 1)
+        if p.delivered == 0:
+            # It claimed blocks up to ``head`` and sent none of those we asked for.
+            detail = f"claimed head {p.head}, sent none of {r.start}..{r.end} in {waited} s"
+            return self._drop(p, GoAwayReason.BENIGN_OTHER, detail)
+        if p.stalls >= self.config.max_strikes:
+            detail = f"{p.stalls} ranges not delivered in time"
+            return self._drop(p, GoAwayReason.BENIGN_OTHER, detail)
+        return []
+
+    def _slow(self, r: _Range, now: float) -> bool:
+        """The range holds the next block our chain needs, and another peer (untried, or
+        several times faster) could serve it: once that one is free, since a range given up
+        goes out before anything new."""
+        elapsed = now - r.sent_at
+        if r.start > self.head + 1 or elapsed < SLOW_AFTER:
+            return False
+        live = r.received / elapsed
+        return any(q.outpaces(live) for q in self._usable(r.next_num) if q.id != r.peer)
+
+    def _usable(self, start: int) -> list[PeerRecord]:
+        return [
+            p
+            for p in self.peers.values()
+            if not p.dropping and p.head >= start and p.strikes < self.config.max_strikes
+        ]
+
+    def _end_for(self, p: PeerRecord, start: int, end: int) -> int:
+        return min(end, start + p.span(self.config.span) - 1)
+
     def _finish(self, r: _Range, now: float) -> None:
         self.ranges.remove(r)
         p = self.peers.get(r.peer)
-        if p is not None and now > r.sent_at:
-            sample = r.received / (now - r.sent_at)
-            p.rate = sample if p.rate is None else (1 - RATE_WEIGHT) * p.rate + RATE_WEIGHT * sample
+        if p is not None:
+            p.stalls = 0
+            p.measured(r.received, now - r.sent_at)
 
     def _abandon(self, r: _Range) -> None:
         self.ranges.remove(r)
@@ -259,9 +349,10 @@ class SyncManager:
             self._abandon(r)
 
     def _stage(self) -> tuple[Stage, int]:
-        known_lib = max((p.lib for p in self.peers.values()), default=0)
+        counted = [p for p in self.peers.values() if not p.dropping]
+        known_lib = max((p.lib for p in counted), default=0)
         known_head = max(
-            (p.head for p in self.peers.values() if p.head > p.lost_at + HEAD_ALLOWANCE),
+            (p.head for p in counted if p.head > p.lost_at + HEAD_ALLOWANCE),
             default=0,
         )
         if known_lib > self.head:
@@ -275,13 +366,17 @@ class SyncManager:
     def _schedule(self) -> list[Action]:
         stage, target = self._stage()
         if stage != self.stage:
-            if self.stage == Stage.IN_SYNC and not self.rewound:
-                # Entering catch-up: continue from our head. Should our blocks above the LIB be
-                # on a branch the network abandoned, the first block will not link and
-                # ``block_unlinkable`` rewinds to LIB + 1 (EOSIO always restarts there, and
-                # re-downloads what it has).
-                self.next_request = self.head + 1
-                self.gaps.clear()
+            if self.stage == Stage.IN_SYNC:
+                if self._claim_grace:
+                    self._backed_at = max(self._backed_at, self.clock())
+                    self._claim_grace = False
+                if not self.rewound:
+                    # Entering catch-up: continue from our head. Should our blocks above the
+                    # LIB be on a branch the network abandoned, the first block will not link
+                    # and ``block_unlinkable`` rewinds to LIB + 1 (EOSIO always restarts
+                    # there, and re-downloads what it has).
+                    self.next_request = self.head + 1
+                    self.gaps.clear()
             self.stage = stage
         self.target = target
         if stage == Stage.IN_SYNC:
@@ -306,12 +401,13 @@ class SyncManager:
                     break
             elif self.next_request <= min(target, limit):
                 start = self.next_request
-                end = min(start + self.config.span - 1, target, limit)
+                end = min(target, limit)
             else:
                 break
             peer = self._pick_peer(start, end)
             if peer is None:
                 break
+            end = self._end_for(peer, start, end)
             if self.gaps:
                 if end < gap_end:
                     self.gaps[0] = (end + 1, gap_end)
@@ -325,24 +421,13 @@ class SyncManager:
             actions.append(FetchRange(peer.id, start, end))
         return actions
 
-    def _pick_peer(self, start: int, end: int) -> _Peer | None:
+    def _pick_peer(self, start: int, end: int) -> PeerRecord | None:
         busy = {r.peer for r in self.ranges}
         candidates = [
             p
-            for p in self.peers.values()
+            for p in self._usable(start)
             if p.id not in busy
-            and p.head >= start
-            and p.strikes < self.config.max_strikes
             # A branch comes from its own peer; blocks final on another peer are the same.
-            and (self.fork is None or p.id == self.fork[0] or p.lib >= end)
+            and (self.fork is None or p.id == self.fork[0] or p.lib >= self._end_for(p, start, end))
         ]
-        if not candidates:
-            return None
-
-        def rank(p: _Peer) -> tuple[float, float]:
-            rate = float("inf") if p.rate is None else p.rate
-            return -rate, p.rtt if p.rtt is not None else 1.0
-
-        ranked = sorted(candidates, key=rank)
-        best = ranked[: self.config.peer_limit]
-        return min(best, key=lambda p: p.last_used)
+        return pick(candidates, self.config.peer_limit)

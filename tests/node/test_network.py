@@ -18,9 +18,11 @@ from genesis.testing import DevNet
 from node.network import NetConfig, Network
 from node.runner import ChainRunner
 from p2p.blocksync import MAX_BAD_REQUESTS
-from p2p.handshake import AuthPolicy
-from p2p.messages import GoAwayReason, SyncRequest
+from p2p.errors import ChannelClosed
+from p2p.handshake import AuthPolicy, ChainPosition, make_handshake
+from p2p.messages import PROTOCOL_VERSION, GoAway, GoAwayReason, Hello, RawBlock, SyncRequest, Time
 from p2p.rdma.device import RdmaDevice
+from p2p.tcp import TcpChannel
 
 
 class Member:
@@ -267,5 +269,94 @@ def test_a_punished_peer_is_refused_while_banned_and_welcome_after(
         await until(lambda: "refused: BANNED" in str(b.net.status()["dialing"]))
         assert len(a.net.switch) == 0
         await until(lambda: len(a.net.switch) == 1, timeout=15)
+
+    run(tmp_path, body)
+
+
+class ScriptedPeer:
+    """A peer written with our p2p classes: it dials a node, claims ``position`` in a handshake
+    signed by a fresh key, answers pings, and serves each range asked of it from ``blocks``
+    (encoded, block 1 first) at one block per ``delay`` seconds."""
+
+    def __init__(
+        self, chain_id: bytes, position: ChainPosition, blocks: list[bytes], delay: float
+    ) -> None:
+        self.chain_id = chain_id
+        self.position = position
+        self.blocks = blocks
+        self.delay = delay
+        self.requests: list[SyncRequest] = []
+        self.served = 0
+        self.sent_away: GoAway | None = None
+
+    async def run(self, address: tuple[str, int]) -> None:
+        channel = await TcpChannel.connect(*address)
+        node_id = os.urandom(32)
+        await channel.send(Hello(PROTOCOL_VERSION, self.chain_id, node_id, os.urandom(32)))
+        hello = await channel.recv()
+        assert isinstance(hello, Hello), hello
+        await channel.send(
+            make_handshake(
+                chain_id=self.chain_id,
+                node_id=node_id,
+                node_key=PrivateKey.generate(),
+                peer_nonce=hello.nonce,
+                position=self.position,
+                p2p_address="",
+            )
+        )
+        serving: asyncio.Task[None] | None = None
+        try:
+            while True:
+                message = await channel.recv()
+                if isinstance(message, GoAway):
+                    self.sent_away = message
+                    return
+                if isinstance(message, Time) and message.xmt and not message.org:
+                    await channel.send(Time(message.xmt, 0, 1, 0))
+                elif isinstance(message, SyncRequest):
+                    self.requests.append(message)
+                    if serving is not None:
+                        serving.cancel()  # a new request replaces the old one
+                    serving = asyncio.create_task(self._serve(channel, message))
+        except ChannelClosed:
+            return
+        finally:
+            if serving is not None:
+                serving.cancel()
+            await channel.close()
+
+    async def _serve(self, channel: TcpChannel, request: SyncRequest) -> None:
+        for num in range(request.start, min(request.end, len(self.blocks)) + 1):
+            await asyncio.sleep(self.delay)
+            await channel.send(RawBlock(self.blocks[num - 1]))
+            self.served += 1
+
+
+def test_a_slow_peer_does_not_stall_a_sync_another_peer_can_serve(tmp_path: Path) -> None:
+    """A peer serving 1 block/s holds the range of the next blocks a fresh node needs; once a
+    peer that can serve them connects, the range moves there and the node syncs in seconds
+    (it would take the slow peer 300 s)."""
+
+    async def body(members: Members) -> None:
+        devnet = DevNet.create()
+        full = await members("full", devnet).start()
+        await full.produce(300)
+        joiner = await members("joiner", devnet).start()
+        service = full.net.blocks.chain
+        blocks = await service.encoded_blocks(1, 300)
+        slow = ScriptedPeer(full.chain.chain_id, service.position(), blocks, delay=1.0)
+        slow_task = asyncio.create_task(slow.run(joiner.address))
+        await until(lambda: bool(slow.requests))
+        assert slow.requests[0].start == 1
+        started = asyncio.get_running_loop().time()
+        joiner.net.connect(full.address)
+        await until(lambda: joiner.chain.head.num == 300, timeout=20)
+        took = asyncio.get_running_loop().time() - started
+        print(f"synced 300 blocks in {took:.1f} s beside a peer serving 1 block/s")
+        assert took < 10 * SLOWDOWN
+        assert joiner.chain.head.id == full.chain.head.id
+        assert slow.served < 20 and slow.sent_away is None, "demoted, not sent away"
+        slow_task.cancel()
 
     run(tmp_path, body)

@@ -61,16 +61,18 @@ def test_last_range_stops_at_the_target_then_head_catchup_then_in_sync() -> None
 
 def test_a_stalled_range_is_reassigned_first() -> None:
     """A range that stalls past the timeout has its undelivered rest sent out again before anything
-    new."""
+    new, and its peer earns a stall (not a drop: it delivered before)."""
     sync, clock = manager(max_ranges=2)
-    sync.peer_position("slow", lib=1000, head=1000)
-    sync.peer_position("fast", lib=1000, head=1000)
+    for name in ("slow", "fast", "spare"):
+        sync.peer_position(name, lib=1000, head=1000)
     assert [r.peer for r in sync.ranges] == ["slow", "fast"]
     deliver(sync, "slow", 1, 10)  # then slow stalls in the middle of 1..100
-    clock.now += 6
-    sync.tick()
+    clock.now += 3
+    deliver_only(sync, "fast", 101, 150)
+    clock.now += 3
     # The rest of slow's range is the next needed part: it goes out before anything new.
-    assert any(r.start == 11 and r.end == 100 for r in sync.ranges)
+    assert sync.tick() == [FetchRange("spare", 11, 100)]
+    assert sync.peers["slow"].stalls == 1 and not sync.peers["slow"].dropping
 
 
 def test_a_closed_peer_is_replaced() -> None:
@@ -227,3 +229,136 @@ def deliver_only(sync: SyncManager, peer: str, start: int, end: int) -> list[obj
     for num in range(start, end + 1):
         actions += sync.block_received(peer, num)
     return actions
+
+
+def test_a_peer_that_never_delivers_is_dropped_at_its_first_stall() -> None:
+    """A peer claiming LIB 10⁹ that sends none of the range it was asked for is dropped at the
+    first timeout (its claims were never backed), and its claims stop counting at once."""
+    sync, clock = manager()
+    sync.chain_advanced(head=20, lib=15)
+    assert sync.peer_position("liar", lib=10**9, head=10**9) == [FetchRange("liar", 21, 120)]
+    assert stage(sync) == Stage.LIB_CATCHUP
+    clock.now += 4
+    assert sync.tick() == [], "within the timeout"
+    clock.now += 2
+    (drop,) = sync.tick()
+    assert isinstance(drop, DropPeer) and drop.peer == "liar"
+    assert drop.reason == GoAwayReason.BENIGN_OTHER and "sent none of 21..120" in drop.detail
+    assert stage(sync) == Stage.IN_SYNC and not sync.ranges
+    assert sync.peer_position("liar", lib=10**9, head=10**9) == [], "no longer listened to"
+    assert stage(sync) == Stage.IN_SYNC
+
+
+def test_stalls_drop_a_peer_at_max_strikes_unless_it_delivers_a_range_in_between() -> None:
+    """A peer that delivered before earns one stall per range it lets stall; a range delivered
+    in full clears them; max_strikes stalls in a row drop it, once."""
+    sync, clock = manager(max_ranges=1, max_strikes=2, span=10)
+    sync.peer_position("a", lib=1000, head=1000)
+    deliver(sync, "a", 1, 3)
+    clock.now += 6
+    assert sync.tick() == [FetchRange("a", 4, 4)], "struck, and its next range is small"
+    assert sync.peers["a"].stalls == 1
+    deliver(sync, "a", 4, 4)  # a range in full: the stall is forgiven
+    assert sync.peers["a"].stalls == 0
+    clock.now += 6
+    assert not any(isinstance(x, DropPeer) for x in sync.tick())
+    clock.now += 6
+    actions = sync.tick()
+    assert actions == [DropPeer("a", GoAwayReason.BENIGN_OTHER, "2 ranges not delivered in time")]
+    clock.now += 6
+    assert sync.tick() == [] and sync.block_rejected("a", 5, "bad") == [], "dropped once"
+
+
+def test_blocks_that_link_to_nothing_drop_a_peer_unless_a_new_block_comes_between() -> None:
+    """An unlinkable block fetches the peer's branch; more than max_strikes such fetches with no
+    block new to us in between drop the peer for UNLINKABLE."""
+    sync, _ = manager(max_strikes=2, span=10)
+    sync.chain_advanced(head=30, lib=10)
+    sync.peer_position("a", lib=10, head=40)
+
+    def fetch_branch_and_fail() -> list[object]:
+        """The peer sends an unlinkable block, then serves its branch: blocks we have."""
+        actions: list[object] = list(sync.block_unlinkable("a", 31))
+        for num in range(11, 41):
+            actions += sync.block_received("a", num)
+        assert sync.fork is None, "the whole branch arrived: the fetch is over"
+        return actions
+
+    fetch_branch_and_fail()
+    fetch_branch_and_fail()
+    sync.block_kept("a", 35, new=True)  # its branch held a block new to us after all
+    fetch_branch_and_fail()
+    fetch_branch_and_fail()
+    (drop,) = [x for x in fetch_branch_and_fail() if isinstance(x, DropPeer)]
+    assert drop.reason == GoAwayReason.UNLINKABLE
+    assert stage(sync) == Stage.IN_SYNC
+
+
+def test_a_block_relayed_while_its_branch_is_fetched_extends_the_fetch() -> None:
+    """A fork peer relays a new block of its branch while we fetch the branch: the fetch goes
+    on (now up to that block) instead of starting over, and the peer earns nothing."""
+    sync, _ = manager(max_ranges=1, span=10, max_strikes=1)
+    sync.chain_advanced(head=33, lib=8)
+    sync.peer_position("c", lib=8, head=27)
+    assert sync.block_unlinkable("c", 28) == [FetchRange("c", 9, 18)]
+    deliver_only(sync, "c", 9, 12)
+    assert sync.block_unlinkable("c", 29) == []
+    assert sync.fork == ("c", 29) and sync.ranges[0].next_num == 13
+    assert FetchRange("c", 19, 28) in deliver_only(sync, "c", 13, 18)
+
+
+def test_a_slow_peer_loses_the_range_our_chain_waits_on_and_gets_small_ranges() -> None:
+    """A peer sending 1 block/s holds the next blocks we need while a faster peer exists: its
+    range is given up after SLOW_AFTER (no strike: it delivers, slowly), it gets ranges sized
+    to its pace, and the rest goes to the fast peer as soon as it is free."""
+    sync, clock = manager(max_ranges=2, span=100)
+    sync.peer_position("slow", lib=1000, head=1000)
+    sync.peer_position("fast", lib=1000, head=1000)
+    assert [(r.peer, r.start) for r in sync.ranges] == [("slow", 1), ("fast", 101)]
+    clock.now += 0.1
+    deliver_only(sync, "fast", 101, 200)  # then fast holds 201..300
+    clock.now += 1
+    deliver(sync, "slow", 1, 1)
+    assert sync.tick() == [], "judged only after SLOW_AFTER"
+    clock.now += 1
+    deliver(sync, "slow", 2, 2)
+    assert sync.tick() == [FetchRange("slow", 3, 3)], "what it delivers in RANGE_SECONDS"
+    assert sync.peers["slow"].stalls == 0
+    clock.now += 0.1
+    assert FetchRange("fast", 4, 100) in deliver_only(sync, "fast", 201, 300)
+    (again,) = [x for x in deliver(sync, "slow", 3, 3) if isinstance(x, FetchRange)]
+    assert again.peer == "slow" and again.end - again.start < 10, "small, while fast is busy"
+
+
+def test_claims_alone_hold_production_for_the_grace_once() -> None:
+    """Peers' claims alone hold the producer for pause_grace seconds, and not again until a
+    block backs them (a liar reconnecting under a fresh key gets no second grace); blocks from
+    peers joining our chain hold it for pause_grace seconds each; in sync never holds it."""
+    sync, clock = manager(pause_grace=10.0)
+    assert not sync.holds_production()
+    sync.peer_position("liar", lib=10**9, head=10**9)
+    assert sync.holds_production()
+    clock.now += 10.5
+    assert not sync.holds_production()
+    sync.peer_closed("liar")
+    sync.peer_position("liar2", lib=10**9, head=10**9)
+    assert stage(sync) == Stage.LIB_CATCHUP and not sync.holds_production()
+    sync.block_applied("liar2", 1)
+    assert sync.holds_production()
+    clock.now += 9
+    assert sync.holds_production()
+    clock.now += 2
+    assert not sync.holds_production()
+
+
+def test_a_peer_several_times_slower_is_left_out_while_a_faster_one_is_free() -> None:
+    """Rotation among the best peers skips one SLOW_FACTOR times slower than the fastest free
+    peer, even when it has waited longest."""
+    sync, clock = manager(max_ranges=0, span=50)  # nothing goes out until both are known
+    sync.chain_advanced(head=10, lib=5)
+    for name in ("slow", "fast"):
+        sync.peer_position(name, lib=5, head=200)
+    sync.peers["slow"].rate, sync.peers["slow"].last_used = 1.0, 0.0
+    sync.peers["fast"].rate, sync.peers["fast"].last_used = 500.0, clock.now
+    sync.config.max_ranges = 1
+    assert sync.tick() == [FetchRange("fast", 11, 60)]

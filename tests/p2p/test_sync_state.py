@@ -35,9 +35,15 @@ class SyncMachine(RuleBasedStateMachine):
         self.clock = FakeClock()
         self.sync = SyncManager(clock=self.clock)
         self.config = self.sync.config
-        # The model: what each peer claimed (LIB, head), strikes, our chain, the fork fetch.
+        # The model: what each peer claimed (LIB, head), its strikes, stalls, blocks delivered
+        # and unlinkable blocks, who was dropped, our chain, the fork fetch.
         self.claims: dict[str, tuple[int, int]] = {}
         self.strikes: dict[str, int] = {}
+        self.stalls: dict[str, int] = {}
+        self.delivered: dict[str, int] = {}
+        self.unlinkable: dict[str, int] = {}
+        self.lost_at: dict[str, int] = {}  # the peer's head, held by us, lost the fork choice
+        self.dropped: set[str] = set()
         self.head = 0
         self.lib = 0
         self.fork: tuple[str, int] | None = None
@@ -64,21 +70,36 @@ class SyncMachine(RuleBasedStateMachine):
 
     # --- events ---------------------------------------------------------------------------
 
-    def check_actions(self, actions: list[Action]) -> None:
+    def check_actions(self, actions: list[Action], drops: set[str] | None = None) -> None:
         """What the scheduler asks for at the moment it asks: above our LIB, within the
-        window above our head, of a peer that claimed to have the start."""
+        window above our head, of a peer that claimed to have the start and was not
+        dropped; and it drops exactly ``drops`` (each peer once)."""
+        dropped = {a.peer for a in actions if isinstance(a, DropPeer)}
+        assert dropped == (drops or set()), (dropped, drops)
+        assert not dropped & self.dropped, "a peer is dropped once"
+        for peer in dropped:
+            self.drop(peer)
         for action in actions:
             if isinstance(action, FetchRange):
                 assert self.lib < action.start <= action.end, action
                 assert action.end <= self.head + self.config.window, action
                 assert self.claims[action.peer][1] >= action.start, action
+                assert action.peer not in self.dropped, action
+
+    def drop(self, peer: str) -> None:
+        self.dropped.add(peer)
+        if self.fork is not None and self.fork[0] == peer:
+            self.fork = None
 
     @rule(peer=PEERS, lib=HEIGHT, ahead=st.integers(0, 40))
     def peer_position(self, peer: str, lib: int, ahead: int) -> None:
-        old_lib = self.claims.get(peer, (0, 0))[0]
-        new_lib = max(old_lib, lib)
-        self.claims[peer] = (new_lib, max(lib + ahead, new_lib))
-        self.strikes.setdefault(peer, 0)
+        """A peer tells where it is; a dropped peer is not listened to."""
+        for counts in (self.strikes, self.stalls, self.delivered, self.unlinkable, self.lost_at):
+            counts.setdefault(peer, 0)
+        if peer not in self.dropped:
+            old_lib = self.claims.get(peer, (0, 0))[0]
+            new_lib = max(old_lib, lib)
+            self.claims[peer] = (new_lib, max(lib + ahead, new_lib))
         self.check_actions(self.sync.peer_position(peer, lib, lib + ahead))
 
     def received(self, peer: str, num: int) -> None:
@@ -86,6 +107,12 @@ class SyncMachine(RuleBasedStateMachine):
             self.claims[peer] = (self.claims[peer][0], num)
         if self.fork is not None and self.fork[0] == peer and num >= self.fork[1]:
             self.fork = None
+        for r in self.sync.ranges:
+            if r.peer == peer and r.start <= num <= r.end:
+                self.delivered[peer] += 1
+                if num >= r.end:
+                    self.stalls[peer] = 0  # a range delivered in full
+                break
         self.check_actions(self.sync.block_received(peer, num))
 
     @rule(peer=PEERS, num=HEIGHT)
@@ -106,26 +133,54 @@ class SyncMachine(RuleBasedStateMachine):
 
     @rule(peer=PEERS, num=HEIGHT)
     def block_rejected(self, peer: str, num: int) -> None:
+        """A block fails validation: max_strikes of them drop the peer, for VALIDATION."""
         actions = self.sync.block_rejected(peer, num, "bad block")
-        dropped = DropPeer(peer, GoAwayReason.VALIDATION, "bad block") in actions
+        drops = set()
         if peer in self.claims:
             self.strikes[peer] += 1
-        assert dropped == (self.strikes.get(peer, 0) >= self.config.max_strikes)
-        self.check_actions(actions)
+            if self.strikes[peer] >= self.config.max_strikes and peer not in self.dropped:
+                drops.add(peer)
+                assert DropPeer(peer, GoAwayReason.VALIDATION, "bad block") in actions
+        self.check_actions(actions, drops)
 
     @rule(peer=PEERS, above_lib=st.integers(1, 40))
     def block_unlinkable(self, peer: str, above_lib: int) -> None:
         """A block that does not link (the chain judges only blocks above its LIB so: those
-        at or below it are stale or known)."""
+        at or below it are stale or known). More than max_strikes in a row, with no block new
+        to us in between, drop the peer; one while its branch is being fetched only extends
+        the fetch."""
         num = self.lib + above_lib
-        if peer in self.claims:
-            self.fork = (peer, max(num, self.claims[peer][1]))
-        self.check_actions(self.sync.block_unlinkable(peer, num))
+        drops = set()
+        if self.fork is not None and self.fork[0] == peer:
+            self.fork = (peer, max(self.fork[1], num))  # its branch is already on its way
+        elif peer in self.claims and peer not in self.dropped:
+            self.unlinkable[peer] += 1
+            if self.unlinkable[peer] > self.config.max_strikes:
+                drops.add(peer)
+            else:
+                self.fork = (peer, max(num, self.claims[peer][1]))
+        self.check_actions(self.sync.block_unlinkable(peer, num), drops)
+
+    @rule(peer=PEERS, num=HEIGHT, joined=st.booleans())
+    def block_new_to_us(self, peer: str, num: int, joined: bool) -> None:
+        """A valid block new to us: it joined our chain, or the fork database kept it (at
+        the peer's head: its branch is not ahead of ours)."""
+        if peer in self.unlinkable:
+            self.unlinkable[peer] = 0
+        if not joined and peer in self.claims and num >= self.claims[peer][1]:
+            self.lost_at[peer] = max(self.lost_at[peer], num)
+        if joined:
+            actions = self.sync.block_applied(peer, num)
+        else:
+            actions = self.sync.block_kept(peer, num, new=True)
+        self.check_actions(actions)
 
     @rule(peer=PEERS)
     def peer_closed(self, peer: str) -> None:
         self.claims.pop(peer, None)
-        self.strikes.pop(peer, None)
+        for counts in (self.strikes, self.stalls, self.delivered, self.unlinkable, self.lost_at):
+            counts.pop(peer, None)
+        self.dropped.discard(peer)
         if self.fork is not None and self.fork[0] == peer:
             self.fork = None
         actions = self.sync.peer_closed(peer)
@@ -151,12 +206,20 @@ class SyncMachine(RuleBasedStateMachine):
 
     @rule(seconds=st.sampled_from([0.5, 2.0, 4.9, 5.1, 30.0]))
     def tick(self, seconds: float) -> None:
+        """Stalled ranges are sent out again and earn their peers a stall; a peer that stalls
+        before it delivered anything, or max_strikes times in a row, is dropped."""
         self.clock.now += seconds
+        drops = set()
+        for r in self.sync.ranges:
+            if self.clock.now - r.progress_at > self.config.timeout:
+                self.stalls[r.peer] += 1
+                if self.delivered[r.peer] == 0 or self.stalls[r.peer] >= self.config.max_strikes:
+                    drops.add(r.peer)
         actions = self.sync.tick()
         for r in self.sync.ranges:
             stalled_for = self.clock.now - r.progress_at
             assert stalled_for <= self.config.timeout, "a stalled range is sent out again"
-        self.check_actions(actions)
+        self.check_actions(actions, drops)
 
     # --- invariants -----------------------------------------------------------------------
 
@@ -183,10 +246,12 @@ class SyncMachine(RuleBasedStateMachine):
             assert end < start, spans
 
     @invariant()
-    def a_peer_with_max_strikes_is_never_assigned(self) -> None:
-        """A peer that earned max_strikes holds no range (until it reconnects afresh)."""
+    def a_struck_or_dropped_peer_is_never_assigned(self) -> None:
+        """A peer that earned max_strikes, or was dropped, holds no range (until it reconnects
+        afresh)."""
         for r in self.sync.ranges:
             assert self.strikes[r.peer] < self.config.max_strikes, r
+            assert r.peer not in self.dropped, r
 
     @invariant()
     def a_fork_branch_comes_from_its_own_peer(self) -> None:
@@ -201,10 +266,12 @@ class SyncMachine(RuleBasedStateMachine):
     def stage_agrees_with_the_claims(self) -> None:
         """LIB catch-up while some peer's LIB is above our head; head catch-up while fetching
         a fork branch or while some peer's head is more than the allowance ahead; in sync
-        otherwise, with nothing in flight."""
-        known_lib = max((lib for lib, _ in self.claims.values()), default=0)
+        otherwise, with nothing in flight. Claims of dropped peers do not count."""
+        counted = [(p, c) for p, c in self.claims.items() if p not in self.dropped]
+        known_lib = max((lib for _, (lib, _) in counted), default=0)
         known_head = max(
-            (head for _, head in self.claims.values() if head > HEAD_ALLOWANCE), default=0
+            (head for p, (_, head) in counted if head > self.lost_at[p] + HEAD_ALLOWANCE),
+            default=0,
         )
         if known_lib > self.head:
             expected = Stage.LIB_CATCHUP

@@ -1,0 +1,80 @@
+"""What the sync manager knows of each peer: what it claims, and what it did.
+
+Claims (LIB, head) come from handshakes and notices and cost nothing to make up; the record
+(blocks delivered, blocks/s, strikes, stalls, blocks that link to nothing) is what the peer
+did when asked. Ranges go by the record: untried peers first, then the fastest few in turn,
+leaving out those several times slower than the fastest free peer, each range sized to what
+its peer delivers in a few seconds. The sync manager (``p2p.sync``) decides when a record
+gets a peer dropped; like it, this module does no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+PeerId = str
+
+# Delivered blocks/s is an exponentially weighted average with this weight for the newest
+# sample, so that a peer that slows down loses its rank within a few ranges.
+RATE_WEIGHT = 0.3
+# A peer is slow when another delivers this many times faster: it then loses the range our
+# chain waits on and is not picked while faster peers are free. Four, so that the noise of
+# one measurement (RTT, our own load) never moves a range back and forth.
+SLOW_FACTOR = 4.0
+# A peer whose rate we know gets ranges of what it delivers in this long (at most ``span``):
+# well inside the sync timeout, and a range taken from a slow peer costs about this much.
+RANGE_SECONDS = 2.0
+
+
+@dataclass(slots=True)
+class PeerRecord:
+    id: PeerId
+    lib: int = 0
+    head: int = 0
+    rtt: float | None = None
+    rate: float | None = None  # None until measured: an untried peer ranks first
+    strikes: int = 0  # its blocks that failed validation
+    stalls: int = 0  # its ranges reassigned for silence since it last delivered one in full
+    delivered: int = 0  # blocks it sent of ranges we asked it for
+    unlinkable: int = 0  # blocks that link to nothing, since its last block new to us
+    dropping: bool = False  # sent away: its claims no longer count
+    last_used: float = 0.0
+    # The highest head of this peer's that we hold and that lost the fork choice to ours:
+    # its branch is not ahead of us until it grows past this.
+    lost_at: int = 0
+
+    def measured(self, blocks: int, seconds: float) -> None:
+        """A range of ours ended after ``blocks`` blocks in ``seconds``."""
+        if seconds <= 0:
+            return
+        sample = blocks / seconds
+        old = self.rate
+        self.rate = sample if old is None else (1 - RATE_WEIGHT) * old + RATE_WEIGHT * sample
+
+    def span(self, most: int) -> int:
+        """Blocks to ask of this peer at once: ``most``, or what it delivers in
+        ``RANGE_SECONDS`` once its rate is known."""
+        if self.rate is None:
+            return most
+        return max(1, min(most, int(self.rate * RANGE_SECONDS)))
+
+    def outpaces(self, rate: float) -> bool:
+        """Untried, or measured ``SLOW_FACTOR`` times faster than ``rate`` blocks/s."""
+        return self.rate is None or self.rate > rate * SLOW_FACTOR
+
+
+def pick(candidates: Sequence[PeerRecord], limit: int) -> PeerRecord | None:
+    """The peer for the next range: of the ``limit`` best by rate (then RTT), leaving out
+    those slow beside the fastest, the one used least recently."""
+    if not candidates:
+        return None
+
+    def rank(p: PeerRecord) -> tuple[float, float]:
+        rate = float("inf") if p.rate is None else p.rate
+        return -rate, p.rtt if p.rtt is not None else 1.0
+
+    ranked = sorted(candidates, key=rank)
+    fastest = ranked[0]
+    best = [p for p in ranked[:limit] if p.rate is None or not fastest.outpaces(p.rate)]
+    return min(best, key=lambda p: p.last_used)
