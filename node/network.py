@@ -31,6 +31,7 @@ from p2p.rdma.upgrade import RdmaUpgrade
 from p2p.service import BlockResult, Outcome, PushOutcome
 from p2p.switch import Switch, SwitchConfig
 from p2p.sync import SyncConfig
+from p2p.tls import TlsIdentity
 from p2p.transport import Transport, TransportConfig
 from p2p.tx_relay import TxRelay
 
@@ -137,6 +138,7 @@ class NetConfig:
     rdma_probe_timeout: float = 5.0
     sync: SyncConfig = field(default_factory=SyncConfig)
     light_validation: bool = False  # validation-mode = light, during LIB catch-up only
+    tls: bool = True  # p2p-tls
 
 
 class Network:
@@ -173,6 +175,7 @@ class Network:
                 config.policy,
                 config.handshake_timeout,
                 config.rdma_probe_timeout,
+                TlsIdentity.generate() if config.tls else None,
             ),
             self.node_id,
             node_key,
