@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, get_args
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -119,6 +120,7 @@ def handshakes(draw: st.DrawFn) -> Handshake:
         agent=draw(st.text(max_size=384)),
         generation=draw(u16),
         rdma=draw(st.booleans()),
+        tls_binding=draw(st.sampled_from([b"", b"\x07" * 32])),
     )
 
 
@@ -196,3 +198,11 @@ def test_every_message_round_trips(message: Message) -> None:
 def test_a_raw_block_arrives_as_the_block_message(block: SignedBlock) -> None:
     """A block served as its stored bytes (RawBlock) decodes as the BlockMessage of the block."""
     assert decode_frame(encode_frame(RawBlock(block.encode()))) == BlockMessage.of(block)
+
+
+def test_a_tls_binding_of_another_size_is_refused() -> None:
+    """A handshake's TLS binding is empty or a SHA-256; anything else is malformed."""
+    zero = BlockId(b"\x00" * 32)
+    hs = Handshake(1, b"c" * 32, b"n" * 32, b"", b"", "", 0, zero, 0, zero, "", 1, False, b"x" * 31)
+    with pytest.raises(MalformedMessage, match="tls_binding"):
+        decode_frame(encode_frame(hs))
