@@ -48,6 +48,7 @@ def test_file_then_flags(tmp_path: Path) -> None:
         ("signature-provider = PUB_K1_00=KEY:PVT_K1_00", "signature-provider"),
         ("no-such-option = 1", "no-such-option"),
         ("log-level = loud", "log-level"),
+        ("p2p-tls = yes", "p2p-tls"),
     ],
 )
 def test_errors_name_the_option(tmp_path: Path, line: str, option: str) -> None:
@@ -64,3 +65,9 @@ def test_mismatched_signature_provider(tmp_path: Path) -> None:
     spec = f"{public_key_to_text(a.public_key)}=KEY:{b.to_text()}"
     with pytest.raises(ConfigError, match="does not match"):
         load_config(_parse("--data-dir", str(tmp_path), "--signature-provider", spec))
+
+
+def test_p2p_tls_is_on_unless_turned_off(tmp_path: Path) -> None:
+    """TLS between nodes is on by default; ``p2p-tls = off`` turns it off."""
+    assert load_config(_parse("--data-dir", str(tmp_path))).p2p_tls is True
+    assert load_config(_parse("--data-dir", str(tmp_path), "--p2p-tls", "off")).p2p_tls is False
