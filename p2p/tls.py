@@ -2,14 +2,15 @@
 
 Node keys are secp256k1 (``chain.crypto``), which TLS 1.3 does not offer as a signature
 algorithm, so they cannot sign a certificate. Each node instead makes a throw-away Ed25519
-key and a self-signed certificate when it starts (``TlsIdentity``); the key never leaves the
-process. The listener is the TLS server and presents that certificate; the dialler is the TLS
-client and checks no certificate chain, since who the peer is gets proven by the handshake
-that follows inside TLS (``p2p.handshake``). That handshake is bound to the TLS session:
-each side signs, with its node key and over the other's nonce, the SHA-256 of the listener's
-certificate as it saw it, and refuses a peer whose signed hash differs from its own view (the
-listener knows its certificate; the dialler read it with ``getpeercert``). Python 3.11's
-``ssl`` exports no keying material and TLS 1.3 defines no tls-unique, hence the certificate.
+key and a self-signed certificate when it starts (``TlsIdentity``); the key lives in memory
+(on disk only encrypted, for the moment OpenSSL loads it). The listener is the TLS server
+and presents that certificate; the dialler is the TLS client and checks no certificate
+chain, since who the peer is gets proven by the handshake that follows inside TLS
+(``p2p.handshake``). That handshake is bound to the TLS session: each side signs, with its
+node key and over the other's nonce, the SHA-256 of the listener's certificate as it saw it,
+and refuses a peer whose signed hash differs from its own view (the listener knows its
+certificate; the dialler read it with ``getpeercert``). Python 3.11's ``ssl`` exports no
+keying material and TLS 1.3 defines no tls-unique, hence the certificate.
 
 Threats, briefly:
 
@@ -20,6 +21,8 @@ Threats, briefly:
   the dialler saw the relay's certificate and signs its hash, the listener expects its own,
   and the other way round, so both refuse it. To pass, the relay would have to present the
   listener's certificate, which takes the listener's TLS key, or forge a node key signature.
+- Strangers' TLS handshakes cost us a key exchange and a signature each, inside the same
+  handshake timeout and limits on unauthenticated connections as any other connection.
 - Downgrade: with ``p2p-tls = on`` a node talks to no peer without TLS; altering the
   plaintext preamble only makes the two ends refuse each other.
 - Not covered: cutting connections (anyone on the path can); which keys may connect at all
