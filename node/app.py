@@ -98,6 +98,7 @@ def net_config(config: NodeConfig) -> NetConfig:
         policy=policy,
         sync=SyncConfig(span=config.sync_fetch_span, max_ranges=config.sync_ranges),
         light_validation=config.validation_mode == "light",
+        tls=config.p2p_tls,
     )
 
 

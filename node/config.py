@@ -67,6 +67,12 @@ OPTIONS: tuple[Option, ...] = (
         repeatable=True,
     ),
     Option("peer-private-key", "PVT_K1_... key this node signs handshakes with"),
+    Option(
+        "p2p-tls",
+        "on: TLS 1.3 on every peer connection, bound to the handshake's node key; off:"
+        " plaintext. Both ends must agree",
+        "on",
+    ),
     Option("max-clients", "inbound peers at most (0: no limit)", 25, int),
     Option(
         "p2p-max-unauthenticated",
@@ -119,6 +125,7 @@ class NodeConfig:
     allowed_connection: tuple[str, ...]
     peer_keys: frozenset[bytes]
     peer_private_key: PrivateKey | None
+    p2p_tls: bool
     max_clients: int
     p2p_max_unauthenticated: int
     p2p_max_per_address: int
@@ -274,6 +281,8 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
         )
     except ChainError as err:
         raise ConfigError("peer-key/peer-private-key", str(err)) from err
+    if merged["p2p-tls"] not in ("on", "off"):
+        raise ConfigError("p2p-tls", f"{merged['p2p-tls']!r} is not on or off")
     for name in ("sync-fetch-span", "sync-ranges", "p2p-handshake-timeout-ms"):
         if merged[name] < 1:
             raise ConfigError(name, "must be at least 1")
@@ -297,6 +306,7 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
         allowed_connection=modes,
         peer_keys=peer_keys,
         peer_private_key=node_key,
+        p2p_tls=merged["p2p-tls"] == "on",
         max_clients=merged["max-clients"],
         p2p_max_unauthenticated=merged["p2p-max-unauthenticated"],
         p2p_max_per_address=merged["p2p-max-per-address"],

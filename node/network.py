@@ -31,6 +31,7 @@ from p2p.rdma.upgrade import RdmaUpgrade
 from p2p.service import BlockResult, Outcome, PushOutcome
 from p2p.switch import Switch, SwitchConfig
 from p2p.sync import SyncConfig
+from p2p.tls import TlsIdentity
 from p2p.transport import Transport, TransportConfig
 from p2p.tx_relay import TxRelay
 
@@ -139,6 +140,7 @@ class NetConfig:
     max_per_address: int = 8
     sync: SyncConfig = field(default_factory=SyncConfig)
     light_validation: bool = False  # validation-mode = light, during LIB catch-up only
+    tls: bool = True  # p2p-tls
 
 
 class Network:
@@ -177,6 +179,7 @@ class Network:
                 config.rdma_probe_timeout,
                 max_unauthenticated=config.max_unauthenticated,
                 max_per_address=config.max_per_address,
+                tls=TlsIdentity.generate() if config.tls else None,
             ),
             self.node_id,
             node_key,

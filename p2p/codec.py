@@ -83,6 +83,7 @@ def _payload(msg: Outbound) -> bytes:
             msg.agent,
             msg.generation,
             msg.rdma,
+            msg.tls_binding,
         ]
     elif isinstance(msg, GoAway):
         fields = [int(msg.reason), msg.node_id, msg.detail]
@@ -144,13 +145,15 @@ def _hello(payload: bytes) -> Hello:
 
 
 def _handshake(payload: bytes) -> Handshake:
-    r = _fields(payload, "handshake", 13)
+    r = _fields(payload, "handshake", 14)
     if type(r[3]) is not bytes or len(r[3]) not in (0, 33):
         raise MalformedMessage("handshake.key: expected 0 or 33 bytes")
     if type(r[4]) is not bytes or len(r[4]) not in (0, 65):
         raise MalformedMessage("handshake.signature: expected 0 or 65 bytes")
     if type(r[12]) is not bool:
         raise MalformedMessage("handshake.rdma: expected a boolean")
+    if type(r[13]) is not bytes or len(r[13]) not in (0, 32):
+        raise MalformedMessage("handshake.tls_binding: expected 0 or 32 bytes")
     hs = Handshake(
         version=check_int(r[0], 0, 0xFFFF, "handshake.version"),
         chain_id=check_bytes(r[1], 32, "handshake.chain_id"),
@@ -165,6 +168,7 @@ def _handshake(payload: bytes) -> Handshake:
         agent=check_str(r[10], 384, "handshake.agent"),
         generation=check_int(r[11], 0, 0xFFFF, "handshake.generation"),
         rdma=r[12],
+        tls_binding=r[13],
     )
     if hs.lib_num > hs.head_num:
         raise MalformedMessage("handshake: LIB above head")

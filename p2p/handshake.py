@@ -1,9 +1,12 @@
 """Building and checking handshakes.
 
 Each side opens with ``Hello`` carrying a fresh random nonce. The handshake that follows is
-signed over SHA-256(domain || chain id || the *peer's* nonce || our node id || our key), so a
-recorded handshake is worthless on any other connection (EOSIO signs a timestamp, which can
-be replayed within its window).
+signed over SHA-256(domain || chain id || the *peer's* nonce || our node id || our key ||
+TLS binding), so a recorded handshake is worthless on any other connection (EOSIO signs a
+timestamp, which can be replayed within its window). The TLS binding is the SHA-256 of the
+listener's TLS certificate as the signer saw it (``p2p.tls``): both sides must name the same
+certificate, which a relay terminating TLS with a certificate of its own cannot arrange.
+Without TLS (``p2p-tls = off`` at both ends) the binding is empty, and must be.
 """
 
 from __future__ import annotations
@@ -47,8 +50,11 @@ class AuthPolicy:
         return cls("any" in modes, "producers" in modes, frozenset(peer_keys))
 
 
-def handshake_digest(chain_id: bytes, peer_nonce: bytes, node_id: bytes, key: bytes) -> bytes:
-    return sha256(_DOMAIN + chain_id + peer_nonce + node_id + key)
+def handshake_digest(
+    chain_id: bytes, peer_nonce: bytes, node_id: bytes, key: bytes, tls_binding: bytes = b""
+) -> bytes:
+    # Every field but the last has a fixed size, so the concatenation is unambiguous.
+    return sha256(_DOMAIN + chain_id + peer_nonce + node_id + key + tls_binding)
 
 
 def make_handshake(
@@ -61,9 +67,11 @@ def make_handshake(
     p2p_address: str,
     generation: int = 1,
     rdma: bool = False,
+    tls_binding: bytes = b"",
 ) -> Handshake:
+    """Our handshake; ``tls_binding`` as ``p2p.tls.negotiate`` returned it (empty without TLS)."""
     key = node_key.public_key
-    signature = node_key.sign(handshake_digest(chain_id, peer_nonce, node_id, key))
+    signature = node_key.sign(handshake_digest(chain_id, peer_nonce, node_id, key, tls_binding))
     return Handshake(
         version=PROTOCOL_VERSION,
         chain_id=chain_id,
@@ -78,6 +86,7 @@ def make_handshake(
         agent=AGENT,
         generation=generation,
         rdma=rdma,
+        tls_binding=tls_binding,
     )
 
 
@@ -103,8 +112,10 @@ def check_handshake(
     producer_keys: Collection[bytes],
     our_lib: int,
     our_id_at: Callable[[int], BlockId | None],
+    tls_binding: bytes = b"",
 ) -> None:
-    """Raise HandshakeFailed with the go_away reason if the peer must be refused."""
+    """Raise HandshakeFailed with the go_away reason if the peer must be refused.
+    ``tls_binding`` is ours for this connection: the peer's must be the same."""
     if hs.chain_id != chain_id:
         raise HandshakeFailed(GoAwayReason.WRONG_CHAIN, "handshake names another chain")
     if hs.version != PROTOCOL_VERSION:
@@ -113,8 +124,13 @@ def check_handshake(
         raise HandshakeFailed(GoAwayReason.FATAL_OTHER, "node id changed after hello")
     if not hs.key or not hs.signature:
         raise HandshakeFailed(GoAwayReason.AUTHENTICATION, "handshake is not signed")
+    if hs.tls_binding != tls_binding:
+        raise HandshakeFailed(
+            GoAwayReason.AUTHENTICATION, _binding_mismatch(hs.tls_binding, tls_binding)
+        )
+    digest = handshake_digest(chain_id, my_nonce, hs.node_id, hs.key, hs.tls_binding)
     try:
-        signer = recover(hs.signature, handshake_digest(chain_id, my_nonce, hs.node_id, hs.key))
+        signer = recover(hs.signature, digest)
     except BadSignature as err:
         raise HandshakeFailed(GoAwayReason.AUTHENTICATION, f"bad signature: {err}") from err
     if signer != hs.key:
@@ -132,3 +148,14 @@ def check_handshake(
             raise HandshakeFailed(
                 GoAwayReason.FORKED, f"irreversible block {hs.lib_num} differs from ours"
             )
+
+
+def _binding_mismatch(theirs: bytes, ours: bytes) -> str:
+    if not ours:
+        return "handshake is bound to a TLS session but this connection has no TLS"
+    if not theirs:
+        return "handshake is not bound to our TLS session"
+    return (
+        "handshake is bound to another TLS certificate than ours: a relay terminating TLS "
+        f"in between? (theirs {theirs.hex()[:16]}, ours {ours.hex()[:16]})"
+    )

@@ -34,11 +34,18 @@ class GoAwayReason(IntEnum):
     FATAL_OTHER = 10
     AUTHENTICATION = 11
     BANNED = 12
+    TLS_MISMATCH = 13  # one side has p2p-tls = on, the other off (``p2p.tls``)
 
     @property
     def retry(self) -> bool:
-        """Whether the dialing side may reconnect later (EOSIO: benign and version only)."""
-        return self in (GoAwayReason.BENIGN_OTHER, GoAwayReason.WRONG_VERSION, GoAwayReason.BANNED)
+        """Whether the dialing side may reconnect later (EOSIO: benign and version only; a TLS
+        mismatch, like a version, lasts until an operator changes one side)."""
+        return self in (
+            GoAwayReason.BENIGN_OTHER,
+            GoAwayReason.WRONG_VERSION,
+            GoAwayReason.BANNED,
+            GoAwayReason.TLS_MISMATCH,
+        )
 
 
 class IdListMode(IntEnum):
@@ -60,7 +67,9 @@ class Hello:
 
 @dataclass(frozen=True, slots=True)
 class Handshake:
-    """Our chain position and a signature by ``key`` over the peer's nonce."""
+    """Our chain position and a signature by ``key`` over the peer's nonce and
+    ``tls_binding``: the SHA-256 of the listener's TLS certificate as the signer saw it, or
+    empty where the connection runs without TLS (``p2p.tls``)."""
 
     version: int
     chain_id: bytes
@@ -75,6 +84,7 @@ class Handshake:
     agent: str
     generation: int
     rdma: bool = False
+    tls_binding: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)

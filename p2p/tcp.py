@@ -11,12 +11,17 @@ the peer has authenticated. A frame must also arrive whole within ``FRAME_SECOND
 second per ``MIN_BYTES_PER_SECOND`` of its length, counted from its first byte, so a peer
 that drips a frame slowly (slowloris) is cut off. Waiting for that first byte has no limit
 here: an idle peer is the session's business (handshake timeout, keepalive).
+
+Before the first frame, ``p2p.tls`` exchanges a few raw bytes (``send_raw``, ``recv_raw``)
+and may move the connection to TLS (``start_tls``); frames then travel inside TLS, through
+the same ``send`` and ``recv``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 
 from p2p.channel import Channel
 from p2p.codec import HEADER_SIZE, MAX_FRAME_SIZE, decode_message, encode_frame, frame_length
@@ -34,10 +39,14 @@ FRAME_SECONDS = 3.0
 MIN_BYTES_PER_SECOND = 1024 * 1024
 
 _BROKEN = (ConnectionError, OSError, asyncio.IncompleteReadError)
+# A TLS close_notify the peer never answers must not keep a closed connection's buffers for
+# asyncio's default 30 s; ``close`` waits 2 s at most anyway.
+TLS_SHUTDOWN_SECONDS = 2.0
 
 
 class TcpChannel(Channel):
     transport = "tcp"
+    _plaintext: asyncio.StreamWriter | None = None  # under TLS: the TCP stream's own writer
 
     def __init__(
         self,
@@ -153,3 +162,79 @@ class TcpChannel(Channel):
                 await self._writer.wait_closed()
         except (TimeoutError, *_BROKEN):
             pass
+
+    # --- before the first frame: the preamble and TLS (``p2p.tls``) ---------------------------
+
+    async def send_raw(self, data: bytes) -> None:
+        """Write ``data`` as is, outside any frame."""
+        try:
+            self._writer.write(data)
+            await self._writer.drain()
+        except _BROKEN as err:
+            await self.close()
+            raise ChannelBroken(f"send to {self._remote} failed: {err}") from err
+
+    async def recv_raw(self, size: int) -> bytes:
+        """Read exactly ``size`` bytes, outside any frame."""
+        try:
+            return await self._reader.readexactly(size)
+        except asyncio.IncompleteReadError as err:
+            await self.close()
+            raise ChannelClosed(f"{self._remote} closed the connection") from err
+        except _BROKEN as err:
+            await self.close()
+            raise ChannelBroken(f"receive from {self._remote} failed: {err}") from err
+
+    async def start_tls(
+        self,
+        context: ssl.SSLContext,
+        *,
+        server_side: bool,
+        timeout: float,
+        preface: bytes = b"",
+    ) -> None:
+        """Run TLS on this connection from here on; raises ChannelBroken if TLS fails.
+
+        ``preface`` is written in plaintext first, with reading already paused: whatever it
+        prompts the peer to send (its ClientHello) stays in the socket for TLS to read
+        instead of being taken into our plaintext buffer. TLS gets a fresh reader, so bytes
+        that arrived before TLS and were not read are dropped, never taken as if they came
+        from inside TLS."""
+        loop = asyncio.get_running_loop()
+        raw = self._writer.transport
+        assert isinstance(raw, asyncio.Transport), "a TCP stream's transport reads and writes"
+        raw.pause_reading()
+        reader = asyncio.StreamReader()
+        protocol = asyncio.StreamReaderProtocol(reader)
+        try:
+            if preface:
+                raw.write(preface)
+            tls = await loop.start_tls(
+                raw,
+                protocol,
+                context,
+                server_side=server_side,
+                ssl_handshake_timeout=timeout,
+                ssl_shutdown_timeout=TLS_SHUTDOWN_SECONDS,
+            )
+        except _BROKEN as err:  # ssl.SSLError is an OSError; a timeout a ConnectionError
+            await self.close()
+            raise ChannelBroken(f"TLS with {self._remote} failed: {err}") from err
+        if tls is None:  # only when the transport was closed under us
+            await self.close()
+            raise ChannelBroken(f"TLS with {self._remote} failed: connection closed")
+        # loop.start_tls does not call connection_made (the old protocol had it); the reader
+        # needs the transport to pause reading when its buffer fills.
+        protocol.connection_made(tls)
+        tls.set_write_buffer_limits(high=SEND_BUFFER_BYTES)
+        # Kept, not dropped: a StreamWriter closes its transport when collected (3.11), and
+        # the plaintext writer's transport is the TCP connection TLS now runs over.
+        self._plaintext = self._writer
+        self._reader = reader
+        self._writer = asyncio.StreamWriter(tls, protocol, reader, loop)
+
+    @property
+    def tls(self) -> ssl.SSLObject | None:
+        """The TLS session, once ``start_tls`` has run."""
+        session: ssl.SSLObject | None = self._writer.get_extra_info("ssl_object")
+        return session

@@ -1,8 +1,9 @@
 """The transport: listening, dialling with back-off, the handshake and the RDMA upgrade.
 
 It is the only part of the peer layer that knows transports exist. Each connection it
-accepts or dials is authenticated here (``Hello``, then a ``Handshake`` signed over the
-peer's nonce: ``p2p.handshake``), possibly moved to RDMA (``p2p.rdma.upgrade``), and handed
+accepts or dials is moved to TLS 1.3 unless ``p2p-tls = off`` (``p2p.tls``), authenticated
+here (``Hello``, then a ``Handshake`` signed over the peer's nonce and the TLS session:
+``p2p.handshake``), possibly moved to RDMA (``p2p.rdma.upgrade``), and handed
 to the switch as a ``Connection`` whose channel is TCP or RDMA — above this module it does
 not matter which. Admission decisions about authenticated peers (bans, limits, duplicates) are
 the switch's: the transport asks its ``Gate`` at the right moments of the handshake.
@@ -34,6 +35,7 @@ from p2p.rdma.upgrade import RdmaUpgrade
 from p2p.service import ChainService
 from p2p.switch import Connection, SessionEnd
 from p2p.tcp import TcpChannel
+from p2p.tls import TlsIdentity, negotiate
 
 log = structlog.get_logger("p2p")
 
@@ -53,6 +55,7 @@ class TransportConfig:
     # once; each slot holds at most a handshake-sized frame plus the stream's read buffer.
     max_unauthenticated: int = 32  # inbound connections in their handshake (0: no limit)
     max_per_address: int = 8  # inbound connections from one IP address (0: no limit)
+    tls: TlsIdentity | None = None  # p2p-tls = on: TLS 1.3 on every connection (``p2p.tls``)
 
 
 @dataclass(slots=True)
@@ -288,6 +291,10 @@ class Transport:
     async def _handshake(
         self, channel: Channel, dialed: bool, address: tuple[str, int] | None
     ) -> Connection:
+        assert isinstance(channel, TcpChannel), "connections start on TCP"
+        tls_binding = await negotiate(
+            channel, self.config.tls, dialed, self.config.handshake_timeout
+        )
         chain_id = self.chain.chain_id
         nonce = os.urandom(32)
         await channel.send(Hello(PROTOCOL_VERSION, chain_id, self.node_id, nonce))
@@ -309,6 +316,7 @@ class Transport:
                 position=position,
                 p2p_address=self.config.p2p_address,
                 rdma=rdma_offered,
+                tls_binding=tls_binding,
             )
         )
         hs = await channel.recv()
@@ -326,6 +334,7 @@ class Transport:
             producer_keys=self.chain.producer_keys(),
             our_lib=position.lib_num,
             our_id_at=lambda num: ours,
+            tls_binding=tls_binding,
         )
         await self.gate.admit(hs.node_id, dialed)
         if self.rdma is not None and rdma_offered and hs.rdma:

@@ -13,10 +13,14 @@ verifications per second through ``cryptography``, measured in the same run).
 
     python scripts/bench_sync.py [--txs 200000] [--txs-per-block 1000] [--history DIR]
                                  [--transport tcp|rdma|tcp,rdma] [--modes full,light]
+                                 [--p2p-tls on|off]
 
 ``--transport rdma`` needs pyverbs and an RDMA device (run it with the RDMA venv's python,
 ``.venv-rdma/bin/python``; on Soft-RoCE see ``scripts/rdma-vm-test``): both nodes then run
 with ``rdma = required`` and the script checks the sync really went over RDMA.
+
+``--p2p-tls`` sets both nodes' ``p2p-tls`` (default on, as a node's): run it both ways on one
+``--history`` to see what TLS costs.
 
 The last line of output is a JSON object of the figures.
 """
@@ -122,7 +126,13 @@ def run_import(work: Path, history: Path, mode: str) -> dict[str, float]:
 
 
 def run_sync(
-    work: Path, history: Path, source: tuple[int, int], mode: str, lib: int, transport: str
+    work: Path,
+    history: Path,
+    source: tuple[int, int],
+    mode: str,
+    lib: int,
+    transport: str,
+    tls: str,
 ) -> Any:
     source_pid, source_p2p = source
     target = fresh_dir(work, f"sync-{mode}-{transport}", history / "genesis.json")
@@ -136,6 +146,8 @@ def run_sync(
         mode,
         "--rdma",
         "required" if transport == "rdma" else "off",
+        "--p2p-tls",
+        tls,
     )
     try:
         while rpc(http, "/v1/chain/get_info")["head_block_num"] < lib:
@@ -161,6 +173,7 @@ def main() -> None:
     parser.add_argument("--history", type=Path, help="reuse (or keep) a history in this dir")
     parser.add_argument("--modes", default="full,light")
     parser.add_argument("--transport", default="tcp", help="tcp, rdma, or tcp,rdma")
+    parser.add_argument("--p2p-tls", default="on", choices=("on", "off"))
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bor-bench-sync-"))
@@ -172,7 +185,9 @@ def main() -> None:
             make_history(history, args.txs, args.txs_per_block, accounts=args.accounts)
             print(f"  done in {time.perf_counter() - t0:.0f} s")
         transports = args.transport.split(",")
-        source, http, p2p = start_node(history, "--rdma", "auto" if "rdma" in transports else "off")
+        source, http, p2p = start_node(
+            history, "--rdma", "auto" if "rdma" in transports else "off", "--p2p-tls", args.p2p_tls
+        )
         info = rpc(http, "/v1/chain/get_info")
         lib = info["last_irreversible_block_num"]
         size = (history / "history.log").stat().st_size
@@ -183,7 +198,13 @@ def main() -> None:
         print(f"history: {lib:,} irreversible blocks, {txs:,} transactions, {size / 1e6:.1f} MB")
         r = measure_r()
         print(f"R (Ed25519 verify/s, one core): {r:,.0f}")
-        figures: dict[str, Any] = {"R": round(r), "blocks": lib, "txs": txs, "mb": size / 1e6}
+        figures: dict[str, Any] = {
+            "R": round(r),
+            "blocks": lib,
+            "txs": txs,
+            "mb": size / 1e6,
+            "p2p_tls": args.p2p_tls,
+        }
         try:
             for mode in args.modes.split(","):
                 imp = run_import(work, history, mode)
@@ -194,7 +215,9 @@ def main() -> None:
                     f"cpu {imp['cpu_s']:.1f} s ({imp['cpu_s'] / txs * 1000:.3f} s per 1k tx)"
                 )
                 for transport in transports:
-                    syn = run_sync(work, history, (source.pid, p2p), mode, lib, transport)
+                    syn = run_sync(
+                        work, history, (source.pid, p2p), mode, lib, transport, args.p2p_tls
+                    )
                     s_ = syn["seconds"]
                     ratio = m / s_
                     print(

@@ -54,6 +54,7 @@ def test_file_then_flags(tmp_path: Path) -> None:
         ("p2p-listen-endpoint = 127.0.0.1:65536", "p2p-listen-endpoint"),
         ("admin-http-server-address = 0.0.0.0:8889", "admin-http-server-address"),
         ("http-read-timeout-ms = 0", "http-read-timeout-ms"),
+        ("p2p-tls = yes", "p2p-tls"),
     ],
 )
 def test_errors_name_the_option(tmp_path: Path, line: str, option: str) -> None:
@@ -110,3 +111,9 @@ def test_p2p_limits_have_defaults_and_can_be_set(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(_parse("--data-dir", str(tmp_path)))
     assert info.value.option == "p2p-handshake-timeout-ms"
+
+
+def test_p2p_tls_is_on_unless_turned_off(tmp_path: Path) -> None:
+    """TLS between nodes is on by default; ``p2p-tls = off`` turns it off."""
+    assert load_config(_parse("--data-dir", str(tmp_path))).p2p_tls is True
+    assert load_config(_parse("--data-dir", str(tmp_path), "--p2p-tls", "off")).p2p_tls is False

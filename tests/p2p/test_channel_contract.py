@@ -1,11 +1,12 @@
-"""The Channel contract, run against every implementation (memory fake and TCP on loopback)."""
+"""The Channel contract, run against every implementation (memory fake, TCP and TCP inside
+TLS on loopback, RDMA where there is a device)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
 import pytest
@@ -37,6 +38,7 @@ from p2p.messages import (
 )
 from p2p.tcp import TcpChannel
 from p2p.testing import MemoryChannel
+from p2p.tls import TlsIdentity, negotiate
 
 KEY = PrivateKey(b"\x07" * 32)
 ID = BlockId(b"\x00\x00\x00\x05" + b"\x01" * 28)
@@ -100,15 +102,18 @@ async def memory_pair() -> AsyncIterator[Pair]:
 
 
 @asynccontextmanager
-async def tcp_pair() -> AsyncIterator[Pair]:
+async def tcp_pair(tls: TlsIdentity | None = None) -> AsyncIterator[Pair]:
     accepted: asyncio.Queue[TcpChannel] = asyncio.Queue()
 
     async def on_connect(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        await accepted.put(TcpChannel(r, w))
+        channel = TcpChannel(r, w)
+        await negotiate(channel, tls, dialed=False, timeout=5)
+        await accepted.put(channel)
 
     server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     a = await TcpChannel.connect("127.0.0.1", port)
+    await negotiate(a, tls, dialed=True, timeout=5)
     b = await accepted.get()
     # A raw side door into b: a second connection whose bytes b's reader never sees is no
     # use, so inject through a's writer, bypassing the codec.
@@ -152,7 +157,12 @@ async def rdma_pair() -> AsyncIterator[Pair]:
         device.close()
 
 
-PAIRS = {"memory": memory_pair, "tcp": tcp_pair, "rdma": rdma_pair}
+def tls_pair() -> AbstractAsyncContextManager[Pair]:
+    """TCP channels that negotiated TLS 1.3 (``inject`` then writes inside TLS)."""
+    return tcp_pair(TlsIdentity.generate())
+
+
+PAIRS = {"memory": memory_pair, "tcp": tcp_pair, "tls": tls_pair, "rdma": rdma_pair}
 
 
 def run(kind: str, scenario: Callable[[Pair], Awaitable[None]]) -> None:

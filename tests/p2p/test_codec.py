@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, get_args
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -119,6 +120,7 @@ def handshakes(draw: st.DrawFn) -> Handshake:
         agent=draw(st.text(max_size=384)),
         generation=draw(u16),
         rdma=draw(st.booleans()),
+        tls_binding=draw(st.sampled_from([b"", b"\x07" * 32])),
     )
 
 
@@ -206,6 +208,7 @@ def test_the_largest_handshake_phase_messages_fit_the_handshake_frame_limit() ->
     handshake = Handshake(
         0xFFFF, b"c" * 32, b"n" * 32, KEY.public_key, b"\x01" * 65, wide * 384,
         U32, BlockId(b"\x02" * 32), U32, BlockId(b"\x03" * 32), wide * 384, 0xFFFF, True,
+        b"\x04" * 32,
     )  # fmt: skip
     largest: list[Message] = [
         Hello(0xFFFF, b"c" * 32, b"n" * 32, b"r" * 32),
@@ -217,3 +220,11 @@ def test_the_largest_handshake_phase_messages_fit_the_handshake_frame_limit() ->
         frame = encode_frame(message)
         assert decode_frame(frame) == message
         assert len(frame) * 3 < HANDSHAKE_MAX_FRAME, type(message).__name__
+
+
+def test_a_tls_binding_of_another_size_is_refused() -> None:
+    """A handshake's TLS binding is empty or a SHA-256; anything else is malformed."""
+    zero = BlockId(b"\x00" * 32)
+    hs = Handshake(1, b"c" * 32, b"n" * 32, b"", b"", "", 0, zero, 0, zero, "", 1, False, b"x" * 31)
+    with pytest.raises(MalformedMessage, match="tls_binding"):
+        decode_frame(encode_frame(hs))
