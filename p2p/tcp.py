@@ -39,8 +39,8 @@ FRAME_SECONDS = 3.0
 MIN_BYTES_PER_SECOND = 1024 * 1024
 
 _BROKEN = (ConnectionError, OSError, asyncio.IncompleteReadError)
-# A TLS close_notify the peer never answers must not keep a closed connection's buffers for
-# asyncio's default 30 s; ``close`` waits 2 s at most anyway.
+# A TLS connection being closed whose close_notify cannot be flushed (the peer reads nothing)
+# must not keep its buffers for asyncio's default 30 s; ``close`` waits 2 s at most anyway.
 TLS_SHUTDOWN_SECONDS = 2.0
 
 
@@ -156,7 +156,15 @@ class TcpChannel(Channel):
         self._closed = True
         if self._watchdog is not None:
             self._watchdog.cancel()
-        self._writer.close()
+        self._writer.close()  # under TLS: our close_notify, after what is already queued
+        if self._plaintext is not None:
+            # Then close TCP once that is flushed, as without TLS, instead of waiting for the
+            # peer's close_notify (TLS 1.3 does not ask us to, RFC 8446 6.1). Waiting, a peer
+            # still sending made the shutdown fail with an SSLError whose traceback held the
+            # connection's TLS state (a 256 KiB buffer, OpenSSL's) in a reference cycle until
+            # the garbage collector ran: the flood test's reconnecting strangers (8 MiB hellos
+            # through TLS) grew a node from 60 to 150-320 MiB of RSS, to 74 MiB with this.
+            self._plaintext.close()
         try:
             async with asyncio.timeout(2.0):
                 await self._writer.wait_closed()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -13,7 +15,7 @@ import pytest
 from chain.crypto import PrivateKey, sha256
 from chain.types import BlockId
 from p2p.codec import encode_frame
-from p2p.errors import HandshakeFailed
+from p2p.errors import HandshakeFailed, OversizedFrame
 from p2p.handshake import AuthPolicy, ChainPosition, check_handshake, make_handshake
 from p2p.messages import PROTOCOL_VERSION, GoAwayReason, Handshake, Hello, Time
 from p2p.tcp import TcpChannel
@@ -290,3 +292,37 @@ def test_a_tls_terminating_relay_leaves_the_two_ends_with_different_bindings() -
                 await accepted[0].close()
 
     run(body)
+
+
+def test_a_tls_channel_closed_while_its_peer_sends_is_freed_at_once() -> None:
+    """A channel that refuses an oversized frame under TLS while the peer keeps sending frees
+    its TLS state (with its 256 KiB read buffer) as soon as it is dropped: no SSL error
+    ("application data after close notify") keeps it in a reference cycle until the garbage
+    collector runs, which let a flood of such strangers grow a node by 250 MiB."""
+
+    async def body() -> weakref.ref[asyncio.BaseProtocol]:
+        async with listener(lambda ch: negotiate(ch, LISTENER, False, 5)) as (port, results):
+            ours = await TcpChannel.connect("127.0.0.1", port, max_frame=1024)
+            await negotiate(ours, DIALLER, True, 5)
+            accepted = await results.get()
+            assert isinstance(accepted, tuple) and ours._plaintext is not None
+            state = weakref.ref(ours._plaintext.transport.get_protocol())
+            theirs = accepted[0]
+            await theirs.send_raw((8 << 20).to_bytes(4, "big") + b"\x01" + bytes(1 << 20))
+            try:
+                await ours.recv()
+            except OversizedFrame:
+                pass
+            else:
+                raise AssertionError("the oversized frame was not refused")
+            await theirs.close()
+            del ours, theirs, accepted
+        await asyncio.sleep(0.1)  # the transports' closing callbacks run
+        return state
+
+    gc.disable()  # what reference counting alone frees
+    try:
+        state = asyncio.run(body())
+        assert state() is None, gc.get_referrers(state())
+    finally:
+        gc.enable()
