@@ -1,8 +1,10 @@
 """A hostile peer against a real producing ``bor-node``: claims are not facts.
 
-The liar is written with our own p2p classes: a real TCP connection, a valid handshake signed
-by a fresh random key (the default ``allowed-connection = any`` lets it in), a claimed head and
-LIB of 10⁹, answers to every keepalive, and never a block.
+The liar is written with our own p2p classes: a real TCP connection, the preamble and TLS 1.3
+that the node's default ``p2p-tls = on`` asks for (a stranger can run TLS as well as anyone), a
+valid handshake signed by a fresh random key and bound to that TLS session (the default
+``allowed-connection = any`` lets it in), a claimed head and LIB of 10⁹, answers to every
+keepalive, and never a block.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from p2p.errors import ChannelClosed
 from p2p.handshake import ChainPosition, make_handshake
 from p2p.messages import PROTOCOL_VERSION, GoAway, GoAwayReason, Hello, SyncRequest, Time
 from p2p.tcp import TcpChannel
+from p2p.testing import dial
 from tests.integration.conftest import SLOWDOWN, Nodes, free_port, wait_for
 
 CLAIM = 10**9
@@ -43,7 +46,7 @@ class LyingPeer:
         self.session_ended = threading.Event()
         self.sync_requests = 0
 
-    async def _handshake(self, channel: TcpChannel) -> GoAway | None:
+    async def _handshake(self, channel: TcpChannel, binding: bytes) -> GoAway | None:
         await channel.send(Hello(PROTOCOL_VERSION, self.chain_id, self.node_id, os.urandom(32)))
         hello = await channel.recv()
         if isinstance(hello, GoAway):
@@ -57,6 +60,7 @@ class LyingPeer:
             peer_nonce=hello.nonce,
             position=claim,
             p2p_address="",
+            tls_binding=binding,
         )
         await channel.send(handshake)
         answer = await channel.recv()
@@ -64,9 +68,10 @@ class LyingPeer:
 
     async def session(self) -> None:
         """One connection: handshake, then answer pings until sent away or closed."""
-        channel = await TcpChannel.connect(*self.address)
+        channel, binding = await dial(*self.address)
+        assert channel.tls is not None, "the node runs TLS by default"
         try:
-            refused = await self._handshake(channel)
+            refused = await self._handshake(channel, binding)
             if refused is not None:
                 self.sent_away = refused
                 return

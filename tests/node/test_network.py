@@ -23,6 +23,7 @@ from p2p.handshake import AuthPolicy, ChainPosition, make_handshake
 from p2p.messages import PROTOCOL_VERSION, GoAway, GoAwayReason, Hello, RawBlock, SyncRequest, Time
 from p2p.rdma.device import RdmaDevice
 from p2p.tcp import TcpChannel
+from p2p.testing import dial
 
 
 class Member:
@@ -274,9 +275,10 @@ def test_a_punished_peer_is_refused_while_banned_and_welcome_after(
 
 
 class ScriptedPeer:
-    """A peer written with our p2p classes: it dials a node, claims ``position`` in a handshake
-    signed by a fresh key, answers pings, and serves each range asked of it from ``blocks``
-    (encoded, block 1 first) at one block per ``delay`` seconds."""
+    """A peer written with our p2p classes: it dials a node (preamble and TLS, as the node's
+    default p2p-tls = on asks), claims ``position`` in a handshake signed by a fresh key,
+    answers pings, and serves each range asked of it from ``blocks`` (encoded, block 1 first)
+    at one block per ``delay`` seconds."""
 
     def __init__(
         self, chain_id: bytes, position: ChainPosition, blocks: list[bytes], delay: float
@@ -290,7 +292,7 @@ class ScriptedPeer:
         self.sent_away: GoAway | None = None
 
     async def run(self, address: tuple[str, int]) -> None:
-        channel = await TcpChannel.connect(*address)
+        channel, binding = await dial(*address)
         node_id = os.urandom(32)
         await channel.send(Hello(PROTOCOL_VERSION, self.chain_id, node_id, os.urandom(32)))
         hello = await channel.recv()
@@ -303,6 +305,7 @@ class ScriptedPeer:
                 peer_nonce=hello.nonce,
                 position=self.position,
                 p2p_address="",
+                tls_binding=binding,
             )
         )
         serving: asyncio.Task[None] | None = None

@@ -16,16 +16,21 @@ from chain.crypto import PrivateKey
 from chain.errors import TransactionError
 from chain.transaction import SignedTransaction, Transaction
 from chain.types import AccountName, BlockId
-from p2p.codec import HANDSHAKE_MAX_FRAME, HEADER_SIZE, encode_frame
+from p2p.codec import HANDSHAKE_MAX_FRAME, encode_frame
 from p2p.errors import ChannelClosed
 from p2p.handshake import ChainPosition
 from p2p.messages import Message, TransactionMessage
 from p2p.service import PushOutcome
 from p2p.switch import Connection, SessionEnd
+from p2p.tcp import TcpChannel
+from p2p.testing import dial, until_closed
+from p2p.tls import TlsIdentity
 from p2p.transport import Transport, TransportConfig
 
 CHAIN_ID = b"c" * 32
 GENESIS = BlockId(b"\x00" * 32)
+# TLS on, as an operator's node runs by default (p2p-tls = on): the limits must hold there.
+TLS = TlsIdentity.generate()
 
 
 class Chain:
@@ -101,19 +106,20 @@ def listening(
         handshake_timeout=handshake_timeout,
         max_unauthenticated=max_unauthenticated,
         max_per_address=max_per_address,
+        tls=TLS,
     )
 
 
-async def stranger(port: int, source: str = "127.0.0.2") -> tuple[bytes, asyncio.StreamWriter]:
-    """Connect from ``source`` without saying a word: the first bytes the node sends (its
-    hello's header if it took the connection, b"" if it closed it at once), and our end."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+async def stranger(port: int, source: str = "127.0.0.2") -> TcpChannel | None:
+    """Connect from ``source``, exchange preambles and run TLS as any dialler does, then say
+    nothing: our end if the node took the connection, None if it closed it at once (without
+    answering our preamble)."""
     try:
         async with asyncio.timeout(2):
-            first = await reader.read(HEADER_SIZE)
-    except ConnectionResetError:
-        first = b""
-    return first, writer
+            channel, _ = await dial("127.0.0.1", port, source=source)
+    except ChannelClosed:
+        return None
+    return channel
 
 
 def test_inbound_connections_beyond_the_per_address_cap_are_closed_unread() -> None:
@@ -126,14 +132,12 @@ def test_inbound_connections_beyond_the_per_address_cap_are_closed_unread() -> N
             assert node.listen_port is not None
             port = node.listen_port
             held = [await stranger(port) for _ in range(2)]
-            assert all(first for first, _ in held)
-            refused, _ = await stranger(port)
-            assert refused == b""
-            other, _ = await stranger(port, "127.0.0.3")
-            assert other
-            held[0][1].close()
+            assert held[0] is not None and held[1] is not None
+            assert await stranger(port) is None
+            assert await stranger(port, "127.0.0.3") is not None
+            await held[0].close()
             async with asyncio.timeout(2):
-                while not (await stranger(port))[0]:
+                while await stranger(port) is None:
                     await asyncio.sleep(0.05)
 
     asyncio.run(main())
@@ -148,44 +152,47 @@ def test_connections_in_their_handshake_are_capped_over_all_addresses() -> None:
             assert node.listen_port is not None
             port = node.listen_port
             held = [await stranger(port, f"127.0.0.{i}") for i in (2, 3, 4)]
-            assert [bool(first) for first, _ in held] == [True, True, False]
+            assert [channel is not None for channel in held] == [True, True, False]
             assert node.inbound.unauthenticated == 2
 
     asyncio.run(main())
 
 
 def test_a_stranger_announcing_more_than_a_handshake_frame_is_dropped_at_once() -> None:
-    """Before the handshake a frame may not exceed HANDSHAKE_MAX_FRAME: a stranger announcing
-    an 8 MiB hello is dropped as soon as its header is read, long before the handshake timeout
-    and without the node buffering its body."""
+    """Before the handshake a frame may not exceed HANDSHAKE_MAX_FRAME: a stranger that gets
+    through the preamble and TLS (as anyone can) and announces an 8 MiB hello is dropped as
+    soon as its header is read, long before the handshake timeout and without the node
+    buffering its body."""
 
     async def main() -> None:
         async with running(listening(handshake_timeout=5.0), Gate()) as node:
             assert node.listen_port is not None
-            reader, writer = await asyncio.open_connection("127.0.0.1", node.listen_port)
-            writer.write((8 << 20).to_bytes(4, "big") + b"\x00" + bytes(HANDSHAKE_MAX_FRAME))
+            channel, _ = await dial("127.0.0.1", node.listen_port)
+            assert channel.tls is not None
             start = time.monotonic()
+            with contextlib.suppress(ChannelClosed):  # the node may close before we are done
+                await channel.send_raw(
+                    (8 << 20).to_bytes(4, "big") + b"\x00" + bytes(HANDSHAKE_MAX_FRAME)
+                )
             async with asyncio.timeout(2):
-                with contextlib.suppress(ConnectionResetError):
-                    while await reader.read(65536):
-                        pass
+                await until_closed(channel)
             assert time.monotonic() - start < 1.0
 
     asyncio.run(main())
 
 
 def test_a_silent_stranger_is_dropped_at_the_handshake_timeout() -> None:
-    """A connection that never sends its hello is closed once the handshake time is up, and
-    no longer counts as in its handshake."""
+    """A connection that gets through the preamble and TLS but never sends its hello is closed
+    once the handshake time (counted from its arrival) is up, and no longer counts as in its
+    handshake."""
 
     async def main() -> None:
         async with running(listening(handshake_timeout=0.3), Gate()) as node:
             assert node.listen_port is not None
-            reader, _ = await asyncio.open_connection("127.0.0.1", node.listen_port)
             start = time.monotonic()
+            channel, _ = await dial("127.0.0.1", node.listen_port)
             async with asyncio.timeout(2):
-                while await reader.read(65536):
-                    pass
+                await until_closed(channel)
             assert 0.3 <= time.monotonic() - start < 1.0
             await asyncio.sleep(0.05)
             assert node.inbound.unauthenticated == 0 and not node.inbound.per_address
@@ -213,7 +220,7 @@ def test_an_authenticated_peer_may_send_frames_beyond_the_handshake_limit() -> N
         async with running(listening(), listener_gate) as listener:
             assert listener.listen_port is not None
             address = ("127.0.0.1", listener.listen_port)
-            async with running(TransportConfig(), Gate([message]), [address]):
+            async with running(TransportConfig(tls=TLS), Gate([message]), [address]):
                 async with asyncio.timeout(5):
                     arrived = await listener_gate.received.get()
                 assert arrived == message
