@@ -1,13 +1,16 @@
 """A flood of unauthenticated P2P connections against one real node, and its memory.
 
 Starts a one-producer devnet node (``bor-node run``), lets it settle, then opens N TCP
-connections to its P2P port that each send a frame header announcing an 8 MiB frame and then
-``--body`` bytes of it, never finishing, from ``--sources`` loopback addresses (127.0.0.2 …).
+connections to its P2P port that each get through the preamble and TLS as any dialler does
+(``--p2p-tls off``: plaintext, for both ends), then send a frame header announcing an 8 MiB
+frame and ``--body`` bytes of it, never finishing, from ``--sources`` loopback addresses
+(127.0.0.2 …).
 The node's RSS (``VmRSS`` in ``/proc/<pid>/status``) is sampled throughout: printed are the
 baseline, the peak during the flood, the RSS a few seconds after every connection is gone,
 and how long the node took to close the connections it accepted.
 
     python scripts/bench_flood.py [--connections 100 200] [--body 8388000] [--sources 1]
+        [--p2p-tls on]
 
 The last line of output is a JSON object of the figures.
 """
@@ -18,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import subprocess
 import sys
 import tempfile
@@ -25,9 +29,13 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import structlog
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from node.devnet import plan, prepare
+from p2p.errors import ChannelClosed
+from p2p.testing import negotiated, until_closed
 from scripts.benchtools import free_port, free_ports, post_json
 
 BIN = Path(sys.executable).parent / "bor-node"
@@ -58,47 +66,51 @@ async def hostile(
     hold: float,
     drip: float = 0.0,
     announce: int = ANNOUNCED,
+    tls: bool = True,
 ) -> float | None:
-    """One connection: a header announcing a hello of ``announce`` bytes, then ``body`` bytes
-    of it (one byte every ``drip`` seconds if ``drip``), held for at most ``hold`` seconds.
-    Returns how long the node took to close it, or None if it was still open at the end."""
+    """One connection: the preamble and (with ``tls``) TLS, then a header announcing a hello
+    of ``announce`` bytes and ``body`` bytes of it (one byte every ``drip`` seconds if
+    ``drip``), held for at most ``hold`` seconds. Returns how long the node took to close it
+    after our frame header (after connecting, if it closed it before TLS; 0.0 if it could not
+    be opened), or None if it was open at the end. Our side of TLS costs us CPU, not the node,
+    so it is not counted."""
     try:
         reader, writer = await asyncio.open_connection(host, port, local_addr=(source, 0))
     except OSError:
         return 0.0
     start = time.monotonic()
+    try:
+        async with asyncio.timeout(hold):
+            channel, _ = await negotiated(reader, writer, tls=tls)
+    except TimeoutError:
+        return None
+    except ChannelClosed:  # refused by a cap: closed before it answered our preamble
+        return time.monotonic() - start
+    start = time.monotonic()
 
     async def send() -> None:
-        writer.write(announce.to_bytes(4, "big") + b"\x00")
+        await channel.send_raw(announce.to_bytes(4, "big") + b"\x00")
         if drip:
             for _ in range(body):
                 await asyncio.sleep(drip)
-                writer.write(b"\x00")
-                await writer.drain()
+                await channel.send_raw(b"\x00")
             return
         left = body
         while left > 0:
-            writer.write(_CHUNK[: min(left, len(_CHUNK))])
+            await channel.send_raw(_CHUNK[: min(left, len(_CHUNK))])
             left -= len(_CHUNK)
-            await writer.drain()
-
-    async def closed() -> None:
-        while await reader.read(65536):
-            pass
 
     sender = asyncio.ensure_future(send())
     try:
-        async with asyncio.timeout(hold):
-            await closed()
+        async with asyncio.timeout(hold - (time.monotonic() - start)):
+            await until_closed(channel)
     except TimeoutError:
         return None
-    except OSError:  # reset: the node closed it with our bytes unread
-        pass
     finally:
         sender.cancel()
-        with contextlib.suppress(asyncio.CancelledError, OSError):
+        with contextlib.suppress(asyncio.CancelledError, ChannelClosed):
             await sender
-        writer.transport.abort()
+        await channel.close()
     return time.monotonic() - start
 
 
@@ -124,6 +136,7 @@ async def flood(
     settle: float = 3.0,
     drip: float = 0.0,
     announce: int = ANNOUNCED,
+    tls: bool = True,
 ) -> FloodResult:
     """Open ``connections`` hostile connections at once, sample the node's RSS until they are
     all gone, and again ``settle`` seconds later."""
@@ -140,7 +153,7 @@ async def flood(
     sampler = asyncio.ensure_future(sample())
     closes = await asyncio.gather(
         *(
-            hostile(host, port, source_address(i, sources), body, hold, drip, announce)
+            hostile(host, port, source_address(i, sources), body, hold, drip, announce, tls)
             for i in range(connections)
         )
     )
@@ -186,12 +199,18 @@ def main() -> None:
     parser.add_argument("--announce", type=int, default=ANNOUNCED, help="frame length announced")
     parser.add_argument("--drip", type=float, default=0.0, help="seconds between body bytes")
     parser.add_argument("--hold", type=float, default=8.0, help="seconds a connection is held")
+    parser.add_argument(
+        "--p2p-tls", choices=["on", "off"], default="on", help="the node's p2p-tls, and ours"
+    )
     parser.add_argument("node_args", nargs="*", help="extra bor-node run flags (after --)")
     args = parser.parse_args()
+    # Our strangers run p2p.tls, which logs each session: not what this script reports.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     results = []
     for n in args.connections:
         with tempfile.TemporaryDirectory(prefix="bor-flood-") as tmp:
-            proc, _, port = start_node(Path(tmp), args.node_args)
+            node_args = ["--p2p-tls", args.p2p_tls, *args.node_args]
+            proc, _, port = start_node(Path(tmp), node_args)
             try:
                 time.sleep(3)  # let start-up allocations settle before the baseline
                 result = asyncio.run(
@@ -205,6 +224,7 @@ def main() -> None:
                         args.hold,
                         drip=args.drip,
                         announce=args.announce,
+                        tls=args.p2p_tls == "on",
                     )
                 )
             finally:

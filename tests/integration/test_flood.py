@@ -1,13 +1,18 @@
-"""Hostile connections against a real node process: a flood of strangers announcing 8 MiB
-frames, and peers that drip a frame slowly (slowloris), before and after the handshake.
+"""Hostile connections against a real node process in its default configuration (p2p-tls =
+on): a flood of strangers announcing 8 MiB frames, peers that drip a frame slowly
+(slowloris) before and after the handshake, and strangers that drip the preamble.
 
-The node's memory is its ``VmRSS``; the strangers come from loopback addresses of their own
+The strangers speak the protocol as far as anyone can (the preamble, then TLS, through
+``p2p.testing.dial``), so their frames reach the node's frame limits and deadline inside
+TLS; the caps on inbound connections are checked before the node reads a byte. The node's
+memory is its ``VmRSS``; the strangers come from loopback addresses of their own
 (127.0.x.y), a legitimate node from 127.0.0.1.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import time
@@ -16,10 +21,13 @@ from pathlib import Path
 from chain.crypto import PrivateKey
 from chain.types import BlockId
 from node.devnet import plan, prepare
-from p2p.codec import HEADER_SIZE, decode_message, encode_frame, frame_length
+from p2p.codec import encode_frame
+from p2p.errors import ChannelClosed
 from p2p.handshake import ChainPosition, make_handshake
-from p2p.messages import PROTOCOL_VERSION, Handshake, Hello, Message
-from p2p.tcp import FRAME_SECONDS
+from p2p.messages import PROTOCOL_VERSION, Handshake, Hello
+from p2p.tcp import FRAME_SECONDS, TcpChannel
+from p2p.testing import dial, until_closed
+from p2p.tls import preamble
 from scripts.bench_flood import ANNOUNCED, hostile, rss_mib, source_address
 from tests.integration.conftest import SLOWDOWN, NodeProcess, Nodes, free_port, wait_for
 
@@ -27,8 +35,7 @@ from tests.integration.conftest import SLOWDOWN, NodeProcess, Nodes, free_port, 
 # limit a stranger's frame costs nothing, and the growth measured is about 1 MiB.
 MAX_GROWTH_MIB = 100
 MAX_LEFT_MIB = 30  # RSS above the baseline once the flood is over
-
-Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+HANDSHAKE_SECONDS = 5.0  # p2p-handshake-timeout-ms's default, which these nodes keep
 
 
 def producer(nodes: Nodes, tmp: Path) -> tuple[NodeProcess, int]:
@@ -42,10 +49,11 @@ def producer(nodes: Nodes, tmp: Path) -> tuple[NodeProcess, int]:
 def test_a_flood_of_strangers_neither_swells_the_node_nor_keeps_a_peer_out(
     nodes: Nodes, tmp_path: Path
 ) -> None:
-    """200 strangers (from 50 addresses) each announce an 8 MiB hello and send all of it but
-    1 KiB, reconnecting as soon as they are dropped; meanwhile a real node dials in and gets
-    connected. The target's RSS stays within MAX_GROWTH_MIB of where it started, every
-    stranger is dropped within a second, and the memory is back near the baseline after."""
+    """200 strangers (from 50 addresses) each get through the preamble and TLS, announce an
+    8 MiB hello and send all of it but 1 KiB, reconnecting as soon as they are dropped;
+    meanwhile a real node dials in and gets connected. The target's RSS stays within
+    MAX_GROWTH_MIB of where it started, every stranger is dropped within a second of its
+    frame header (or refused at once), and the memory is back near the baseline after."""
     target, p2p = producer(nodes, tmp_path)
     assert target.proc is not None
     pid = target.proc.pid
@@ -86,6 +94,8 @@ def test_a_flood_of_strangers_neither_swells_the_node_nor_keeps_a_peer_out(
         return peak, closes
 
     peak, closes = asyncio.run(flood())
+    slowest = max((c for c in closes if c is not None), default=0.0)
+    print(f"RSS {baseline:.0f} -> peak {peak:.0f} MiB; {len(closes)} strangers, {slowest:.2f} s")
     assert peak - baseline < MAX_GROWTH_MIB, (baseline, peak)
     assert len(closes) >= 200
     assert all(c is not None and c < 1.0 * SLOWDOWN for c in closes), max(closes, key=str)
@@ -94,19 +104,15 @@ def test_a_flood_of_strangers_neither_swells_the_node_nor_keeps_a_peer_out(
     assert rss_mib(pid) - baseline < MAX_LEFT_MIB, (baseline, rss_mib(pid))
 
 
-async def read_message(reader: asyncio.StreamReader) -> Message:
-    kind, length = frame_length(await reader.readexactly(HEADER_SIZE))
-    return decode_message(kind, await reader.readexactly(length))
-
-
-async def authenticated(port: int, info: dict[str, object]) -> Connection:
-    """A peer with a fresh key that completes the handshake (allowed-connection = any), as
-    anyone may; returns its end of the connection."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=("127.0.9.1", 0))
+async def authenticated(port: int, info: dict[str, object]) -> TcpChannel:
+    """A peer with a fresh key that gets through the preamble, TLS and the handshake
+    (allowed-connection = any), as anyone may; returns its end of the connection."""
+    channel, binding = await dial("127.0.0.1", port, source="127.0.9.1")
+    assert channel.tls is not None, "the node runs TLS by default"
     chain_id = bytes.fromhex(str(info["chain_id"]))
     node_id, nonce = os.urandom(32), os.urandom(32)
-    writer.write(encode_frame(Hello(PROTOCOL_VERSION, chain_id, node_id, nonce)))
-    hello = await read_message(reader)
+    await channel.send(Hello(PROTOCOL_VERSION, chain_id, node_id, nonce))
+    hello = await channel.recv()
     assert isinstance(hello, Hello)
     lib = int(str(info["last_irreversible_block_num"]))
     lib_id = BlockId(bytes.fromhex(str(info["last_irreversible_block_id"])))
@@ -117,43 +123,43 @@ async def authenticated(port: int, info: dict[str, object]) -> Connection:
         peer_nonce=hello.nonce,
         position=ChainPosition(lib, lib_id, lib, lib_id),
         p2p_address="",
+        tls_binding=binding,
     )
-    writer.write(encode_frame(handshake))
-    assert isinstance(await read_message(reader), Handshake)
-    return reader, writer
+    await channel.send(handshake)
+    assert isinstance(await channel.recv(), Handshake)
+    return channel
 
 
-async def dripped_until_closed(connection: Connection, frame: bytes) -> float:
-    """Send ``frame`` a byte every 0.2 s, reading (and dropping) whatever the node sends,
-    until the node closes the connection; how long that took (at most 10 s)."""
-    reader, writer = connection
+async def dripped_until_closed(channel: TcpChannel, data: bytes, interval: float) -> float:
+    """Send ``data`` a byte every ``interval`` seconds (inside TLS if the channel runs it),
+    reading (and dropping) whatever the node sends, until the node closes the connection; how
+    long that took from the first byte (at most 10 s)."""
 
     async def drip() -> None:
-        for i in range(len(frame)):
-            writer.write(frame[i : i + 1])
-            await asyncio.sleep(0.2)
+        with contextlib.suppress(ChannelClosed):
+            for i in range(len(data)):
+                await channel.send_raw(data[i : i + 1])
+                await asyncio.sleep(interval)
 
     start = time.monotonic()
     dripping = asyncio.ensure_future(drip())
     try:
         async with asyncio.timeout(10):
-            while await reader.read(65536):
-                pass
-    except ConnectionResetError:
-        pass
+            await until_closed(channel)
     finally:
         dripping.cancel()
-        writer.transport.abort()
+        await channel.close()
     return time.monotonic() - start
 
 
 def test_peers_that_drip_a_frame_are_cut_off_at_the_frame_deadline(
     nodes: Nodes, tmp_path: Path
 ) -> None:
-    """Twenty strangers drip a hello, and a peer that has authenticated drips a frame (so the
-    handshake timeout does not save the node): each connection is closed at the frame
-    deadline, FRAME_SECONDS after the frame's first byte, where before only the handshake
-    timeout (5 s) or the keepalive (three 2 s intervals) would have ended it."""
+    """Twenty strangers get through the preamble and TLS, as anyone can, then drip a hello
+    inside TLS, and a peer that has authenticated drips a frame (so the handshake timeout does
+    not save the node): each connection is closed at the frame deadline, FRAME_SECONDS after
+    the frame's first byte, where before only the handshake timeout (5 s) or the keepalive
+    (three 2 s intervals) would have ended it."""
     target, p2p = producer(nodes, tmp_path)
     hello = encode_frame(Hello(PROTOCOL_VERSION, b"c" * 32, os.urandom(32), os.urandom(32)))
     assert len(hello) * 0.2 > 2 * FRAME_SECONDS  # dripped, it would take longer
@@ -161,12 +167,45 @@ def test_peers_that_drip_a_frame_are_cut_off_at_the_frame_deadline(
     async def main() -> list[float]:
         peer = await authenticated(p2p, target.info())
         strangers = [
-            await asyncio.open_connection("127.0.0.1", p2p, local_addr=(source_address(i, 20), 0))
-            for i in range(20)
+            (await dial("127.0.0.1", p2p, source=source_address(i, 20)))[0] for i in range(20)
         ]
+        assert all(s.tls is not None for s in strangers)
         return list(
-            await asyncio.gather(*(dripped_until_closed(c, hello) for c in [peer, *strangers]))
+            await asyncio.gather(*(dripped_until_closed(c, hello, 0.2) for c in [peer, *strangers]))
         )
 
     times = asyncio.run(main())
+    print("closed after", sorted(round(t, 2) for t in times))
     assert all(FRAME_SECONDS - 0.5 < t < (FRAME_SECONDS + 1.0) * SLOWDOWN for t in times), times
+
+
+def test_strangers_that_drip_the_preamble_are_cut_off_at_the_handshake_timeout(
+    nodes: Nodes, tmp_path: Path
+) -> None:
+    """The frame deadline covers frames only: what comes before the first frame, the 8-byte
+    preamble and the TLS handshake, is bounded by the handshake timeout (p2p-handshake-timeout-ms,
+    5 s by default; TLS gets the same limit). Five strangers that drip the preamble a byte a
+    second (it would take 8 s) are closed at that timeout."""
+    target, p2p = producer(nodes, tmp_path)
+    opening = preamble(True)
+    assert len(opening) * 1.0 > HANDSHAKE_SECONDS + 2  # dripped, it would take longer
+
+    async def main() -> list[float]:
+        strangers = [
+            TcpChannel(
+                *await asyncio.open_connection(
+                    "127.0.0.1", p2p, local_addr=(source_address(i, 5), 0)
+                )
+            )
+            for i in range(5)
+        ]
+        return list(
+            await asyncio.gather(*(dripped_until_closed(c, opening, 1.0) for c in strangers))
+        )
+
+    times = asyncio.run(main())
+    print("closed after", sorted(round(t, 2) for t in times))
+    assert all(HANDSHAKE_SECONDS - 0.5 < t < (HANDSHAKE_SECONDS + 1.0) * SLOWDOWN for t in times), (
+        times
+    )
+    assert target.running
