@@ -134,8 +134,9 @@ class Relay:
 
 
 def producer(nodes: Nodes, tmp: Path, tls: str) -> tuple[NodeProcess, int]:
-    """A one-producer chain's node with ``p2p-tls = tls``, and its p2p port."""
-    (node,) = plan(1, ("127.0.0.1", free_port()), free_port())
+    """A one-producer chain's node with ``p2p-tls = tls``, and its p2p port. The admin port is
+    its own: plan's default (the RPC port + 1) is the p2p port free_port() picks next."""
+    (node,) = plan(1, ("127.0.0.1", free_port()), free_port(), free_port())
     prepare(tmp, [node])
     return nodes.run(tmp / node.name, "--p2p-tls", tls, rpc_port=node.rpc[1]), node.p2p[1]
 
