@@ -167,6 +167,8 @@ class Switch:
                 finally:
                     writer.cancel()
                     keepalive.cancel()
+        except* _Silent:
+            pass  # the keepalive ended the session: the reader was cancelled
         finally:
             if self._peers.get(peer.id) is peer:
                 del self._peers[peer.id]
@@ -234,7 +236,10 @@ class Switch:
                 log.info("peer_silent", seconds=round(time.monotonic() - peer.last_recv, 1))
                 peer.silent = True
                 await peer.channel.close()
-                return
+                # Closing need not wake the reader: a TCP channel with bytes queued for a cut
+                # link waits to flush them before it reports the end, which takes as long as
+                # the kernel retransmits (minutes). Raising cancels the reader instead.
+                raise _Silent
 
     async def _send_away(self, peer: Peer, reason: GoAwayReason, detail: str) -> None:
         log.info("sending_peer_away", peer=peer.id, reason=reason.name, why=detail)
@@ -242,3 +247,7 @@ class Switch:
             async with asyncio.timeout(SEND_AWAY_SECONDS):
                 await peer.channel.send(GoAway(reason, self.node_id, detail))
         await peer.channel.close()
+
+
+class _Silent(Exception):
+    """The peer stopped answering keepalives; its session ends."""

@@ -175,3 +175,28 @@ def test_a_failing_reactor_ends_the_switch_and_its_sessions() -> None:
                 await asyncio.wait_for(theirs.recv(), 5)
 
     asyncio.run(main())
+
+
+class _UnflushedChannel(MemoryChannel):
+    """Like a TCP channel closed with unsent bytes into a cut link: ``close`` marks it closed
+    but a ``recv`` already waiting is never woken (asyncio waits to flush before it ends)."""
+
+    async def close(self) -> None:
+        self._closed = True
+
+
+def test_a_silent_peer_is_dropped_even_if_closing_does_not_wake_its_reader() -> None:
+    """A peer that stops answering keepalives ends its session (and leaves the peer set) after
+    3 intervals, even when closing the channel leaves the pending receive hanging."""
+
+    async def main() -> None:
+        switch = Switch(os.urandom(32), SwitchConfig(keepalive=0.05), [])
+        ours, theirs = _UnflushedChannel.pair()
+        node = os.urandom(32)
+        task = asyncio.create_task(switch.serve(Connection(ours, node, handshake(node), True)))
+        end = await asyncio.wait_for(task, 5)  # ``theirs`` never answers
+        assert end.silent and end.reason is None
+        assert len(switch) == 0 and ours.closed
+        del theirs
+
+    asyncio.run(main())
