@@ -84,25 +84,22 @@ class TcpChannel(Channel):
         async with self._send_lock:
             if self._closed:
                 raise ChannelClosed(f"channel to {self._remote} is closed")
-            try:
-                self._writer.write(frame)
-                await self._writer.drain()
-            except _BROKEN as err:
-                await self.close()
-                raise ChannelBroken(f"send to {self._remote} failed: {err}") from err
+            await self._write(frame)
         self._sent += len(frame)
+
+    async def _write(self, data: bytes) -> None:
+        """Write ``data`` and wait while the send buffer is over its high-water mark."""
+        try:
+            self._writer.write(data)
+            await self._writer.drain()
+        except _BROKEN as err:
+            await self.close()
+            raise ChannelBroken(f"send to {self._remote} failed: {err}") from err
 
     async def recv(self) -> Message:
         if self._closed:
             raise ChannelClosed(f"channel to {self._remote} is closed")
-        try:
-            first = await self._reader.readexactly(1)
-        except asyncio.IncompleteReadError as err:
-            await self.close()
-            raise ChannelClosed(f"{self._remote} closed the connection") from err
-        except _BROKEN as err:
-            await self.close()
-            raise ChannelBroken(f"receive from {self._remote} failed: {err}") from err
+        first = await self.recv_raw(1)  # waiting for a frame to begin has no deadline
         due = self._frame_begins()
         try:
             header = first + await self._reader.readexactly(HEADER_SIZE - 1)
@@ -175,15 +172,10 @@ class TcpChannel(Channel):
 
     async def send_raw(self, data: bytes) -> None:
         """Write ``data`` as is, outside any frame."""
-        try:
-            self._writer.write(data)
-            await self._writer.drain()
-        except _BROKEN as err:
-            await self.close()
-            raise ChannelBroken(f"send to {self._remote} failed: {err}") from err
+        await self._write(data)
 
     async def recv_raw(self, size: int) -> bytes:
-        """Read exactly ``size`` bytes, outside any frame."""
+        """Read exactly ``size`` bytes with no deadline: the preamble, or a frame's first byte."""
         try:
             return await self._reader.readexactly(size)
         except asyncio.IncompleteReadError as err:
