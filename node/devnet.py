@@ -62,8 +62,9 @@ def plan(
     ]
 
 
-def prepare(data_dir: Path, nodes: list[DevNode]) -> None:
-    """Write genesis, keys and every node's config.ini, unless the devnet already exists."""
+def prepare(data_dir: Path, nodes: list[DevNode], params: dict[str, int] | None = None) -> None:
+    """Write genesis, keys and every node's config.ini, unless the devnet already exists;
+    ``params`` override chain parameters of the dev genesis."""
     manifest = data_dir / "devnet.json"
     if manifest.exists():
         existing = json.loads(manifest.read_text())
@@ -73,7 +74,7 @@ def prepare(data_dir: Path, nodes: list[DevNode]) -> None:
                 "use --fresh to start a new one"
             )
         return
-    _, keys_path = write_dev_genesis(data_dir, len(nodes), **DEV_PARAMS)
+    _, keys_path = write_dev_genesis(data_dir, len(nodes), **(DEV_PARAMS | (params or {})))
     keys = json.loads(keys_path.read_text())
     for i, node in enumerate(nodes):
         node_dir = data_dir / node.name

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,23 +70,32 @@ def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 class NodeProcess:
-    """A ``bor-node`` process in its own process group, logging to a file."""
+    """A ``bor-node`` process in its own process group, logging to a file; ``prefix`` runs it
+    through another command that execs it (``ip netns exec NS``: the pid stays the node's)."""
 
     def __init__(
-        self, data_dir: Path, args: list[str], port: int, log: Path, admin_port: int | None = None
+        self,
+        data_dir: Path,
+        args: list[str],
+        port: int,
+        log: Path,
+        admin_port: int | None = None,
+        host: str = "127.0.0.1",
+        prefix: Sequence[str] = (),
     ) -> None:
         self.data_dir = data_dir
         self.args = args
         self.port = port
-        self.url = f"http://127.0.0.1:{port}"
-        self.admin_url = None if admin_port is None else f"http://127.0.0.1:{admin_port}"
+        self.url = f"http://{host}:{port}"
+        self.admin_url = None if admin_port is None else f"http://{host}:{admin_port}"
+        self.prefix = list(prefix)
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, wait_head: int = 0) -> NodeProcess:
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
-                [str(BIN / "bor-node"), *self.args],
+                [*self.prefix, str(BIN / "bor-node"), *self.args],
                 stdout=log,
                 stderr=log,
                 start_new_session=True,
