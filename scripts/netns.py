@@ -13,6 +13,10 @@ across a cut are dropped without a word, so TCP connections across it hang rathe
 as on a real network: the nodes must notice by themselves. This kernel has no ``tc netem`` and
 no ``iptables``: there is no delay, loss or slow link to simulate.
 
+Hosts know each other by name: ``h<i>`` resolves to host i's data address inside every host
+(``ip netns exec`` mounts ``/etc/netns/<netns>/hosts`` over ``/etc/hosts``; ``move`` rewrites
+it in place), as a DNS name would after an operator moved a machine.
+
 Every namespace is named ``<tag>-br`` or ``<tag>-h<i>``, the root namespace's control link
 ``<tag>c`` (interface names have at most 15 characters). The tag is ``bor<pid>`` unless given;
 ``sweep`` removes what runs whose process has died left behind, and nothing else.
@@ -28,6 +32,7 @@ import signal
 import subprocess
 from collections.abc import Collection
 from dataclasses import dataclass, replace
+from pathlib import Path
 from types import TracebackType
 
 from genesis.devnet import producer_names
@@ -40,6 +45,7 @@ MAX_HOSTS = 200
 RPC_PORT = 8888  # every host has its own ports: the defaults of bor-node, on every host
 P2P_PORT = 9876
 _STALE = re.compile(r"^bor(\d+)-(br|h\d+)$")
+ETC_NETNS = Path("/etc/netns")  # ip netns exec's per-namespace /etc overrides
 
 
 class NetnsError(Exception):
@@ -95,15 +101,17 @@ def kill_inside(netns: str) -> None:
 def delete(netns: str) -> None:
     kill_inside(netns)
     subprocess.run(["ip", "netns", "del", netns], capture_output=True)
+    shutil.rmtree(ETC_NETNS / netns, ignore_errors=True)
 
 
 def sweep() -> list[str]:
     """Delete the namespaces of earlier runs whose process is gone; the names deleted."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    names = {line.split()[0] for line in listed.splitlines() if line.strip()}
+    if ETC_NETNS.is_dir():
+        names |= {path.name for path in ETC_NETNS.iterdir()}
     gone = []
-    for line in subprocess.run(
-        ["ip", "netns", "list"], capture_output=True, text=True
-    ).stdout.splitlines():
-        name = line.split()[0] if line.split() else ""
+    for name in sorted(names):
         match = _STALE.match(name)
         if match and not _alive(int(match.group(1))):
             delete(name)
@@ -212,6 +220,7 @@ class HostNet:
             ip("addr", "add", f"{host.address}/24", "dev", "eth0", netns=host.netns)
             ip("addr", "add", f"{host.control}/24", "dev", "ctl", netns=host.netns)
             self.hosts.append(host)
+        self._write_names()
 
     def down(self) -> None:
         """Kill what runs in the hosts and delete every namespace and link of this net."""
@@ -246,7 +255,17 @@ class HostNet:
         ip("addr", "flush", "dev", "eth0", netns=host.netns)
         ip("addr", "add", f"{address}/24", "dev", "eth0", netns=host.netns)
         self.hosts[index - 1] = moved = replace(host, address=address)
+        self._write_names()
         return moved
+
+    def _write_names(self) -> None:
+        """Every host's /etc/hosts: its peers' names. Written in place, never replaced: a
+        running process sees its /etc/hosts through a bind mount of this very file."""
+        lines = ["127.0.0.1 localhost", *(f"{h.address} h{h.index}" for h in self.hosts)]
+        for host in self.hosts:
+            path = ETC_NETNS / host.netns / "hosts"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("\n".join(lines) + "\n")
 
     def _bridge(self, n: int) -> str:
         while len(self._bridges) <= n:
@@ -257,11 +276,17 @@ class HostNet:
         return self._bridges[n]
 
 
-def plan_nodes(net: HostNet) -> list[DevNode]:
+def plan_nodes(net: HostNet, by_name: bool = False) -> list[DevNode]:
     """A producer node per host (``node.devnet.prepare`` writes their configs): RPC on the
-    host's control address, p2p on its data address; node i dials nodes 1 … i-1."""
+    host's control address, p2p on its data address, or on its name with ``by_name`` (the
+    name is resolved at every dial and at listening); node i dials nodes 1 … i-1."""
     names = producer_names(net.count)
     return [
-        DevNode(f"node{h.index}", names[h.index - 1], (h.control, RPC_PORT), (h.address, P2P_PORT))
+        DevNode(
+            f"node{h.index}",
+            names[h.index - 1],
+            (h.control, RPC_PORT),
+            (f"h{h.index}" if by_name else h.address, P2P_PORT),
+        )
         for h in net.hosts
     ]

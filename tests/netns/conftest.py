@@ -45,10 +45,10 @@ def hostnet() -> Iterator[HostNet]:
 class Cluster:
     """A producer node per host of ``net``; node i dials nodes 1 … i-1 (a full mesh)."""
 
-    def __init__(self, net: HostNet, tmp: Path) -> None:
+    def __init__(self, net: HostNet, tmp: Path, by_name: bool = False) -> None:
         self.net = net
         self.keys = tmp / "keys.json"
-        self.plan = plan_nodes(net)
+        self.plan = plan_nodes(net, by_name)
         prepare(tmp, self.plan, TEST_PARAMS)
         self.nodes = [
             NodeProcess(
@@ -103,6 +103,16 @@ def quick(node: NodeProcess, path: str, body: dict[str, Any] | None = None) -> A
 def cluster(hostnet: HostNet, tmp_path: Path) -> Iterator[Cluster]:
     """Four producers, one per host, started; killed afterwards."""
     net = Cluster(hostnet, tmp_path)
+    try:
+        yield net.start()
+    finally:
+        net.stop()
+
+
+@pytest.fixture
+def named_cluster(hostnet: HostNet, tmp_path: Path) -> Iterator[Cluster]:
+    """The same, but every node listens on and dials host names (``h1`` …), not addresses."""
+    net = Cluster(hostnet, tmp_path, by_name=True)
     try:
         yield net.start()
     finally:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from scripts.netns import Host, HostNet, ip, sweep
+from scripts.netns import ETC_NETNS, Host, HostNet, ip, sweep
 from tests.netns.conftest import needs_netns
 
 PORT = 7000
@@ -109,6 +109,33 @@ def test_a_moved_host_answers_at_its_new_address_only(servers: HostNet) -> None:
     assert not reaches(servers.host(1), old)
 
 
+def test_names_follow_a_move_even_for_a_running_process(servers: HostNet) -> None:
+    """``h2`` resolves to host 2's data address in every host; after a move a process that
+    was already running resolves it to the new one (its /etc/hosts is rewritten in place)."""
+    lookup = (
+        "import socket, sys\nfor _ in sys.stdin:\n    print(socket.gethostbyname('h2'), flush=True)"
+    )
+    resolver = subprocess.Popen(
+        [*servers.host(1).exec_prefix, sys.executable, "-c", lookup],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert resolver.stdin is not None and resolver.stdout is not None
+    try:
+        resolver.stdin.write("?\n")
+        resolver.stdin.flush()
+        assert resolver.stdout.readline().strip() == servers.host(2).address
+        servers.move(2, "10.88.0.78")
+        resolver.stdin.write("?\n")
+        resolver.stdin.flush()
+        assert resolver.stdout.readline().strip() == "10.88.0.78"
+        assert reaches(servers.host(3), "h2")
+    finally:
+        resolver.kill()
+        resolver.wait()
+
+
 @needs_netns
 def test_teardown_removes_every_namespace_and_the_root_link() -> None:
     """``down`` (or leaving the ``with``) deletes the namespaces and the root's control link,
@@ -119,6 +146,7 @@ def test_teardown_removes_every_namespace_and_the_root_link() -> None:
     assert sleeper.wait(timeout=5) == -9
     listed = ip("netns", "list")
     assert not any(name in listed.split() for name in names)
+    assert not any((ETC_NETNS / name).exists() for name in names)
     assert net.root_link not in ip("-o", "link", "show")
 
 
