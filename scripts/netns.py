@@ -104,14 +104,30 @@ def delete(netns: str) -> None:
     shutil.rmtree(ETC_NETNS / netns, ignore_errors=True)
 
 
-def sweep() -> list[str]:
-    """Delete the namespaces of earlier runs whose process is gone; the names deleted."""
+def teardown(tag: str) -> list[str]:
+    """Delete every namespace named ``<tag>-…`` (killing what runs there) and the root's
+    control link ``<tag>c``; the namespaces deleted."""
+    names = sorted(n for n in _netns_names() if n.startswith(f"{tag}-"))
+    for name in sorted(names, key=lambda n: n == f"{tag}-br"):  # hosts first, the bridge last
+        delete(name)
+    # Deleting the bridge namespace takes the link with it (its peer end is there); in case
+    # that namespace was already gone:
+    subprocess.run(["ip", "link", "del", f"{tag}c"], capture_output=True)
+    return names
+
+
+def _netns_names() -> set[str]:
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     names = {line.split()[0] for line in listed.splitlines() if line.strip()}
     if ETC_NETNS.is_dir():
         names |= {path.name for path in ETC_NETNS.iterdir()}
+    return names
+
+
+def sweep() -> list[str]:
+    """Delete the namespaces of earlier runs whose process is gone; the names deleted."""
     gone = []
-    for name in sorted(names):
+    for name in sorted(_netns_names()):
         match = _STALE.match(name)
         if match and not _alive(int(match.group(1))):
             delete(name)
@@ -224,10 +240,7 @@ class HostNet:
 
     def down(self) -> None:
         """Kill what runs in the hosts and delete every namespace and link of this net."""
-        for i in range(1, self.count + 1):
-            delete(f"{self.tag}-h{i}")
-        delete(self.bridge)  # takes the root's control link with it (its peer end is there)
-        subprocess.run(["ip", "link", "del", self.root_link], capture_output=True)
+        teardown(self.tag)
         self.hosts = []
 
     # --- faults ---------------------------------------------------------------------------
