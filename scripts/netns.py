@@ -44,6 +44,7 @@ ROOT_HOST = 254  # the root namespace's address on the control bridge
 MAX_HOSTS = 200
 RPC_PORT = 8888  # every host has its own ports: the defaults of bor-node, on every host
 P2P_PORT = 9876
+ADMIN_PORT = 8889  # on each host's loopback, as bor-node's default: reached from inside the host
 _STALE = re.compile(r"^bor(\d+)-(br|h\d+)$")
 ETC_NETNS = Path("/etc/netns")  # ip netns exec's per-namespace /etc overrides
 
@@ -300,6 +301,7 @@ def plan_nodes(net: HostNet, by_name: bool = False) -> list[DevNode]:
             names[h.index - 1],
             (h.control, RPC_PORT),
             (f"h{h.index}" if by_name else h.address, P2P_PORT),
+            ("127.0.0.1", ADMIN_PORT),
         )
         for h in net.hosts
     ]

@@ -6,6 +6,8 @@ Tests here need root (CI runs as root); elsewhere they skip and say why.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +21,7 @@ from chain.crypto import PrivateKey
 from chain.transaction import SignedTransaction, Transaction, tapos_of
 from chain.types import AccountName, BlockId
 from node.devnet import prepare
-from scripts.netns import RPC_PORT, HostNet, plan_nodes, unavailable
+from scripts.netns import ADMIN_PORT, RPC_PORT, Host, HostNet, plan_nodes, unavailable
 from tests.integration.conftest import NodeProcess, rpc
 
 # Short producer turns (2 s instead of 6 s) so that a block is irreversible a few seconds after
@@ -92,6 +94,25 @@ class Cluster:
             and lib > lib_above
             and len(self.block_ids(lib)) == 1
         )
+
+
+def admin(host: Host, path: str, body: dict[str, Any]) -> Any:
+    """A call to the admin RPC of the node on ``host``, made from inside that host (it
+    listens on the host's loopback, as bor-node does by default)."""
+    code = (
+        "import json, sys, urllib.request as u; "
+        f"r = u.Request('http://127.0.0.1:{ADMIN_PORT}{path}', data=sys.stdin.buffer.read(), "
+        "headers={'Content-Type': 'application/json'}); "
+        "print(u.urlopen(r, timeout=3).read().decode())"
+    )
+    done = subprocess.run(
+        [*host.exec_prefix, sys.executable, "-c", code],
+        input=json.dumps(body).encode(),
+        capture_output=True,
+        timeout=10,
+        check=True,
+    )
+    return json.loads(done.stdout)
 
 
 def quick(node: NodeProcess, path: str, body: dict[str, Any] | None = None) -> Any:

@@ -19,7 +19,7 @@ import pytest
 from chain.params import slot_of_ms, slot_start_ms
 from scripts.netns import P2P_PORT
 from tests.integration.conftest import wait_for
-from tests.netns.conftest import TEST_PARAMS, Cluster, LibWatch, TxLoad, quick
+from tests.netns.conftest import TEST_PARAMS, Cluster, LibWatch, TxLoad, admin, quick
 
 # A minute in the issue; CI may shorten it (BOR_NETNS_FLAP_SECONDS=20).
 FLAP_SECONDS = float(os.environ.get("BOR_NETNS_FLAP_SECONDS", "60"))
@@ -125,9 +125,9 @@ def test_a_healing_when_the_half_with_the_higher_lib_is_behind_converges(
         assert during[0]["last_irreversible_block_num"] > during[2]["last_irreversible_block_num"]
         _sleep_until_turn(0, -1.0)
         cluster.net.heal()
-        for node in cluster.nodes[:2]:
+        for host in cluster.net.hosts[:2]:
             for far in cluster.plan[2:]:
-                quick(node, "/v1/net/connect", {"address": f"{far.p2p[0]}:{far.p2p[1]}"})
+                admin(host, "/v1/net/connect", {"address": f"{far.p2p[0]}:{far.p2p[1]}"})
         wait_for(lambda: cluster.converged(lib_above=split_head), 30, "one chain")
     assert watch.check_final() == []
 
