@@ -48,7 +48,10 @@ def _serve(conn: Connection) -> None:
                 out += recover(data[i : i + SIGNATURE_SIZE], data[i + SIGNATURE_SIZE : i + _RECORD])
             except BadSignature:
                 out += _NO_KEY
-        conn.send_bytes(bytes(out))
+        try:
+            conn.send_bytes(bytes(out))
+        except OSError:
+            return  # the node is gone (killed mid-job): nobody to answer, nothing to report
 
 
 Waiter = Callable[[], list[PublicKey | None]]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 
 from chain.crypto import PrivateKey, recover_many, sha256
-from chain.sigpool import ParallelRecoverer
+from chain.sigpool import ParallelRecoverer, _serve
 
 
 def _items(n: int) -> list[tuple[bytes, bytes]]:
@@ -50,3 +51,18 @@ def test_a_dead_worker_costs_speed_not_answers() -> None:
         assert pool(items) == recover_many(items)
     finally:
         pool.close()
+
+
+def test_a_worker_whose_node_is_gone_mid_job_exits_quietly() -> None:
+    """A worker that finds the node's end of its pipe closed when it answers (the node was
+    killed with -9 mid-job) exits with status 0, not with a BrokenPipeError traceback."""
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_serve, args=(child,), daemon=True)
+    proc.start()
+    child.close()
+    items = _items(400)  # tens of milliseconds of recovery: the close lands before the answer
+    parent.send_bytes(bytes(8) + b"".join(s + d for s, d in items))
+    parent.close()
+    proc.join(30)
+    assert proc.exitcode == 0
