@@ -1,17 +1,31 @@
 """Stand-ins for tests and benches: a Channel pair in memory, for the logic above channels
-(and the contract suite); and a dialler that opens a real connection to a node up to its
-first frame, for peers played by hand (hostile ones included)."""
+(and the contract suite); a dialler that opens a real connection to a node up to its
+first frame, for peers played by hand; and one such peer, a liar about its head."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import functools
+import os
+import threading
+import time
 
+from chain.crypto import PrivateKey
+from chain.types import BlockId
 from p2p.channel import Channel
 from p2p.codec import decode_frame, encode_frame
 from p2p.errors import ChannelBroken, ChannelClosed, MalformedMessage
-from p2p.messages import Message, Outbound
+from p2p.handshake import ChainPosition, make_handshake
+from p2p.messages import (
+    PROTOCOL_VERSION,
+    GoAway,
+    Hello,
+    Message,
+    Outbound,
+    SyncRequest,
+    Time,
+)
 from p2p.tcp import TcpChannel
 from p2p.tls import TlsIdentity, negotiate
 
@@ -124,3 +138,86 @@ async def until_closed(channel: Channel) -> None:
     with contextlib.suppress(ChannelClosed):
         while True:
             await channel.recv()
+
+
+# --- a peer that lies about its head --------------------------------------------------------
+
+CLAIM = 10**9  # the head and LIB a liar claims
+
+
+class LyingPeer:
+    """Claims head and LIB of ``CLAIM``, answers pings, serves nothing. It runs TLS as the
+    node's default asks (a stranger can run TLS as well as anyone) and signs a valid handshake
+    with its own key. One identity (node id and key) across its connections, so that a ban of
+    it shows on its next dial; ``renew`` makes it someone new."""
+
+    def __init__(self, chain_id: bytes, address: tuple[str, int]) -> None:
+        self.chain_id = chain_id
+        self.address = address
+        self.renew()
+        self.connected = threading.Event()
+        self.sent_away: GoAway | None = None
+        self.session_ended = threading.Event()
+        self.sync_requests = 0
+
+    def renew(self) -> None:
+        self.node_id = os.urandom(32)
+        self.key = PrivateKey.generate()
+
+    async def session(self) -> None:
+        """One connection: handshake, then answer pings until sent away or closed."""
+        channel, binding = await dial(*self.address)
+        try:
+            refused = await self._handshake(channel, binding)
+            if refused is not None:
+                self.sent_away = refused
+                return
+            self.connected.set()
+            while True:
+                message = await channel.recv()
+                if isinstance(message, GoAway):
+                    self.sent_away = message
+                    return
+                if isinstance(message, Time) and message.xmt and not message.org:
+                    now = time.time_ns()
+                    await channel.send(Time(message.xmt, now, time.time_ns(), 0))
+                elif isinstance(message, SyncRequest):
+                    self.sync_requests += 1
+        except ChannelClosed:
+            return
+        finally:
+            await channel.close()
+            self.session_ended.set()
+
+    def start(self) -> threading.Thread:
+        """A session in a thread of its own."""
+        self.connected.clear()
+        self.session_ended.clear()
+        thread = threading.Thread(target=asyncio.run, args=(self.session(),), daemon=True)
+        thread.start()
+        return thread
+
+    async def _handshake(self, channel: TcpChannel, binding: bytes) -> GoAway | None:
+        await channel.send(Hello(PROTOCOL_VERSION, self.chain_id, self.node_id, os.urandom(32)))
+        hello = await channel.recv()
+        if isinstance(hello, GoAway):
+            return hello
+        if not isinstance(hello, Hello):
+            raise MalformedMessage(f"expected a hello, got {type(hello).__name__}")
+        claim = ChainPosition(CLAIM, _claimed_id(CLAIM), CLAIM, _claimed_id(CLAIM))
+        handshake = make_handshake(
+            chain_id=self.chain_id,
+            node_id=self.node_id,
+            node_key=self.key,
+            peer_nonce=hello.nonce,
+            position=claim,
+            p2p_address="",
+            tls_binding=binding,
+        )
+        await channel.send(handshake)
+        answer = await channel.recv()
+        return answer if isinstance(answer, GoAway) else None
+
+
+def _claimed_id(num: int) -> BlockId:
+    return BlockId(num.to_bytes(4, "big") + os.urandom(28))

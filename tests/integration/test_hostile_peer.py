@@ -9,95 +9,13 @@ keepalive, and never a block.
 
 from __future__ import annotations
 
-import asyncio
-import os
-import threading
 import time
 from pathlib import Path
 
-from chain.crypto import PrivateKey
-from chain.types import BlockId
 from node.devnet import DevNode, prepare
-from p2p.errors import ChannelClosed
-from p2p.handshake import ChainPosition, make_handshake
-from p2p.messages import PROTOCOL_VERSION, GoAway, GoAwayReason, Hello, SyncRequest, Time
-from p2p.tcp import TcpChannel
-from p2p.testing import dial
+from p2p.messages import GoAwayReason
+from p2p.testing import LyingPeer
 from tests.integration.conftest import SLOWDOWN, Nodes, free_port, wait_for
-
-CLAIM = 10**9
-
-
-def _claimed_id(num: int) -> BlockId:
-    return BlockId(num.to_bytes(4, "big") + os.urandom(28))
-
-
-class LyingPeer:
-    """Claims head and LIB of ``CLAIM``, answers pings, serves nothing; one identity (node id
-    and key) across its connections, so that a ban of it shows on its next dial."""
-
-    def __init__(self, chain_id: bytes, address: tuple[str, int]) -> None:
-        self.chain_id = chain_id
-        self.address = address
-        self.node_id = os.urandom(32)
-        self.key = PrivateKey.generate()
-        self.connected = threading.Event()
-        self.sent_away: GoAway | None = None
-        self.session_ended = threading.Event()
-        self.sync_requests = 0
-
-    async def _handshake(self, channel: TcpChannel, binding: bytes) -> GoAway | None:
-        await channel.send(Hello(PROTOCOL_VERSION, self.chain_id, self.node_id, os.urandom(32)))
-        hello = await channel.recv()
-        if isinstance(hello, GoAway):
-            return hello
-        assert isinstance(hello, Hello), hello
-        claim = ChainPosition(CLAIM, _claimed_id(CLAIM), CLAIM, _claimed_id(CLAIM))
-        handshake = make_handshake(
-            chain_id=self.chain_id,
-            node_id=self.node_id,
-            node_key=self.key,
-            peer_nonce=hello.nonce,
-            position=claim,
-            p2p_address="",
-            tls_binding=binding,
-        )
-        await channel.send(handshake)
-        answer = await channel.recv()
-        return answer if isinstance(answer, GoAway) else None
-
-    async def session(self) -> None:
-        """One connection: handshake, then answer pings until sent away or closed."""
-        channel, binding = await dial(*self.address)
-        assert channel.tls is not None, "the node runs TLS by default"
-        try:
-            refused = await self._handshake(channel, binding)
-            if refused is not None:
-                self.sent_away = refused
-                return
-            self.connected.set()
-            while True:
-                message = await channel.recv()
-                if isinstance(message, GoAway):
-                    self.sent_away = message
-                    return
-                if isinstance(message, Time) and message.xmt and not message.org:
-                    now = time.time_ns()
-                    await channel.send(Time(message.xmt, now, time.time_ns(), 0))
-                elif isinstance(message, SyncRequest):
-                    self.sync_requests += 1
-        except ChannelClosed:
-            return
-        finally:
-            await channel.close()
-            self.session_ended.set()
-
-    def start(self) -> threading.Thread:
-        self.connected.clear()
-        self.session_ended.clear()
-        thread = threading.Thread(target=asyncio.run, args=(self.session(),), daemon=True)
-        thread.start()
-        return thread
 
 
 def test_a_lying_peer_neither_stops_production_nor_stays(nodes: Nodes, tmp_path: Path) -> None:
