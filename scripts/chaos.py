@@ -5,9 +5,10 @@ throughout (in the manner of CometBFT's e2e perturbations).
 
 N producer nodes, one per host (``scripts.netns``), take transfers in commit mode from a few
 client threads while faults come and go at random: kill -9 then restart, SIGSTOP then SIGCONT,
-a clean restart, one host's link down then up, and a partition into two random groups then
-healed. Each fault lasts 5-25 s; at most two are active at once. Not yet among them: a peer
-that lies about its head.
+a clean restart, one host's link down then up, a partition into two random groups then
+healed, and a stranger on one host that dials a node and lies about its head (claims 10^9,
+serves nothing; a new identity at each redial: ``scripts/lying_peer.py``). Each fault lasts
+5-25 s; at most two are active at once.
 
 Checked throughout: no node's LIB ever goes down, and no two nodes hold different blocks
 irreversible at one height. At the end every fault is undone and the nodes must converge
@@ -43,8 +44,9 @@ from chain.crypto import PrivateKey
 from chain.transaction import SignedTransaction, Transaction, tapos_of
 from chain.types import AccountName, BlockId
 from node.devnet import prepare
-from scripts.netns import RPC_PORT, Host, HostNet, plan_nodes, unavailable
+from scripts.netns import P2P_PORT, RPC_PORT, Host, HostNet, plan_nodes, unavailable
 
+ROOT = Path(__file__).resolve().parent.parent
 PARAMS = {"blocks_per_turn": 4}  # LIB within seconds; the rules are the same
 FAULT_SECONDS = (5.0, 25.0)
 GAP_SECONDS = (2.0, 8.0)  # between one fault starting and the next
@@ -198,10 +200,13 @@ class Fault:
 
 
 class Chaos:
-    def __init__(self, net: HostNet, nodes: list[ChaosNode], rng: random.Random) -> None:
+    def __init__(
+        self, net: HostNet, nodes: list[ChaosNode], rng: random.Random, chain_id: str
+    ) -> None:
         self.net = net
         self.nodes = nodes
         self.rng = rng
+        self.chain_id = chain_id
         self.active: list[Fault] = []
         self.count = 0
         self.partitioned = False
@@ -216,7 +221,7 @@ class Chaos:
             return
         busy = set().union(*(f.nodes for f in self.active))
         free = [n for n in self.nodes if n.index not in busy]
-        kinds = ["kill", "pause", "restart", "link"] if free else []
+        kinds = ["kill", "pause", "restart", "link", "lie"] if free else []
         if not self.partitioned and not busy:
             kinds.append("partition")
         if not kinds:
@@ -245,6 +250,8 @@ class Chaos:
             node.stop()
             node.start()
             self._add(f"restart node{node.index}", lambda: None, now, {node.index})
+        elif kind == "lie":
+            self._lie(node, self.rng.choice(self.nodes).host, until - now)
         else:
             self.net.set_link(node.index, up=False)
             undo = lambda: self.net.set_link(node.index, up=True)  # noqa: E731
@@ -262,6 +269,28 @@ class Chaos:
     def _add(self, what: str, undo: Callable[[], None], until: float, nodes: set[int]) -> None:
         log(f"fault: {what} for {max(0.0, until - time.monotonic()):.0f} s")
         self.active.append(Fault(what, undo, until, frozenset(nodes)))
+
+    def _lie(self, target: ChaosNode, where: Host, seconds: float) -> None:
+        """A liar on host ``where`` dialling ``target`` for ``seconds``; its summary is logged
+        when it is undone."""
+        cmd = [*where.exec_prefix, sys.executable, "-m", "scripts.lying_peer"]
+        cmd += [f"{target.host.address}:{P2P_PORT}", "--chain-id", self.chain_id]
+        cmd += ["--seconds", f"{seconds:.1f}"]
+        liar = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+        def undo() -> None:
+            try:
+                out, _ = liar.communicate(timeout=15)
+            except subprocess.TimeoutExpired:
+                liar.kill()
+                out, _ = liar.communicate()
+            last = out.decode(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
+            log(f"liar on h{where.index} against node{target.index}: {last[0]}")
+
+        where_to = f"node{target.index} from h{where.index}"
+        self._add(
+            f"a liar about its head dials {where_to}", undo, time.monotonic() + seconds, set()
+        )
 
     def _heal(self) -> None:
         self.net.heal()
@@ -335,7 +364,8 @@ def run(args: argparse.Namespace, data: Path) -> dict[str, Any]:
                 raise SystemExit("chaos: the network did not form (see the node logs)")
             time.sleep(1)
         load = Load(nodes, json.loads((data / "keys.json").read_text()), rng)
-        chaos = Chaos(net, nodes, rng)
+        chain_id = str(rpc(nodes[0].url, "/v1/chain/get_info")["chain_id"])
+        chaos = Chaos(net, nodes, rng, chain_id)
         load.start()
         end = time.monotonic() + args.minutes * 60
         next_fault = time.monotonic() + rng.uniform(*GAP_SECONDS)
