@@ -153,6 +153,44 @@ class StaleBlock(BlockError):
     name = "stale_block"
 
 
+# --- finality -----------------------------------------------------------------------------
+
+
+class QcError(ChainError):
+    """A quorum certificate that does not prove what it claims."""
+
+    name = "invalid_qc"
+
+    def __init__(self, num: int, reason: str) -> None:
+        super().__init__(f"QC on block {num}: {reason}")
+        self.num = num
+        self.reason = reason
+
+
+class MalformedQc(QcError):
+    """A QC whose bitsets or signature count do not fit the finalizer policy."""
+
+    name = "malformed_qc"
+
+
+class DuplicateQcVote(QcError):
+    """A QC that counts one finalizer or one signature twice."""
+
+    name = "duplicate_qc_vote"
+
+
+class ForgedQcSignature(QcError):
+    """A QC signature that is not by the finalizer its bit names."""
+
+    name = "forged_qc_signature"
+
+
+class QcBelowThreshold(QcError):
+    """A QC whose voters hold no more than two thirds of the finalizers' weight."""
+
+    name = "qc_below_threshold"
+
+
 class WrongProducerKey(ChainError):
     """The local producer key is not the key the schedule names for the slot."""
 

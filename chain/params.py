@@ -38,3 +38,8 @@ class ChainParams:
     max_block_txs: int = 5000
     unbond_delay_s: int = 3 * 24 * 3600
     election_interval_blocks: int = 120
+    # How blocks become irreversible: "votes" (finalizer votes and QCs, ``chain.finality``)
+    # or "dpos" (more than two thirds of the producers built on them, ``chain.dpos``).
+    finality: str = "dpos"
+    # Finalizers as (name, public key, weight); empty: the active producers, one vote each.
+    finalizers: tuple[tuple[AccountName, bytes, int], ...] = ()

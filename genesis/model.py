@@ -16,8 +16,10 @@ from chain.block import ProducerKey, Schedule
 from chain.crypto import public_key_from_text, public_key_to_text, sha256
 from chain.encoding import pack
 from chain.errors import ChainError
+from chain.finality import FINALITY_DPOS, FINALITY_MODES, FINALITY_VOTES
 from chain.initial_state import InitialState
 from chain.params import ChainParams, slot_of_ms
+from chain.qc import MAX_FINALIZERS
 from chain.state import Account, Producer
 from chain.types import MAX_AMOUNT, AccountName, PublicKey, is_valid_name
 from genesis.errors import GenesisError
@@ -49,7 +51,13 @@ class Genesis:
         return sha256(pack(self._canonical()))
 
     def _canonical(self) -> list[Any]:
-        params = [getattr(self.params, f.name) for f in fields(self.params)]
+        params = [
+            getattr(self.params, f.name) for f in fields(self.params) if f.name not in _FINALITY
+        ]
+        # A dpos chain hashes as it did before finality by votes existed: its id is unchanged.
+        finality: list[Any] = []
+        if self.params.finality != FINALITY_DPOS:
+            finality = [[self.params.finality, [list(f) for f in self.params.finalizers]]]
         return [
             "bor-genesis-v1",
             int(self.initial_timestamp.timestamp() * 1000),
@@ -57,6 +65,7 @@ class Genesis:
             self.token_supply,
             [[a.name, a.key, a.balance] for a in self.accounts],
             [[p.name, p.key] for p in self.initial_producers],
+            *finality,
         ]
 
     def to_initial_state(self) -> InitialState:
@@ -89,6 +98,7 @@ class Genesis:
                 "max_block_txs": p.max_block_txs,
                 "unbond_delay_s": p.unbond_delay_s,
                 "election_interval_blocks": p.election_interval_blocks,
+                "finality": p.finality,
             },
             "accounts": [
                 {"name": a.name, "key": public_key_to_text(a.key), "balance": a.balance}
@@ -97,10 +107,24 @@ class Genesis:
             "initial_producers": [
                 {"name": x.name, "key": public_key_to_text(x.key)} for x in self.initial_producers
             ],
+            **(
+                {
+                    "finalizers": [
+                        {"name": n, "key": public_key_to_text(k), "weight": w}
+                        for n, k, w in p.finalizers
+                    ]
+                }
+                if p.finalizers
+                else {}
+            ),
         }
 
 
 # --- validation ---------------------------------------------------------------------------
+
+_FINALITY = ("finality", "finalizers")  # hashed apart, so that dpos chains keep their ids
+# What a genesis file without chain_params.finality gets.
+DEFAULT_FINALITY = FINALITY_DPOS
 
 
 def _field(obj: dict[str, Any], name: str, path: str) -> Any:
@@ -161,16 +185,44 @@ def _params(obj: dict[str, Any], governance: tuple[AccountName, ...]) -> ChainPa
         "unbond_delay_s": (0, 10 * 365 * 86400),
         "election_interval_blocks": (1, 1_000_000),
     }
-    unknown = set(cp) - set(limits)
+    unknown = set(cp) - set(limits) - {"finality"}
     if unknown:
         raise GenesisError(f"chain_params.{sorted(unknown)[0]}", "unknown parameter")
     values = {
         k: _int(cp.get(k, getattr(defaults, k)), f"chain_params.{k}", lo, hi)
         for k, (lo, hi) in limits.items()
     }
+    finality = cp.get("finality", DEFAULT_FINALITY)
+    if finality not in FINALITY_MODES:
+        raise GenesisError("chain_params.finality", f"must be one of {', '.join(FINALITY_MODES)}")
     return ChainParams(
-        token_symbol=symbol, token_precision=precision, governance=governance, **values
+        token_symbol=symbol,
+        token_precision=precision,
+        governance=governance,
+        finality=finality,
+        finalizers=_finalizers(obj.get("finalizers", []), finality),
+        **values,
     )
+
+
+def _finalizers(raw: Any, finality: str) -> tuple[tuple[AccountName, bytes, int], ...]:
+    """Finalizers named in genesis; none means the active producers, one vote each."""
+    if not isinstance(raw, list) or len(raw) > MAX_FINALIZERS:
+        raise GenesisError("finalizers", f"must be a list of at most {MAX_FINALIZERS}")
+    if raw and finality != FINALITY_VOTES:
+        raise GenesisError("finalizers", "only a chain with chain_params.finality = votes has any")
+    out: list[tuple[AccountName, bytes, int]] = []
+    for i, f in enumerate(raw):
+        where = f"finalizers[{i}]"
+        name = _name(_field(f, "name", f"{where}."), f"{where}.name")
+        key = _key(_field(f, "key", f"{where}."), f"{where}.key")
+        weight = _int(f.get("weight", 1), f"{where}.weight", 1, 1_000_000)
+        if any(x[0] == name for x in out):
+            raise GenesisError(f"{where}.name", f"duplicate finalizer {name!r}")
+        if any(x[1] == key for x in out):
+            raise GenesisError(f"{where}.key", "another finalizer has this key")
+        out.append((name, key, weight))
+    return tuple(out)
 
 
 def parse_genesis(obj: Any) -> Genesis:

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from chain.crypto import PrivateKey, public_key_to_text, sha256
+from chain.encoding import pack
 from genesis.devnet import make_dev_genesis, write_dev_genesis
 from genesis.errors import GenesisError
 from genesis.model import load_genesis, parse_genesis
@@ -63,6 +65,8 @@ def _break(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         ("chain_params.schedule_size", 0, "chain_params.schedule_size"),
         ("chain_params.max_tx_lifetime_s", 7200, "chain_params.max_tx_lifetime_s"),
         ("chain_params.bogus", 1, "chain_params.bogus"),
+        ("chain_params.finality", "pow", "chain_params.finality"),
+        ("finalizers", [{"name": "alice", "key": "PUB_K1_00"}], "finalizers"),
     ],
 )
 def test_each_bad_field_is_named(doc: dict[str, Any], path: str, value: Any, field: str) -> None:
@@ -90,3 +94,47 @@ def test_files(tmp_path: Path) -> None:
         load_genesis(tmp_path / "bad.json")
     with pytest.raises(GenesisError, match="cannot read"):
         load_genesis(tmp_path / "missing.json")
+
+
+def test_a_dpos_chain_keeps_the_id_it_had_before_finality_by_votes(doc: dict[str, Any]) -> None:
+    """A dpos genesis hashes exactly as before finality existed, with or without the field;
+    the same genesis with finality = votes is another chain."""
+    doc["chain_params"].pop("finality", None)
+    genesis = parse_genesis(doc)
+    assert genesis.params.finality == "dpos"
+    p = genesis.params
+    old_params = [
+        p.token_symbol, p.token_precision, list(p.governance), p.schedule_size, p.blocks_per_turn,
+        p.max_tx_lifetime_s, p.max_tx_bytes, p.max_block_txs, p.unbond_delay_s,
+        p.election_interval_blocks,
+    ]  # fmt: skip
+    old = [
+        "bor-genesis-v1",
+        int(genesis.initial_timestamp.timestamp() * 1000),
+        old_params,
+        genesis.token_supply,
+        [[a.name, a.key, a.balance] for a in genesis.accounts],
+        [[x.name, x.key] for x in genesis.initial_producers],
+    ]
+    assert genesis.chain_id == sha256(pack(old))
+    doc["chain_params"]["finality"] = "dpos"
+    assert parse_genesis(doc).chain_id == genesis.chain_id
+    doc["chain_params"]["finality"] = "votes"
+    assert parse_genesis(doc).chain_id != genesis.chain_id
+
+
+def test_named_finalizers_need_finality_by_votes_and_distinct_keys(doc: dict[str, Any]) -> None:
+    """Finalizers in genesis come with weights; they belong to votes chains and may not share
+    a key."""
+    key = public_key_to_text(PrivateKey.generate().public_key)
+    doc["finalizers"] = [{"name": "fina", "key": key, "weight": 3}]
+    with pytest.raises(GenesisError, match="finality = votes"):
+        parse_genesis(doc)
+    doc["chain_params"]["finality"] = "votes"
+    genesis = parse_genesis(doc)
+    assert genesis.params.finalizers[0][0] == "fina" and genesis.params.finalizers[0][2] == 3
+    assert parse_genesis(genesis.to_json()).chain_id == genesis.chain_id
+    doc["finalizers"].append({"name": "finb", "key": key})
+    with pytest.raises(GenesisError) as info:
+        parse_genesis(doc)
+    assert info.value.field == "finalizers[1].key"
