@@ -14,6 +14,7 @@ from typing import Any
 from chain.crypto import SIGNATURE_SIZE, PrivateKey, check_public_key, sha256
 from chain.encoding import check_bytes, check_int, check_list, check_str, pack, unpack
 from chain.errors import ChainError, EncodingError
+from chain.qc import QcClaim, QuorumCertificate, qc_claim_from_wire, qc_from_wire
 from chain.transaction import SignedTransaction, signed_transaction_from_wire
 from chain.types import AccountName, BlockId, BlockNum, PublicKey, is_valid_name
 
@@ -80,26 +81,30 @@ class BlockHeader:
     tx_root: bytes
     state_root: bytes
     new_producers: Schedule | None = None
+    # The newest QC on this block's branch (``chain.finality``); only on finality = votes
+    # chains, whose headers have this ninth field: a dpos chain's headers and ids are as before.
+    qc_claim: QcClaim | None = None
 
     def pack(self) -> bytes:
-        return pack(
-            [
-                self.num,
-                self.previous,
-                self.slot,
-                self.producer,
-                self.schedule_version,
-                self.tx_root,
-                self.state_root,
-                None if self.new_producers is None else self.new_producers.to_wire(),
-            ]
-        )
+        fields = [
+            self.num,
+            self.previous,
+            self.slot,
+            self.producer,
+            self.schedule_version,
+            self.tx_root,
+            self.state_root,
+            None if self.new_producers is None else self.new_producers.to_wire(),
+        ]
+        if self.qc_claim is not None:
+            fields.append(self.qc_claim.to_wire())
+        return pack(fields)
 
 
 def decode_header(data: bytes) -> BlockHeader:
     raw = unpack(data, "block header")
-    if type(raw) is not list or len(raw) != 8:
-        raise EncodingError("block header", "expected 8 fields")
+    if type(raw) is not list or len(raw) not in (8, 9):
+        raise EncodingError("block header", "expected 8 or 9 fields")
     producer = check_str(raw[3], 12, "header.producer")
     if not is_valid_name(producer):
         raise EncodingError("header.producer", "not an account name")
@@ -112,6 +117,7 @@ def decode_header(data: bytes) -> BlockHeader:
         tx_root=check_bytes(raw[5], 32, "header.tx_root"),
         state_root=check_bytes(raw[6], 32, "header.state_root"),
         new_producers=None if raw[7] is None else schedule_from_wire(raw[7]),
+        qc_claim=qc_claim_from_wire(raw[8]) if len(raw) == 9 else None,
     )
     if pack(raw) != data:  # fields were type-checked: re-packing gives the canonical bytes
         raise EncodingError("block header", "not in canonical encoding")
@@ -128,12 +134,15 @@ def header_digest(chain_id: bytes, header_bytes: bytes) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class SignedBlock:
-    """A header, the producer's signature over it, and the transactions it commits to."""
+    """A header, the producer's signature over it, the transactions it commits to, and the QC
+    that proves a new claim of its header (Spring's QC block extension): the QC is checked
+    against the claim, so the signature need not cover it."""
 
     header: BlockHeader
     header_bytes: bytes
     signature: bytes
     transactions: tuple[SignedTransaction, ...]
+    qc: QuorumCertificate | None = None
     id: BlockId = field(init=False)
 
     def __post_init__(self) -> None:
@@ -150,25 +159,29 @@ class SignedBlock:
         transactions: tuple[SignedTransaction, ...],
         chain_id: bytes,
         key: PrivateKey,
+        qc: QuorumCertificate | None = None,
     ) -> SignedBlock:
         header_bytes = header.pack()
-        return cls(
-            header, header_bytes, key.sign(header_digest(chain_id, header_bytes)), transactions
-        )
+        signature = key.sign(header_digest(chain_id, header_bytes))
+        return cls(header, header_bytes, signature, transactions, qc)
 
     def encode(self) -> bytes:
-        return pack([self.header_bytes, self.signature, [t.to_wire() for t in self.transactions]])
+        fields = [self.header_bytes, self.signature, [t.to_wire() for t in self.transactions]]
+        if self.qc is not None:
+            fields.append(self.qc.to_wire())
+        return pack(fields)
 
 
 def decode_block(data: bytes) -> SignedBlock:
     raw = unpack(data, "block")
-    if type(raw) is not list or len(raw) != 3 or type(raw[0]) is not bytes:
-        raise EncodingError("block", "expected [header, signature, transactions]")
+    if type(raw) is not list or len(raw) not in (3, 4) or type(raw[0]) is not bytes:
+        raise EncodingError("block", "expected [header, signature, transactions, qc?]")
     header = decode_header(raw[0])
     signature = check_bytes(raw[1], SIGNATURE_SIZE, "block.signature")
     txs = check_list(raw[2], MAX_BLOCK_TXS, "block.transactions")
+    qc = qc_from_wire(raw[3]) if len(raw) == 4 else None
     block = SignedBlock(
-        header, raw[0], signature, tuple(signed_transaction_from_wire(t) for t in txs)
+        header, raw[0], signature, tuple(signed_transaction_from_wire(t) for t in txs), qc
     )
     if pack(raw) != data:  # fields were type-checked: re-packing gives the canonical bytes
         raise EncodingError("block", "not in canonical encoding")

@@ -32,6 +32,7 @@ from chain.crypto import recover, sha256
 from chain.dpos import HeaderState, elect
 from chain.encoding import pack
 from chain.errors import BadSignature, InvalidBlock, TransactionError
+from chain.finality_rules import check_qc_claim, verify_block_qc
 from chain.merkle import merkle_root
 from chain.params import SLOT_MS, ChainParams, slot_start_ms, slot_time_s
 from chain.state import Changes, KVReader, StateView
@@ -118,6 +119,7 @@ def process_header(
         raise InvalidBlock(num, "a schedule is already pending")
     if proposal is not None and proposal.version != parent.active.version + 1:
         raise InvalidBlock(num, "proposed schedule has the wrong version")
+    check_qc_claim(parent, header)
     return parent.advance(header, block_id)
 
 
@@ -161,6 +163,7 @@ def process_block_header(
     if slot_start_ms(header.slot) > now_ms + SLOT_MS:
         raise InvalidBlock(num, f"slot {header.slot} is in the future")
     verify_block_signature(parent, block, params, chain_id)
+    verify_block_qc(parent, block, params, chain_id)
     if len(block.transactions) > params.max_block_txs:
         raise InvalidBlock(num, f"more than {params.max_block_txs} transactions")
     if merkle_root([t.id for t in block.transactions]) != header.tx_root:

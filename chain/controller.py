@@ -36,11 +36,13 @@ from chain.errors import (
     UnlinkableBlock,
     WrongProducerKey,
 )
+from chain.finality import finalizer_policy
 from chain.fork_db import ForkBlock, ForkDatabase
 from chain.initial_state import InitialState
 from chain.mempool import Mempool
 from chain.merkle import merkle_root
 from chain.params import slot_of_ms, slot_time_s
+from chain.qc import QcClaim, QuorumCertificate, Vote, VoteResult
 from chain.signers import Recoverer, SignerKeys
 from chain.state import Account, Changes, Producer, StateView
 from chain.store import BlockStore
@@ -48,6 +50,7 @@ from chain.transaction import SignedTransaction
 from chain.transition import Context, apply_transaction, settle
 from chain.types import AccountName, BlockId, BlockNum, PublicKey, TxId
 from chain.view import ChainView
+from chain.votes import DoubleVote, VotePool
 
 __all__ = ["Chain", "PushResult", "WrongProducerKey"]
 
@@ -88,6 +91,7 @@ class Chain:
         self._head = applied[-1][0] if applied else root
         self._light_upto = 0
         self._view: ChainView | None = None
+        self.votes = VotePool(initial.chain_id)
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -163,6 +167,54 @@ class Chain:
 
     def evidence(self) -> list[SignedBlock]:
         return self.store.evidence()
+
+    def header_state(self, block_id: BlockId) -> HeaderState | None:
+        """The header state of a reversible block (or of the LIB), if we hold it."""
+        fb = self._fork.get(block_id)
+        return None if fb is None else fb.state
+
+    # --- finality votes ---------------------------------------------------------------------
+
+    def add_vote(self, vote: Vote, now_ms: int) -> tuple[VoteResult, DoubleVote | None]:
+        """Count a finalizer's vote on a reversible block; returns what became of it and the
+        evidence if the finalizer voted for another block of the same slot.
+
+        A strong quorum on a block of our chain makes the block it claims final at once: the
+        QC is as good from votes as from a block that will carry it (Spring does the same).
+        """
+        if vote.block_num <= self._lib:
+            return VoteResult.STALE, None
+        fb = self._fork.get(vote.block_id)
+        if fb is None:
+            return VoteResult.UNKNOWN_BLOCK, None
+        state = fb.state
+        if state.core is None:
+            return VoteResult.UNKNOWN_KEY, None  # a dpos chain has no finalizers
+        policy = finalizer_policy(self.params, state.active)
+        result, evidence = self.votes.add(vote, policy, state.slot, now_ms)
+        agg = self.votes.aggregator(vote.block_id)
+        on_our_chain = self.store.block_id_at(state.num) == state.id
+        if result is VoteResult.ADDED and agg is not None and agg.strong_quorum and on_our_chain:
+            self._advance_lib(state.core.claim.num)
+        return result, evidence
+
+    def _qc_for_next_block(self, parent: HeaderState) -> tuple[QcClaim, QuorumCertificate | None]:
+        """The claim of a block built on ``parent`` and the QC proving it, if it is new: the
+        newest block of the branch that votes made a QC on, under the parent's policy."""
+        core = parent.core
+        assert core is not None
+        claim = core.claim
+        follows_schedule = not self.params.finalizers  # then no QC across a schedule change
+        newer = [
+            r.id
+            for r in reversed(core.refs)
+            if QcClaim(r.num, True) > claim
+            and not (follows_schedule and r.version != parent.active.version)
+        ]
+        qc = self.votes.best_qc(newer)
+        if qc is None or qc.claim <= claim:
+            return claim, None
+        return qc.claim, qc
 
     # --- signatures -------------------------------------------------------------------------
 
@@ -285,7 +337,7 @@ class Chain:
             assert fb.block is not None
             result.applied.append(fb.block)
         self._requeue(result.popped, result.applied)
-        self._advance_lib()
+        self._advance_lib(self._head.lib)
         return result
 
     def _fork_state(self, block_id: BlockId) -> HeaderState:
@@ -333,8 +385,8 @@ class Chain:
                 with contextlib.suppress(TransactionError):
                     self.mempool.add(stx, keys)
 
-    def _advance_lib(self) -> None:
-        new_lib = self._head.lib
+    def _advance_lib(self, new_lib: BlockNum) -> None:
+        """Make the blocks up to ``new_lib`` (on our chain) irreversible."""
         if new_lib <= self._lib:
             return
         lib_id = self.store.block_id_at(new_lib)
@@ -342,6 +394,7 @@ class Chain:
         self.store.advance_lib(self._lib, new_lib)
         self._fork.advance_root(lib_id)
         self._lib = new_lib
+        self.votes.prune(new_lib, self._fork.root.slot)
 
     def produce_block(self, slot: int, key: PrivateKey) -> SignedBlock:
         """Build, sign and commit the next block on our head for ``slot``."""
@@ -359,6 +412,7 @@ class Chain:
             self.store, parent, slot, candidates, params=self.params, strict=False
         )
         self.mempool.remove(exe.failed)
+        claim, qc = (None, None) if parent.core is None else self._qc_for_next_block(parent)
         header = BlockHeader(
             num=BlockNum(parent.num + 1),
             previous=parent.id,
@@ -368,10 +422,11 @@ class Chain:
             tx_root=merkle_root([t.id for t in exe.included]),
             state_root=exe.state_root,
             new_producers=exe.new_producers,
+            qc_claim=claim,
         )
-        block = SignedBlock.sign(header, exe.included, self.chain_id, key)
+        block = SignedBlock.sign(header, exe.included, self.chain_id, key, qc)
         state = process_header(parent, header, block.id, self.params)
         self._fork.add(state, block)
         self._commit(block, state, exe.changes, exe.originals)
-        self._advance_lib()
+        self._advance_lib(state.lib)
         return block

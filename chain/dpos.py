@@ -13,6 +13,7 @@ from typing import Any
 
 from chain.block import BlockHeader, ProducerKey, Schedule, schedule_from_wire
 from chain.encoding import pack, unpack
+from chain.finality import BlockRef, FinalityCore, core_from_wire
 from chain.params import ChainParams
 from chain.state import StateView
 from chain.types import AccountName, BlockId, BlockNum
@@ -48,6 +49,9 @@ class HeaderState:
     pending_num: int
     last_produced: tuple[tuple[AccountName, int], ...]
     lib: BlockNum
+    # On finality = votes chains: the QC claims and final block (``chain.finality``), from
+    # which ``lib`` comes; None on dpos chains, whose LIB follows the 2/3+1 producer rule.
+    core: FinalityCore | None = None
 
     def scheduled(self, slot: int, params: ChainParams) -> tuple[AccountName, bytes]:
         p = self.active.producers[producer_of_slot(self.active, slot, params.blocks_per_turn)]
@@ -63,10 +67,17 @@ class HeaderState:
             pending, pending_num = header.new_producers, num
         marks = dict(self.last_produced)
         marks[header.producer] = num
-        lib = max(self.lib, irreversible_candidate(self.active, marks))
+        core, claim = self.core, header.qc_claim
+        if core is not None:
+            assert claim is not None, "process_header checks that votes chains claim a QC"
+            lib: int = core.final_after(claim)
+        else:
+            lib = max(self.lib, irreversible_candidate(self.active, marks))
         active = self.active
         if pending is not None and lib >= pending_num:
             active, pending, pending_num = pending, None, 0
+        if core is not None and claim is not None:
+            core = core.next(BlockRef(block_id, header.slot, active.version), claim)
         keep = set(active.names())
         return HeaderState(
             id=block_id,
@@ -79,23 +90,25 @@ class HeaderState:
             pending_num=pending_num,
             last_produced=tuple(sorted((p, n) for p, n in marks.items() if p in keep)),
             lib=BlockNum(lib),
+            core=core,
         )
 
     def encode(self) -> bytes:
-        return pack(
-            [
-                self.id,
-                self.num,
-                self.slot,
-                self.producer,
-                self.state_root,
-                self.active.to_wire(),
-                None if self.pending is None else self.pending.to_wire(),
-                self.pending_num,
-                [list(x) for x in self.last_produced],
-                self.lib,
-            ]
-        )
+        fields = [
+            self.id,
+            self.num,
+            self.slot,
+            self.producer,
+            self.state_root,
+            self.active.to_wire(),
+            None if self.pending is None else self.pending.to_wire(),
+            self.pending_num,
+            [list(x) for x in self.last_produced],
+            self.lib,
+        ]
+        if self.core is not None:
+            fields.append(self.core.to_wire())
+        return pack(fields)
 
 
 def decode_header_state(data: bytes) -> HeaderState:
@@ -111,6 +124,7 @@ def decode_header_state(data: bytes) -> HeaderState:
         pending_num=r[7],
         last_produced=tuple((AccountName(p), n) for p, n in r[8]),
         lib=BlockNum(r[9]),
+        core=core_from_wire(r[10]) if len(r) > 10 else None,
     )
 
 

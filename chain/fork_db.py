@@ -1,8 +1,12 @@
 """The fork database: every reversible block we know, and which branch is best.
 
 Fork choice (EOSIO's ``by_lib_block_num``): the branch whose head has the higher last
-irreversible block wins, then the longer branch, then the lower id. The root is the last
-irreversible block; nothing at or below it can be replaced.
+irreversible block wins, then the longer branch, then the lower id. On a chain that
+finalizes by votes (Spring's rule): the higher last final block, then the newer QC claim,
+then the later slot, then the lower id — the later slot rather than the longer branch,
+because every finalizer can still vote on the latest block it saw (its votes only move
+forward in time), so after a partition heals the branch all can vote on wins. The root is
+the last irreversible block; nothing at or below it can be replaced.
 """
 
 from __future__ import annotations
@@ -20,9 +24,13 @@ class ForkBlock:
     block: SignedBlock | None  # None only for the root, whose block lives in the store
 
 
-def _rank(fb: ForkBlock) -> tuple[int, int, bytes]:
-    inverted = bytes(255 - b for b in fb.state.id)  # lower id ranks higher
-    return fb.state.lib, fb.state.num, inverted
+def _rank(fb: ForkBlock) -> tuple[int, int, bool, int, bytes]:
+    state = fb.state
+    inverted = bytes(255 - b for b in state.id)  # lower id ranks higher
+    if state.core is None:
+        return state.lib, 0, False, state.num, inverted
+    claim = state.core.claim
+    return state.lib, claim.num, claim.strong, state.slot, inverted
 
 
 class ForkDatabase:

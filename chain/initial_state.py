@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from chain.block import Schedule
 from chain.dpos import HeaderState
+from chain.finality import FINALITY_VOTES, BlockRef, FinalityCore
 from chain.params import ChainParams
 from chain.state import Account, Changes, Producer, StateView
 from chain.types import BlockId, BlockNum
@@ -42,7 +43,11 @@ class InitialState:
         return BlockId(bytes(4) + self.chain_id[4:])
 
     def header_state(self) -> HeaderState:
-        """The header state of block 0: the genesis schedule active, nothing irreversible yet."""
+        """The header state of block 0: the genesis schedule active, nothing irreversible yet
+        (on a finality = votes chain, block 0 is where finality starts)."""
+        core = None
+        if self.params.finality == FINALITY_VOTES:
+            core = FinalityCore.genesis(BlockRef(self.genesis_id, self.genesis_slot, 0))
         return HeaderState(
             id=self.genesis_id,
             num=BlockNum(0),
@@ -54,6 +59,7 @@ class InitialState:
             pending_num=0,
             last_produced=(),
             lib=BlockNum(0),
+            core=core,
         )
 
     def state_changes(self) -> Changes:

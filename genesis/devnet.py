@@ -28,7 +28,7 @@ def make_dev_genesis(
     *,
     precision: int = 4,
     start: datetime | None = None,
-    params: dict[str, int] | None = None,
+    params: dict[str, int | str] | None = None,
 ) -> tuple[Genesis, dict[str, str]]:
     """A dev genesis and the private keys of every account and producer in it."""
     keys: dict[str, PrivateKey] = {}
@@ -59,7 +59,7 @@ def make_dev_genesis(
     return parse_genesis(doc), {name: key.to_text() for name, key in keys.items()}
 
 
-def write_dev_genesis(out_dir: Path, producers: int, **params: int) -> tuple[Path, Path]:
+def write_dev_genesis(out_dir: Path, producers: int, **params: int | str) -> tuple[Path, Path]:
     """Write genesis.json and keys.json (mode 0600) into ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     genesis, keys = make_dev_genesis(producers, params=params)

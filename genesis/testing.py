@@ -13,9 +13,11 @@ from chain.block import SignedBlock
 from chain.controller import Chain
 from chain.crypto import PrivateKey
 from chain.params import slot_of_ms
+from chain.qc import Vote
 from chain.store import BlockStore
 from chain.testing import now_ms
 from chain.transaction import SignedTransaction, Transaction, tapos_of
+from chain.types import BlockId
 from genesis.devnet import make_dev_genesis
 from genesis.model import Genesis
 
@@ -33,7 +35,7 @@ class DevNet:
     keys: dict[str, PrivateKey]
 
     @classmethod
-    def create(cls, producers: int = 1, **params: int) -> DevNet:
+    def create(cls, producers: int = 1, **params: int | str) -> DevNet:
         start = datetime.now(UTC) - timedelta(minutes=10)
         genesis, keys = make_dev_genesis(producers, start=start, params=params)
         return cls(genesis, {n: PrivateKey.from_text(k) for n, k in keys.items()})
@@ -50,6 +52,11 @@ class DevNet:
         slot = chain.head.slot + 1 if slot is None else slot
         assert slot <= slot_of_ms(now_ms()), "tests must not produce in the future"
         return chain.produce_block(slot, self.producer_key(chain, slot))
+
+    def votes(self, chain: Chain, block_id: BlockId, *, strong: bool = True) -> list[Vote]:
+        """A vote on ``block_id`` by every producer (on a votes chain, the finalizers)."""
+        names = chain.head.active.names()
+        return [Vote.sign(chain.chain_id, block_id, strong, self.keys[n]) for n in names]
 
     def tx(
         self,
