@@ -50,7 +50,7 @@ from chain.transaction import SignedTransaction
 from chain.transition import Context, apply_transaction, settle
 from chain.types import AccountName, BlockId, BlockNum, PublicKey, TxId
 from chain.view import ChainView
-from chain.votes import DoubleVote, VotePool
+from chain.votes import VoteOutcome, VotePool
 
 __all__ = ["Chain", "PushResult", "WrongProducerKey"]
 
@@ -175,28 +175,28 @@ class Chain:
 
     # --- finality votes ---------------------------------------------------------------------
 
-    def add_vote(self, vote: Vote, now_ms: int) -> tuple[VoteResult, DoubleVote | None]:
-        """Count a finalizer's vote on a reversible block; returns what became of it and the
-        evidence if the finalizer voted for another block of the same slot.
+    def add_vote(self, vote: Vote, now_ms: int) -> VoteOutcome:
+        """Count a finalizer's vote on a reversible block; says what became of it, and gives
+        the evidence when it is the second vote of a finalizer that an honest one never casts.
 
         A strong quorum on a block of our chain makes the block it claims final at once: the
         QC is as good from votes as from a block that will carry it (Spring does the same).
         """
         if vote.block_num <= self._lib:
-            return VoteResult.STALE, None
+            return VoteOutcome(VoteResult.STALE)
         fb = self._fork.get(vote.block_id)
         if fb is None:
-            return VoteResult.UNKNOWN_BLOCK, None
+            return VoteOutcome(VoteResult.UNKNOWN_BLOCK)
         state = fb.state
         if state.core is None:
-            return VoteResult.UNKNOWN_KEY, None  # a dpos chain has no finalizers
+            return VoteOutcome(VoteResult.UNKNOWN_KEY)  # a dpos chain has no finalizers
         policy = finalizer_policy(self.params, state.active)
-        result, evidence = self.votes.add(vote, policy, state.slot, now_ms)
+        outcome = self.votes.add(vote, policy, state.slot, now_ms)
         agg = self.votes.aggregator(vote.block_id)
         on_our_chain = self.store.block_id_at(state.num) == state.id
-        if result is VoteResult.ADDED and agg is not None and agg.strong_quorum and on_our_chain:
+        if outcome.new_qc and agg is not None and agg.strong_quorum and on_our_chain:
             self._advance_lib(state.core.claim.num)
-        return result, evidence
+        return outcome
 
     def _qc_for_next_block(self, parent: HeaderState) -> tuple[QcClaim, QuorumCertificate | None]:
         """The claim of a block built on ``parent`` and the QC proving it, if it is new: the

@@ -283,12 +283,6 @@ class VoteResult(Enum):
         """Whether the vote is news worth passing on to other peers."""
         return self is VoteResult.ADDED
 
-    @property
-    def misbehaviour(self) -> bool:
-        """Whether only a faulty or hostile peer sends such a vote (honest relays check
-        every vote before passing it on)."""
-        return self in (VoteResult.INVALID_SIGNATURE, VoteResult.UNKNOWN_KEY)
-
 
 class VoteAggregator:
     """The votes received on one block, and the best QC they make. Not thread-safe: one

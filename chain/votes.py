@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from chain.qc import FinalizerPolicy, QuorumCertificate, Vote, VoteAggregator, VoteResult
 from chain.types import BlockId, BlockNum, PublicKey
 
-__all__ = ["DoubleVote", "FinalizerActivity", "VotePool"]
+__all__ = ["DoubleVote", "FinalizerActivity", "VoteOutcome", "VotePool"]
 
 # Double votes kept in memory (each is two votes, ~260 bytes); beyond it the oldest go. The
 # node also logs each one; a finalizer that double-votes at every slot would otherwise grow
@@ -47,6 +47,16 @@ class DoubleVote:
     second: Vote
 
 
+@dataclass(frozen=True, slots=True)
+class VoteOutcome:
+    """What became of one vote: its result, the evidence it completed, and whether it made a
+    new QC (a first quorum on its block, or a first strong one)."""
+
+    result: VoteResult
+    evidence: DoubleVote | None = None
+    new_qc: bool = False
+
+
 class VotePool:
     def __init__(self, chain_id: bytes) -> None:
         self._chain_id = chain_id
@@ -59,9 +69,7 @@ class VotePool:
     def __len__(self) -> int:
         return len(self._blocks)
 
-    def add(
-        self, vote: Vote, policy: FinalizerPolicy, slot: int, now_ms: int
-    ) -> tuple[VoteResult, DoubleVote | None]:
+    def add(self, vote: Vote, policy: FinalizerPolicy, slot: int, now_ms: int) -> VoteOutcome:
         """Count ``vote`` on a known reversible block of ``slot`` under ``policy``."""
         agg = self._blocks.get(vote.block_id)
         if agg is None:
@@ -70,21 +78,23 @@ class VotePool:
             )
             self._slots[vote.block_id] = slot
         held = agg.held(vote.key)
+        quorum, strong_quorum = agg.quorum, agg.strong_quorum
         result = agg.add(vote)
         if result is VoteResult.CONFLICTING and held is not None:
-            return result, self._keep(DoubleVote(vote.key, slot, held, vote))
+            return VoteOutcome(result, self._keep(DoubleVote(vote.key, slot, held, vote)))
         if result is not VoteResult.ADDED:
-            return result, None
+            return VoteOutcome(result)
+        new_qc = (agg.quorum and not quorum) or (agg.strong_quorum and not strong_quorum)
         before = self.activity.get(vote.key)
         if before is None or before.block_num <= vote.block_num:
             count = 1 if before is None else before.votes + 1
             self.activity[vote.key] = FinalizerActivity(
                 vote.block_num, vote.block_id, vote.strong, now_ms, count
             )
-        held = self._by_slot.setdefault((vote.key, slot), vote)
-        if held.block_id == vote.block_id:
-            return result, None
-        return result, self._keep(DoubleVote(vote.key, slot, held, vote))
+        earlier = self._by_slot.setdefault((vote.key, slot), vote)
+        if earlier.block_id == vote.block_id:
+            return VoteOutcome(result, None, new_qc)
+        return VoteOutcome(result, self._keep(DoubleVote(vote.key, slot, earlier, vote)), new_qc)
 
     def _keep(self, evidence: DoubleVote) -> DoubleVote:
         self.evidence.append(evidence)

@@ -20,16 +20,21 @@ from aiohttp import web
 
 from chain.block import SignedBlock
 from chain.controller import Chain
-from chain.crypto import PrivateKey, recover_many
+from chain.crypto import PrivateKey, public_key_to_text, recover_many
+from chain.finality import FINALITY_VOTES, finalizer_policy
 from chain.mempool import Mempool
 from chain.params import slot_start_ms
+from chain.qc import Vote
 from chain.sigpool import ParallelRecoverer
 from chain.store import BlockStore
+from chain.votes import VoteOutcome
 from genesis.model import load_genesis
 from node.admission import Admitter
 from node.config import NodeConfig
 from node.errors import NodeError
+from node.finalizer import FinalizerService
 from node.http import HttpLimits, make_admin_app, make_app, serve
+from node.liveness import FinalityProgress
 from node.metrics import NodeMetrics
 from node.network import NetConfig, Network
 from node.producer import ProducerLoop
@@ -160,6 +165,8 @@ class Node:
         self._stop = asyncio.Event()
         self.network: Network | None = None
         self.api: Api | None = None
+        self.runner: ChainRunner | None = None
+        self.progress: FinalityProgress | None = None
 
     def stop(self) -> None:
         self._stop.set()
@@ -193,6 +200,37 @@ class Node:
         if self.network is not None:
             self.network.block_produced(block)
 
+    def _on_vote(self, vote: Vote, outcome: VoteOutcome, from_peer: bool) -> None:
+        """A vote was counted (or refused) by the chain."""
+        if self.progress is not None:
+            self.progress.vote_counted(outcome)
+        if from_peer:
+            self.metrics.votes_received.labels(result=outcome.result.value).inc()
+        if outcome.evidence is not None:
+            self.metrics.double_votes.inc()
+            log.warning(
+                "double_vote",
+                finalizer=public_key_to_text(vote.key),
+                slot=outcome.evidence.slot,
+                first=outcome.evidence.first.block_id.hex()[:16],
+                second=outcome.evidence.second.block_id.hex()[:16],
+            )
+        if outcome.result.relay and self.runner is not None:
+            view = self.runner.view
+            for f in finalizer_policy(view.params, view.head.active).finalizers:
+                if f.key == vote.key:
+                    self.metrics.finalizer_last_vote.labels(finalizer=f.name).set(vote.block_num)
+
+    def _vote_cast(self, vote: Vote) -> None:
+        self.metrics.votes_cast.inc()
+        if self.network is not None:
+            self.network.vote_cast(vote)
+
+    def _votes_missing(self) -> bool:
+        paused = self.progress is not None and self.progress.paused
+        self.metrics.production_paused.set(1 if paused else 0)
+        return paused
+
     def _may_produce(self) -> bool:
         """Produce unless catching up with blocks that peers actually deliver."""
         return self.network is None or not self.network.holds_production
@@ -204,17 +242,49 @@ class Node:
             ParallelRecoverer(config.signature_workers) if config.signature_workers else None
         )
         chain = open_chain(config, recoverer)
-        runner = ChainRunner(chain)
+        self.runner = runner = ChainRunner(chain)
+        votes_chain = chain.params.finality == FINALITY_VOTES
+        self.progress = progress = FinalityProgress(
+            config.production_pause_vote_timeout_ms,
+            votes_chain,
+            on_final=lambda age_ms: self.metrics.finality_latency.observe(age_ms / 1000),
+        )
+        runner.subscribe(progress.view_changed)
         rdma, rdma_status = open_rdma(config)
         self.network = network = Network(
-            runner, net_config(config), node_key(config), rdma, rdma_status, self._on_applied
+            runner,
+            net_config(config),
+            node_key(config),
+            rdma,
+            rdma_status,
+            self._on_applied,
+            self._on_vote,
         )
+        finalizer = FinalizerService(
+            config.finalizer_keys if votes_chain else {},
+            config.data_dir / "finalizer",
+            lambda: runner.view,
+            self._vote_cast,
+            may_vote=lambda: network.in_sync,
+        )
+        runner.subscribe(finalizer.head_changed)
         admitter = Admitter(runner, self.metrics, on_accepted=network.transaction_accepted)
         limits = http_limits(config)
         # A commit-mode push answers "pending" before the HTTP time limit would cut it off.
         commit_cap = limits.max_response_s * 0.9 if limits.max_response_s else None
         self.api = api = Api(
-            runner, self.metrics, self.watch, admitter, network, commit_wait_cap_s=commit_cap
+            runner,
+            self.metrics,
+            self.watch,
+            admitter,
+            network,
+            commit_wait_cap_s=commit_cap,
+            finality=lambda: {
+                "local_finalizers": finalizer.status(),
+                "production_paused": progress.paused,
+                "finality_idle_ms": round(progress.idle_ms),
+                "production_pause_vote_timeout_ms": progress.timeout_ms,
+            },
         )
         app = make_app(
             api,
@@ -256,6 +326,7 @@ class Node:
                     tg.create_task(admitter.run(), name="admission"),
                     tg.create_task(api.run(), name="rpc-reads"),
                     tg.create_task(network.run(), name="network"),
+                    tg.create_task(finalizer.run(), name="finalizer"),
                 ]
                 if config.producers:
                     producer = ProducerLoop(
@@ -265,6 +336,7 @@ class Node:
                         self.metrics,
                         self._on_produced,
                         may_produce=self._may_produce,
+                        votes_missing=self._votes_missing,
                     )
                     tasks.append(tg.create_task(producer.run(), name="producer"))
                 await self._stop.wait()

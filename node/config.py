@@ -11,7 +11,7 @@ import argparse
 import ipaddress
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,18 @@ OPTIONS: tuple[Option, ...] = (
         "signature-provider",
         "PUB_K1_...=KEY:PVT_K1_... key that signs blocks (nodeos syntax)",
         repeatable=True,
+    ),
+    Option(
+        "finalizer-key",
+        "PVT_K1_... key this node votes with as a finalizer (default: its signature-provider"
+        " keys; a key outside the finalizer policy never votes)",
+        repeatable=True,
+    ),
+    Option(
+        "production-pause-vote-timeout-ms",
+        "pause producing once finality by votes has not moved for this long (0: never)",
+        6000,
+        int,
     ),
     Option("p2p-listen-endpoint", "host:port to accept peers on ('' for none)", "0.0.0.0:9876"),
     Option("p2p-server-address", "host:port peers should use for us (default: listen endpoint)"),
@@ -150,6 +162,8 @@ class NodeConfig:
     rdma_slot_size: int
     log_level: str
     log_format: str
+    finalizer_keys: dict[PublicKey, PrivateKey] = field(default_factory=dict)
+    production_pause_vote_timeout_ms: int = 6000
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -263,6 +277,11 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
     keys = dict(_signature_provider(s) for s in merged["signature-provider"])
     if merged["producer-name"] and not keys:
         raise ConfigError("signature-provider", "producer-name is set but no signing key is")
+    try:
+        finalizers = [PrivateKey.from_text(k) for k in merged["finalizer-key"]]
+    except ChainError as err:
+        raise ConfigError("finalizer-key", str(err)) from err
+    finalizer_keys = {k.public_key: k for k in finalizers} or dict(keys)
     if merged["log-level"] not in ("debug", "info", "warning", "error"):
         raise ConfigError("log-level", "expected debug, info, warning or error")
     if merged["log-format"] not in ("auto", "json", "console"):
@@ -337,4 +356,6 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
         rdma_slot_size=merged["rdma-slot-size"],
         log_level=merged["log-level"],
         log_format=merged["log-format"],
+        finalizer_keys=finalizer_keys,
+        production_pause_vote_timeout_ms=merged["production-pause-vote-timeout-ms"],
     )

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from genesis.devnet import producer_names, write_dev_genesis
 from node.errors import NodeError
 
 # Dev chains unbond in a minute and re-elect every 10 s so that a person can watch it happen.
-DEV_PARAMS = {"unbond_delay_s": 60, "election_interval_blocks": 20}
+DEV_PARAMS: dict[str, int | str] = {"unbond_delay_s": 60, "election_interval_blocks": 20}
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +63,9 @@ def plan(
     ]
 
 
-def prepare(data_dir: Path, nodes: list[DevNode], params: dict[str, int] | None = None) -> None:
+def prepare(
+    data_dir: Path, nodes: list[DevNode], params: Mapping[str, int | str] | None = None
+) -> None:
     """Write genesis, keys and every node's config.ini, unless the devnet already exists;
     ``params`` override chain parameters of the dev genesis."""
     manifest = data_dir / "devnet.json"
@@ -74,7 +77,7 @@ def prepare(data_dir: Path, nodes: list[DevNode], params: dict[str, int] | None 
                 "use --fresh to start a new one"
             )
         return
-    _, keys_path = write_dev_genesis(data_dir, len(nodes), **(DEV_PARAMS | (params or {})))
+    _, keys_path = write_dev_genesis(data_dir, len(nodes), **{**DEV_PARAMS, **(params or {})})
     keys = json.loads(keys_path.read_text())
     for i, node in enumerate(nodes):
         node_dir = data_dir / node.name

@@ -50,6 +50,34 @@ class NodeMetrics:
             buckets=(0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.5, 1.0, 2.0, 5.0),
             registry=r,
         )
+        self.finality_latency = Histogram(
+            "bor_finality_latency_seconds",
+            "From a block's slot start to the LIB reaching it here (the newest final block of"
+            " each LIB advance)",
+            buckets=(0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0),
+            registry=r,
+        )
+        self.votes_received = Counter(
+            "bor_finality_votes_received",
+            "Votes from peers, by what became of them",
+            ["result"],
+            registry=r,
+        )
+        self.votes_cast = Counter(
+            "bor_finality_votes_cast", "Votes this node's finalizers cast", registry=r
+        )
+        self.double_votes = Counter(
+            "bor_finality_double_votes", "Double votes seen (evidence kept)", registry=r
+        )
+        self.finalizer_last_vote = Gauge(
+            "bor_finalizer_last_vote_block_num",
+            "Block of the last vote counted from each finalizer",
+            ["finalizer"],
+            registry=r,
+        )
+        self.production_paused = Gauge(
+            "bor_production_paused", "1 while production waits for finality votes", registry=r
+        )
         self.peers = Gauge("bor_p2p_peers", "Connected peers", registry=r)
         self.sync_target = Gauge("bor_sync_target_block_num", "Block the node syncs to", registry=r)
         self.sync_rate = Gauge(

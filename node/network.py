@@ -19,9 +19,11 @@ from chain.block import SignedBlock
 from chain.controller import Chain
 from chain.crypto import PrivateKey
 from chain.errors import DoubleSign, InvalidBlock, StaleBlock, TransactionError, UnlinkableBlock
+from chain.qc import Vote
 from chain.transaction import SignedTransaction
 from chain.types import BlockId
 from chain.view import ChainView
+from chain.votes import VoteOutcome
 from node.runner import ChainRunner
 from p2p.block_relay import BlockRelay
 from p2p.blocksync import BlockSync, OnApplied
@@ -34,6 +36,7 @@ from p2p.sync import SyncConfig
 from p2p.tls import TlsIdentity
 from p2p.transport import Transport, TransportConfig
 from p2p.tx_relay import TxRelay
+from p2p.vote_relay import OnCounted, VoteRelay
 
 # Blocks whose signatures are recovered ahead of the one being applied.
 PREFETCH_BLOCKS = 2
@@ -67,6 +70,15 @@ class NodeChainService:
     ) -> list[TransactionError | None]:
         now = int(time.time() * 1000)
         return await self.runner.call(_admit, self._chain, txs, now)
+
+    async def add_votes(self, votes: Sequence[Vote]) -> list[VoteOutcome]:
+        # Urgent: a vote late by one slot misses the next block's QC.
+        now = int(time.time() * 1000)
+        return await self.runner.call_urgent(_add_votes, self._chain, votes, now)
+
+
+def _add_votes(chain: Chain, votes: Sequence[Vote], now: int) -> list[VoteOutcome]:
+    return [chain.add_vote(vote, now) for vote in votes]
 
 
 def _id_at(chain: Chain, num: int) -> BlockId | None:
@@ -154,6 +166,7 @@ class Network:
         rdma: RdmaDevice | None = None,
         rdma_status: dict[str, object] | None = None,
         on_applied: OnApplied = lambda blocks, live: None,
+        on_vote: OnCounted = lambda vote, outcome, from_peer: None,
     ) -> None:
         self.config = config
         self.node_id = os.urandom(32)
@@ -165,10 +178,11 @@ class Network:
             service, config.sync, self.block_relay, on_applied, config.light_validation
         )
         self.txs = TxRelay(service)
+        self.votes = VoteRelay(service, on_vote)
         self.switch = Switch(
             self.node_id,
             SwitchConfig(config.max_clients, config.keepalive),
-            [self.blocks, self.block_relay, self.txs],
+            [self.blocks, self.block_relay, self.txs, self.votes],
         )
         self.transport = Transport(
             TransportConfig(
@@ -192,6 +206,7 @@ class Network:
 
     def _chain_changed(self, view: ChainView) -> None:
         self.blocks.chain_advanced(view.head.num, view.lib_num)
+        self.votes.chain_advanced(view.lib_num)
 
     @property
     def listen_port(self) -> int | None:
@@ -216,6 +231,10 @@ class Network:
 
     def transaction_accepted(self, tx: SignedTransaction) -> None:
         self.txs.relay_local(tx)
+
+    def vote_cast(self, vote: Vote) -> None:
+        """A finalizer of this node voted (its safety state is on disk already)."""
+        self.votes.relay_local(vote)
 
     @property
     def in_sync(self) -> bool:

@@ -32,6 +32,7 @@ class ProducerLoop:
         metrics: NodeMetrics,
         on_block: Callable[[SignedBlock], None],
         may_produce: Callable[[], bool] = lambda: True,  # False while sync holds production
+        votes_missing: Callable[[], bool] = lambda: False,  # True: finality stalled, pause
     ) -> None:
         self.runner = runner
         self.producers = set(producers)
@@ -39,6 +40,8 @@ class ProducerLoop:
         self.metrics = metrics
         self.on_block = on_block
         self.may_produce = may_produce
+        self.votes_missing = votes_missing
+        self.paused = False
         self._warned: set[str] = set()
 
     async def run(self) -> None:
@@ -60,6 +63,12 @@ class ProducerLoop:
             return None
         if slot - head.slot > IN_STEP_SLOTS and not self.may_produce():
             log.info("production_paused_while_syncing", producer=name, slot=slot)
+            return None
+        if self.votes_missing() != self.paused:
+            self.paused = not self.paused
+            event = "production_paused_no_votes" if self.paused else "production_resumed"
+            log.warning(event, producer=name, slot=slot, head=head.num, lib=view.lib_num)
+        if self.paused:
             return None
         key = self.keys.get(PublicKey(key_pub))
         if key is None:

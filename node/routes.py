@@ -15,6 +15,7 @@ from node.fields import AnyOf, Choice, Field, Hex, Integer, ListOf, Text
 from node.views import (
     ACCOUNT_SCHEMA,
     BLOCK_SCHEMA,
+    FINALIZER_INFO_SCHEMA,
     HEALTH_SCHEMA,
     INFO_SCHEMA,
     PRODUCERS_SCHEMA,
@@ -130,6 +131,12 @@ def route_table(api: Api) -> dict[str, Route]:
             PUSH_SCHEMA,
             push_fields,
             (401, 402, 403, 404, 409, 413, 422, 429),
+        ),
+        "/v1/chain/get_finalizer_info": Route(
+            paced(api.get_finalizer_info),
+            "Finality by votes: the finalizer policy, each finalizer's last vote, this node's"
+            " finalizers, double votes, and whether production waits for votes",
+            FINALIZER_INFO_SCHEMA,
         ),
         "/v1/chain/get_evidence": Route(
             paced(api.get_evidence),

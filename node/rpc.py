@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -35,6 +35,7 @@ from node.views import (
     account_json,
     block_json,
     dumps,
+    finalizer_info_json,
     producer_json,
     schedule_json,
     slot_iso,
@@ -138,11 +139,13 @@ class Api:
         reads: ChainReads | None = None,
         pacer: ReadPacer | None = None,
         commit_wait_cap_s: float | None = None,
+        finality: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         """``reads`` and ``pacer`` default to ``ChainReads`` and ``ReadPacer`` tuned for a
         node; tests pass their own. A push in commit mode waits at most
         ``commit_wait_cap_s`` (the HTTP layer's time limit less a margin), then answers
-        ``pending``."""
+        ``pending``. ``finality`` gives the node's side of get_finalizer_info (its own
+        finalizers, whether production is paused)."""
         self.runner = runner
         self.metrics = metrics
         self.watch = watch
@@ -153,6 +156,7 @@ class Api:
         self.blocks = BlockJsonCache()
         self._producers: tuple[BlockId, bytes] | None = None  # head id, get_producers JSON
         self.commit_wait_cap_s = commit_wait_cap_s
+        self.finality = finality
         self.routes: dict[str, Route] = route_table(self)
 
     async def run(self) -> None:
@@ -297,6 +301,12 @@ class Api:
         stx, num, lib = found
         status = "irreversible" if num <= lib else "executed"
         return stx.to_json() | {"block_num": num, "status": status}
+
+    async def get_finalizer_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        now_ms = int(time.time() * 1000)
+        chain_side = await self.read(lambda c: finalizer_info_json(c, now_ms))
+        node_side = self.finality() if self.finality is not None else {}
+        return chain_side | {"local_finalizers": [], "production_paused": False} | node_side
 
     async def get_evidence(self, args: dict[str, Any]) -> dict[str, Any]:
         blocks = await self.read(lambda c: c.evidence())

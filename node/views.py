@@ -9,8 +9,11 @@ from typing import Any
 import orjson
 
 from chain.block import Schedule, SignedBlock
+from chain.controller import Chain
 from chain.crypto import public_key_to_text
+from chain.finality import finalizer_policy
 from chain.params import slot_start_ms
+from chain.qc import QuorumCertificate
 from chain.state import Account, Producer
 
 
@@ -59,6 +62,89 @@ def block_json(block: SignedBlock, lib: int) -> dict[str, Any]:
         "producer_signature": block.signature.hex(),
         "irreversible": h.num <= lib,
         "transactions": [t.to_json() for t in block.transactions],
+        "qc_claim": None
+        if h.qc_claim is None
+        else {"block_num": h.qc_claim.num, "strong": h.qc_claim.strong},
+        "qc": qc_json(block.qc),
+    }
+
+
+def finalizer_info_json(chain: Chain, now_ms: int) -> dict[str, Any]:
+    """The chain's side of get_finalizer_info (run on the chain thread): the policy of the
+    head, each finalizer's last vote counted here, the head's claim, double votes seen."""
+    head = chain.head
+    core = head.core
+    out: dict[str, Any] = {
+        "finality": chain.params.finality,
+        "head_block_num": head.num,
+        "last_irreversible_block_num": chain.lib,
+        "qc_claim": None
+        if core is None
+        else {"block_num": core.claim.num, "strong": core.claim.strong},
+        "policy": None,
+        "double_votes": [
+            {
+                "finalizer": public_key_to_text(e.key),
+                "slot": e.slot,
+                "votes": [
+                    {
+                        "block_id": v.block_id.hex(),
+                        "strong": v.strong,
+                        "signature": v.signature.hex(),
+                    }
+                    for v in (e.first, e.second)
+                ],
+            }
+            for e in chain.votes.evidence[-100:]
+        ],
+    }
+    if core is None:
+        return out
+    policy = finalizer_policy(chain.params, head.active)
+    rows = []
+    for i, f in enumerate(policy.finalizers):
+        seen = chain.votes.activity.get(f.key)
+        last = None
+        if seen is not None:
+            age = max(0, now_ms - seen.at_ms)
+            last = {
+                "block_num": seen.block_num,
+                "block_id": seen.block_id.hex(),
+                "strong": seen.strong,
+                "age_ms": age,
+            }
+        rows.append(
+            {
+                "index": i,
+                "name": f.name,
+                "key": public_key_to_text(f.key),
+                "weight": f.weight,
+                "votes": 0 if seen is None else seen.votes,
+                "last_vote": last,
+            }
+        )
+    out["policy"] = {
+        "generation": policy.generation,
+        "threshold": policy.threshold,
+        "total_weight": policy.total_weight,
+        "finalizers": rows,
+    }
+    return out
+
+
+def qc_json(qc: QuorumCertificate | None) -> dict[str, Any] | None:
+    """A QC: its block, strength and voters (indexes into the block's finalizer policy, as
+    /v1/chain/get_finalizer_info lists it)."""
+    if qc is None:
+        return None
+    strong, weak = qc.voters()
+    return {
+        "block_id": qc.block_id.hex(),
+        "block_num": qc.num,
+        "strong": qc.strong,
+        "strong_votes": strong,
+        "weak_votes": weak,
+        "signatures": [s.hex() for s in qc.signatures],
     }
 
 
@@ -154,6 +240,61 @@ BLOCK_SCHEMA = json_object(
         "producer_signature": HEX,
         "irreversible": BOOLEAN,
         "transactions": {"type": "array", "items": TRANSACTION_SCHEMA},
+        "qc_claim": nullable(json_object({"block_num": COUNT, "strong": BOOLEAN})),
+        "qc": nullable(
+            json_object(
+                {
+                    "block_id": ID,
+                    "block_num": COUNT,
+                    "strong": BOOLEAN,
+                    "strong_votes": {"type": "array", "items": COUNT},
+                    "weak_votes": {"type": "array", "items": COUNT},
+                    "signatures": {"type": "array", "items": HEX},
+                }
+            )
+        ),
+    }
+)
+_VOTE = nullable(
+    json_object(
+        {"block_num": COUNT, "block_id": ID, "strong": BOOLEAN, "age_ms": COUNT},
+        optional=("strong", "age_ms", "slot"),
+    )
+)
+FINALIZER_INFO_SCHEMA = json_object(
+    {
+        "finality": STRING,
+        "head_block_num": COUNT,
+        "last_irreversible_block_num": COUNT,
+        "qc_claim": nullable(json_object({"block_num": COUNT, "strong": BOOLEAN})),
+        "policy": nullable(
+            json_object(
+                {
+                    "generation": COUNT,
+                    "threshold": COUNT,
+                    "total_weight": COUNT,
+                    "finalizers": {
+                        "type": "array",
+                        "items": json_object(
+                            {
+                                "index": COUNT,
+                                "name": STRING,
+                                "key": STRING,
+                                "weight": COUNT,
+                                "votes": COUNT,
+                                "last_vote": _VOTE,
+                            }
+                        ),
+                    },
+                }
+            )
+        ),
+        "local_finalizers": {
+            "type": "array",
+            "items": json_object({"key": STRING, "lock": _VOTE, "last_vote": _VOTE}),
+        },
+        "production_paused": BOOLEAN,
+        "double_votes": {"type": "array", "items": {"type": "object"}},
     }
 )
 PRODUCER_SCHEMA = json_object(

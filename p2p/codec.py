@@ -14,6 +14,7 @@ from typing import Any
 from chain.block import decode_block
 from chain.encoding import check_bytes, check_int, check_list, check_str, pack, unpack
 from chain.errors import ChainError
+from chain.qc import vote_from_wire
 from chain.transaction import decode_signed_transaction
 from chain.types import BlockId
 from p2p.errors import MalformedMessage, OversizedFrame
@@ -35,6 +36,7 @@ from p2p.messages import (
     SyncRequest,
     Time,
     TransactionMessage,
+    VoteMessage,
 )
 
 HEADER_SIZE = 5
@@ -60,6 +62,7 @@ _TYPES: dict[type[Any], int] = {
     TransactionMessage: 8,
     RdmaSetup: 9,
     RdmaSyncRequest: 10,
+    VoteMessage: 11,
 }
 
 
@@ -97,6 +100,8 @@ def _payload(msg: Outbound) -> bytes:
         fields = [int(msg.step), list(msg.endpoint), msg.detail]
     elif isinstance(msg, RdmaSyncRequest):
         fields = [msg.start, msg.end, msg.addr, msg.rkey, msg.units]
+    elif isinstance(msg, VoteMessage):
+        fields = msg.vote.to_wire()
     else:
         fields = [msg.start, msg.end]
     return pack(fields)
@@ -256,6 +261,10 @@ def _rdma_sync_request(payload: bytes) -> RdmaSyncRequest:
     )
 
 
+def _vote(payload: bytes) -> VoteMessage:
+    return VoteMessage(vote_from_wire(unpack(payload, "vote")))
+
+
 _DECODERS: dict[int, Callable[[bytes], Message]] = {
     0: _hello,
     1: _handshake,
@@ -268,6 +277,7 @@ _DECODERS: dict[int, Callable[[bytes], Message]] = {
     8: _transaction,
     9: _rdma_setup,
     10: _rdma_sync_request,
+    11: _vote,
 }
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from chain.block import SignedBlock
+from chain.qc import Vote
 from chain.transaction import SignedTransaction
 from chain.types import BlockId
 
@@ -160,6 +161,13 @@ class TransactionMessage:
         return cls(tx, tx.encode())
 
 
+@dataclass(frozen=True, slots=True)
+class VoteMessage:
+    """A finalizer's vote on a block (Spring's ``vote_message``; ``p2p.vote_relay``)."""
+
+    vote: Vote
+
+
 class RdmaStep(IntEnum):
     OFFER = 1  # the dialling side: here is my queue pair and ring
     ACCEPT = 2  # the listening side: and here is mine
@@ -199,6 +207,7 @@ Message = (
     | SyncRequest
     | BlockMessage
     | TransactionMessage
+    | VoteMessage
     | RdmaSetup
     | RdmaSyncRequest
 )

@@ -15,8 +15,10 @@ from typing import Protocol
 
 from chain.block import SignedBlock
 from chain.errors import TransactionError
+from chain.qc import Vote
 from chain.transaction import SignedTransaction
 from chain.types import BlockId
+from chain.votes import VoteOutcome
 from p2p.handshake import ChainPosition
 
 
@@ -69,3 +71,7 @@ class ChainService(Protocol):
     async def admit_transactions(
         self, txs: Sequence[SignedTransaction]
     ) -> list[TransactionError | None]: ...
+
+    async def add_votes(self, votes: Sequence[Vote]) -> list[VoteOutcome]:
+        """Count finalizer votes (each checked: known block, finalizer, signature)."""
+        ...

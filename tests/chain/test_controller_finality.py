@@ -25,7 +25,7 @@ def net() -> DevNet:
 
 def vote_all(net: DevNet, chain: Chain, block: SignedBlock, *, strong: bool = True) -> None:
     for vote in net.votes(chain, block.id, strong=strong):
-        assert chain.add_vote(vote, now_ms())[0] is VoteResult.ADDED
+        assert chain.add_vote(vote, now_ms()).result is VoteResult.ADDED
 
 
 def finalized_run(net: DevNet, x: Chain, y: Chain, blocks: int) -> list[SignedBlock]:
@@ -186,12 +186,12 @@ def test_votes_on_unknown_stale_or_foreign_blocks_are_not_counted(
     x, y = net.open(tmp_path / "x"), net.open(tmp_path / "y")
     blocks = finalized_run(net, x, y, 3)
     stale = net.votes(x, blocks[0].id)[0]
-    assert x.add_vote(stale, now_ms())[0] is VoteResult.STALE
+    assert x.add_vote(stale, now_ms()).result is VoteResult.STALE
     unknown = net.produce(y, x.head.slot + 3)
-    assert x.add_vote(net.votes(x, unknown.id)[0], now_ms())[0] is VoteResult.UNKNOWN_BLOCK
+    assert x.add_vote(net.votes(x, unknown.id)[0], now_ms()).result is VoteResult.UNKNOWN_BLOCK
     head = x.block_by_id(x.head.id)
     stranger = Vote.sign(x.chain_id, head.id, True, net.keys["alice"])
-    assert x.add_vote(stranger, now_ms())[0] is VoteResult.UNKNOWN_KEY
+    assert x.add_vote(stranger, now_ms()).result is VoteResult.UNKNOWN_KEY
 
 
 def test_a_strong_and_a_weak_vote_on_one_block_are_kept_as_evidence(
@@ -203,13 +203,14 @@ def test_a_strong_and_a_weak_vote_on_one_block_are_kept_as_evidence(
     block = net.produce(x)
     key = net.keys["producera"]
     strong, weak = (Vote.sign(x.chain_id, block.id, s, key) for s in (True, False))
-    assert x.add_vote(strong, now_ms()) == (VoteResult.ADDED, None)
-    result, evidence = x.add_vote(weak, now_ms())
-    assert result is VoteResult.CONFLICTING
+    assert x.add_vote(strong, now_ms()).result is VoteResult.ADDED
+    outcome = x.add_vote(weak, now_ms())
+    evidence = outcome.evidence
+    assert outcome.result is VoteResult.CONFLICTING
     assert evidence is not None and (evidence.first, evidence.second) == (strong, weak)
     assert x.votes.evidence == [evidence]
     forged = dataclasses.replace(weak, signature=strong.signature)
-    assert x.add_vote(forged, now_ms()) == (VoteResult.INVALID_SIGNATURE, None)
+    assert x.add_vote(forged, now_ms()).result is VoteResult.INVALID_SIGNATURE
 
 
 def test_finality_state_survives_a_restart(net: DevNet, tmp_path: Path) -> None:

@@ -320,6 +320,7 @@ def test_no_route_touches_the_chain_off_its_thread(tmp_path: Path) -> None:
             ("/v1/chain/get_transaction", {"id": stx.id.hex()}, 200),
             ("/v1/chain/get_transaction", {"id": asynced.id.hex()}, 200),
             ("/v1/chain/get_evidence", {}, 200),
+            ("/v1/chain/get_finalizer_info", {}, 200),
             ("/v1/node/health", {}, 200),
             ("/v1/node/sync", {}, 200),
             ("/v1/net/peers", {}, 200),

@@ -7,8 +7,10 @@ from collections.abc import Collection, Sequence
 
 from chain.block import SignedBlock
 from chain.errors import TransactionError
+from chain.qc import Vote
 from chain.transaction import SignedTransaction
 from chain.types import BlockId
+from chain.votes import VoteOutcome
 from genesis.testing import DevNet
 from p2p.applier import BATCH, BlockApplier
 from p2p.handshake import ChainPosition
@@ -55,6 +57,9 @@ class FakeChain:
         self, txs: Sequence[SignedTransaction]
     ) -> list[TransactionError | None]:
         return [None] * len(txs)
+
+    async def add_votes(self, votes: Sequence[Vote]) -> list[VoteOutcome]:
+        return []
 
 
 _MADE: list[SignedBlock] = []

@@ -15,6 +15,7 @@ from chain.actions import Transfer
 from chain.block import BlockHeader, SignedBlock
 from chain.crypto import PrivateKey
 from chain.merkle import merkle_root
+from chain.qc import Vote
 from chain.transaction import SignedTransaction, Transaction
 from chain.types import AccountName, BlockId, BlockNum
 from p2p.channel import Channel
@@ -35,6 +36,7 @@ from p2p.messages import (
     SyncRequest,
     Time,
     TransactionMessage,
+    VoteMessage,
 )
 from p2p.tcp import TcpChannel
 from p2p.testing import MemoryChannel
@@ -79,6 +81,7 @@ def sample_messages() -> list[Message]:
         SyncRequest(1, 100),
         BlockMessage.of(block),
         TransactionMessage.of(tx),
+        VoteMessage(Vote.sign(b"c" * 32, ID, True, KEY)),
         RdmaSetup(RdmaStep.OFFER, (7, 99, "0000:0000:0000:0000:0000:ffff:0a4d:0001", 3), "x"),
     ]
 

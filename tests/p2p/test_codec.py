@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from chain.block import BlockHeader, ProducerKey, Schedule, SignedBlock
 from chain.crypto import PrivateKey
 from chain.merkle import merkle_root
+from chain.qc import MAX_FINALIZERS, QcClaim, QuorumCertificate, Vote
 from chain.transaction import SignedTransaction
 from chain.types import BlockId, BlockNum
 from p2p.codec import HANDSHAKE_MAX_FRAME, I64, U32, decode_frame, encode_frame
@@ -34,6 +35,7 @@ from p2p.messages import (
     SyncRequest,
     Time,
     TransactionMessage,
+    VoteMessage,
 )
 from tests.chain.test_encoding import names, transactions
 from tests.p2p.test_channel_contract import sample_messages
@@ -146,8 +148,25 @@ def blocks(draw: st.DrawFn) -> SignedBlock:
         tx_root=merkle_root([t.id for t in txs]),
         state_root=draw(hash32),
         new_producers=draw(st.none() | schedules),
+        qc_claim=draw(st.none() | st.builds(QcClaim, u32.map(BlockNum), st.booleans())),
     )
-    return SignedBlock.sign(header, txs, b"c" * 32, KEY)
+    qc = None
+    if header.qc_claim is not None:
+        qc = draw(st.none() | qcs)
+    return SignedBlock.sign(header, txs, b"c" * 32, KEY, qc)
+
+
+bitsets = st.binary(max_size=(MAX_FINALIZERS + 7) // 8)
+qcs = st.builds(
+    QuorumCertificate,
+    block_ids,
+    bitsets,
+    bitsets,
+    st.lists(st.binary(min_size=65, max_size=65), max_size=5).map(tuple),
+)
+votes = st.builds(
+    lambda block_id, strong: Vote.sign(b"c" * 32, block_id, strong, KEY), block_ids, st.booleans()
+)
 
 
 # One strategy per type of the Message union: a new message type fails the coverage test
@@ -162,6 +181,7 @@ STRATEGIES: dict[type[Any], st.SearchStrategy[Message]] = {
     SyncRequest: ordered().map(lambda r: SyncRequest(*r)),
     BlockMessage: blocks().map(BlockMessage.of),
     TransactionMessage: signed_transactions.map(TransactionMessage.of),
+    VoteMessage: votes.map(VoteMessage),
     RdmaSetup: st.builds(
         RdmaSetup,
         st.sampled_from(RdmaStep),

@@ -14,8 +14,10 @@ from contextlib import asynccontextmanager
 from chain.actions import Transfer
 from chain.crypto import PrivateKey
 from chain.errors import TransactionError
+from chain.qc import Vote
 from chain.transaction import SignedTransaction, Transaction
 from chain.types import AccountName, BlockId
+from chain.votes import VoteOutcome
 from p2p.codec import HANDSHAKE_MAX_FRAME, encode_frame
 from p2p.errors import ChannelClosed
 from p2p.handshake import ChainPosition
@@ -56,6 +58,9 @@ class Chain:
     async def admit_transactions(
         self, txs: Sequence[SignedTransaction]
     ) -> list[TransactionError | None]:
+        raise NotImplementedError
+
+    async def add_votes(self, votes: Sequence[Vote]) -> list[VoteOutcome]:
         raise NotImplementedError
 
 

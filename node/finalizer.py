@@ -1,0 +1,169 @@
+"""This node's finalizers: they vote on each new head, and never forget how they voted.
+
+After every new head the service asks each of its keys' safety rules
+(``chain.finalizer.decide_vote``) whether to vote, signs the votes, writes every key's
+safety info to ``<data-dir>/finalizer/safety.dat`` and fsyncs it (file and directory), and
+only then hands the votes to the network. A node killed at any instant therefore restarts
+with a record at least as new as any vote it sent, and cannot vote against one (Spring's
+``safety.dat``). A key with no record starts locked on the node's LIB.
+
+A deleted or lost safety file is the one way to make an honest finalizer double-vote: an
+operator who moves a finalizer key to another host moves the file with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from chain.crypto import PrivateKey, public_key_to_text
+from chain.dpos import HeaderState
+from chain.encoding import pack, unpack
+from chain.errors import ChainError
+from chain.finality import BlockRef, finalizer_policy
+from chain.finalizer import SafetyInfo, VoteDecision, decide_vote, decode_safety_info
+from chain.qc import Vote
+from chain.types import PublicKey
+from chain.view import ChainView
+from node.errors import NodeError
+
+__all__ = ["SAFETY_FILE", "FinalizerService", "load_safety", "save_safety"]
+
+log = structlog.get_logger("finalizer")
+
+SAFETY_FILE = "safety.dat"
+
+
+def load_safety(path: Path) -> dict[PublicKey, SafetyInfo]:
+    """Every key's safety info from ``path`` (empty if there is no file yet)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as err:
+        raise NodeError(f"cannot read the finalizer safety file {path}: {err.strerror}") from err
+    try:
+        raw: Any = unpack(data, "finalizer safety file")
+        if type(raw) is not list:
+            raise ChainError("not a list of records")
+        return {PublicKey(key): decode_safety_info(record) for key, record in raw}
+    except (ChainError, TypeError, ValueError) as err:
+        # Never vote from a damaged record: the operator must look (and restore it).
+        raise NodeError(f"the finalizer safety file {path} is damaged: {err}") from err
+
+
+def save_safety(path: Path, infos: dict[PublicKey, SafetyInfo]) -> None:
+    """Write ``infos`` durably: a temporary file, fsync, rename over the old one, fsync
+    the directory (a rename is only durable once its directory is)."""
+    tmp = path.with_suffix(".tmp")
+    data = pack([[key, info.encode()] for key, info in sorted(infos.items())])
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class FinalizerService:
+    """Owns the finalizer keys and their safety info; one task (``run``) decides, persists
+    and sends, so votes and the file never race."""
+
+    def __init__(
+        self,
+        keys: dict[PublicKey, PrivateKey],
+        directory: Path,
+        view: Callable[[], ChainView],
+        send: Callable[[Vote], None],
+        may_vote: Callable[[], bool] = lambda: True,  # False while catching up
+    ) -> None:
+        self.keys = keys
+        self.path = directory / SAFETY_FILE
+        self._view = view
+        self._send = send
+        self._may_vote = may_vote
+        directory.mkdir(parents=True, exist_ok=True)
+        self.safety = load_safety(self.path)
+        self._changed = asyncio.Event()
+        self._considered: bytes | None = None
+        self.cast = 0
+
+    def head_changed(self, view: ChainView) -> None:
+        """The chain published a new view (called on the event loop)."""
+        if view.head.id != self._considered:
+            self._changed.set()
+
+    def _safety_of(self, key: PublicKey, view: ChainView) -> SafetyInfo:
+        info = self.safety.get(key)
+        if info is None:
+            info = SafetyInfo.starting_at(BlockRef(view.lib_id, view.lib_slot, 0))
+        return info
+
+    def decide(self, head: HeaderState, view: ChainView) -> tuple[list[Vote], bool]:
+        """The votes our keys cast on ``head`` and whether any safety info changed."""
+        core = head.core
+        if core is None:
+            return [], False
+        policy = finalizer_policy(view.params, head.active)
+        votes: list[Vote] = []
+        changed = False
+        for finalizer in policy.finalizers:
+            key = self.keys.get(finalizer.key)
+            if key is None:
+                continue
+            before = self._safety_of(finalizer.key, view)
+            decision, after = decide_vote(before, core)
+            if after != before:
+                self.safety[finalizer.key] = after
+                changed = True
+            if decision is not VoteDecision.NO_VOTE:
+                strong = decision is VoteDecision.STRONG
+                votes.append(Vote.sign(view.chain_id, head.id, strong, key))
+        return votes, changed
+
+    async def run(self) -> None:
+        if self.keys:
+            log.info("finalizer_started", keys=len(self.keys), safety_file=str(self.path))
+        while self.keys:
+            await self._changed.wait()
+            self._changed.clear()
+            view = self._view()
+            if view.head.id == self._considered or not self._may_vote():
+                continue
+            self._considered = view.head.id
+            votes, changed = self.decide(view.head, view)
+            if changed:
+                # The record reaches the disk before any vote leaves the process.
+                await asyncio.to_thread(save_safety, self.path, dict(self.safety))
+            for vote in votes:
+                self.cast += 1
+                self._send(vote)
+
+    def status(self) -> list[dict[str, Any]]:
+        """Each key's safety info, for get_finalizer_info."""
+        view = self._view()
+        out = []
+        for key in sorted(self.keys):
+            info = self._safety_of(key, view)
+            last = info.last_vote
+            out.append(
+                {
+                    "key": public_key_to_text(key),
+                    "lock": {"block_num": info.lock.num, "block_id": info.lock.id.hex()},
+                    "last_vote": None
+                    if last is None
+                    else {"block_num": last.num, "block_id": last.id.hex(), "slot": last.slot},
+                }
+            )
+        return out

@@ -1,0 +1,63 @@
+"""When finality last moved, and whether production should pause for want of votes.
+
+On a finality = votes chain, a producer that keeps building while no QC forms only makes
+a longer branch that nothing can finalize (and that a partition's other side may discard).
+Like Spring's ``production-pause-vote-timeout-ms``, production pauses once finality has not
+moved for that long. It moves when the LIB rises, when the head claims a newer QC, or when
+votes reaching this node complete a QC — the last is what restarts production after a
+partition heals: the finalizers of the other side vote on the head all can vote on, their
+votes complete a QC here, and the next block carries it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from chain.params import slot_start_ms
+from chain.qc import QcClaim
+from chain.view import ChainView
+from chain.votes import VoteOutcome
+
+
+class FinalityProgress:
+    def __init__(
+        self,
+        timeout_ms: int,
+        votes_chain: bool,
+        on_final: Callable[[float], None] = lambda age_ms: None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``on_final(age_ms)``: the LIB rose to a block produced ``age_ms`` ago."""
+        self.timeout_ms = timeout_ms
+        self.votes_chain = votes_chain
+        self._clock = clock
+        self._moved = clock()  # a node just started gets the whole timeout
+        self._lib = -1
+        self._claim: QcClaim | None = None
+        self._on_final = on_final
+
+    def view_changed(self, view: ChainView) -> None:
+        core = view.head.core
+        claim = None if core is None else core.claim
+        if view.lib_num > self._lib:
+            if self._lib >= 0:
+                self._on_final(time.time() * 1000 - slot_start_ms(view.lib_slot))
+            self._lib = view.lib_num
+            self._moved = self._clock()
+        if claim is not None and (self._claim is None or claim > self._claim):
+            self._claim = claim
+            self._moved = self._clock()
+
+    def vote_counted(self, outcome: VoteOutcome) -> None:
+        if outcome.new_qc:
+            self._moved = self._clock()
+
+    @property
+    def idle_ms(self) -> float:
+        return (self._clock() - self._moved) * 1000
+
+    @property
+    def paused(self) -> bool:
+        """Whether production waits for votes."""
+        return self.votes_chain and self.timeout_ms > 0 and self.idle_ms > self.timeout_ms
