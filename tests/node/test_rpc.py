@@ -406,3 +406,27 @@ def test_reads_beyond_the_bound_get_503_busy(tmp_path: Path) -> None:
         return ChainReads(runner, metrics, max_waiting=2)
 
     _run(tmp_path, scenario, make_reads=reads)
+
+
+def test_finalizer_info_and_the_qc_of_a_block(tmp_path: Path) -> None:
+    """On a votes chain get_finalizer_info lists the policy and each finalizer's last vote,
+    and get_block shows a block's claim and the QC it carries."""
+
+    async def scenario(rig: Rig) -> None:
+        first = await rig.produce()
+        for vote in rig.net.votes(rig.chain, first.id):
+            await rig.runner.call(rig.chain.add_vote, vote, 0)
+        second = await rig.produce()
+        status, info = await rig.post("/v1/chain/get_finalizer_info", {})
+        assert status == 200 and info["finality"] == "votes"
+        assert info["policy"]["threshold"] == 3
+        rows = {r["name"]: r for r in info["policy"]["finalizers"]}
+        assert rows["producerc"]["last_vote"]["block_num"] == 1
+        assert rows["producerc"]["votes"] == 1
+        status, block = await rig.post("/v1/chain/get_block", {"block_num_or_id": second.num})
+        assert status == 200
+        assert block["qc_claim"] == {"block_num": 1, "strong": True}
+        assert block["qc"]["block_id"] == first.id.hex()
+        assert block["qc"]["strong_votes"] == [0, 1, 2, 3] and block["qc"]["weak_votes"] == []
+
+    _run(tmp_path, scenario, DevNet.create(4, blocks_per_turn=1, finality="votes"))

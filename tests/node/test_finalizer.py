@@ -1,0 +1,97 @@
+"""The node's finalizers: votes on new heads, the safety file on disk before any vote."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from chain.controller import Chain
+from chain.qc import Vote
+from chain.types import PublicKey
+from genesis.testing import DevNet
+from node.errors import NodeError
+from node.finalizer import SAFETY_FILE, FinalizerService, load_safety
+
+
+def service(
+    net: DevNet, chain: Chain, directory: Path, sent: list[Vote], may_vote: bool = True
+) -> FinalizerService:
+    keys = {PublicKey(k.public_key): k for n, k in net.keys.items() if n.startswith("producer")}
+    return FinalizerService(keys, directory, chain.view, sent.append, lambda: may_vote)
+
+
+async def step(svc: FinalizerService, chain: Chain) -> None:
+    """Tell the service the head moved and let its task act on it."""
+    task = asyncio.create_task(svc.run())
+    svc.head_changed(chain.view())
+    await asyncio.sleep(0.2)  # a decision, an fsync, the votes handed over
+    task.cancel()
+
+
+def test_every_finalizer_key_votes_on_a_new_head_after_its_record_is_on_disk(
+    tmp_path: Path,
+) -> None:
+    """Each policy key of the node votes strong on the new head, and when a vote is handed
+    over, the safety file already records it as the key's last vote."""
+    net = DevNet.create(4, blocks_per_turn=1, finality="votes")
+    chain = net.open(tmp_path / "chain")
+    sent: list[Vote] = []
+    directory = tmp_path / "finalizer"
+
+    def check_then_keep(vote: Vote) -> None:
+        record = load_safety(directory / SAFETY_FILE)[vote.key]
+        assert record.last_vote is not None and record.last_vote.id == vote.block_id
+        sent.append(vote)
+
+    keys = {PublicKey(k.public_key): k for n, k in net.keys.items() if n.startswith("producer")}
+    svc = FinalizerService(keys, directory, chain.view, check_then_keep)
+    block = net.produce(chain)
+    asyncio.run(step(svc, chain))
+    assert {v.key for v in sent} == set(keys)
+    assert all(v.block_id == block.id and v.strong for v in sent)
+    assert all(v.signer(chain.chain_id) == v.key for v in sent)
+
+
+def test_a_restarted_finalizer_does_not_vote_again_on_what_it_voted_on(tmp_path: Path) -> None:
+    """Stopped after voting and started again on the same head (as after kill -9), the
+    finalizers read their records and cast no second vote; on the next block they vote."""
+    net = DevNet.create(4, blocks_per_turn=1, finality="votes")
+    chain = net.open(tmp_path / "chain")
+    directory = tmp_path / "finalizer"
+    first: list[Vote] = []
+    net.produce(chain)
+    asyncio.run(step(service(net, chain, directory, first), chain))
+    assert len(first) == 4
+    again: list[Vote] = []
+    asyncio.run(step(service(net, chain, directory, again), chain))
+    assert again == []
+    block = net.produce(chain)
+    asyncio.run(step(service(net, chain, directory, again), chain))
+    assert {v.block_id for v in again} == {block.id}
+
+
+def test_no_vote_while_catching_up(tmp_path: Path) -> None:
+    """While the node is not in sync its finalizers keep quiet."""
+    net = DevNet.create(4, blocks_per_turn=1, finality="votes")
+    chain = net.open(tmp_path / "chain")
+    sent: list[Vote] = []
+    net.produce(chain)
+    asyncio.run(step(service(net, chain, tmp_path / "f", sent, may_vote=False), chain))
+    assert sent == []
+
+
+def test_a_damaged_safety_file_stops_the_node(tmp_path: Path) -> None:
+    """A finalizer never votes from a record it cannot trust: the node refuses to start."""
+    net = DevNet.create(4, blocks_per_turn=1, finality="votes")
+    chain = net.open(tmp_path / "chain")
+    directory = tmp_path / "finalizer"
+    net.produce(chain)
+    asyncio.run(step(service(net, chain, directory, []), chain))
+    path = directory / SAFETY_FILE
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(NodeError, match="damaged"):
+        service(net, chain, directory, [])

@@ -1,0 +1,93 @@
+"""Production pauses when finality by votes stops moving, and resumes when it moves."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from chain.qc import VoteResult
+from chain.types import PublicKey
+from chain.votes import VoteOutcome
+from genesis.testing import DevNet
+from node.liveness import FinalityProgress
+from node.metrics import NodeMetrics
+from node.producer import ProducerLoop
+from node.runner import ChainRunner
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_no_progress_for_the_timeout_pauses_and_a_new_qc_resumes(tmp_path: Path) -> None:
+    """Without a LIB rise, a newer claim or a QC from votes for longer than the timeout,
+    production pauses; a vote that completes a QC ends the pause, as a LIB rise does."""
+    net = DevNet.create(4, blocks_per_turn=1, finality="votes")
+    chain = net.open(tmp_path / "chain")
+    clock = Clock()
+    ages: list[float] = []
+    progress = FinalityProgress(6000, True, ages.append, clock)
+    progress.view_changed(chain.view())
+    clock.now += 5.9
+    assert not progress.paused
+    clock.now += 0.2
+    assert progress.paused
+    progress.vote_counted(VoteOutcome(VoteResult.ADDED))
+    assert progress.paused, "a vote that completes no QC is not progress"
+    progress.vote_counted(VoteOutcome(VoteResult.ADDED, new_qc=True))
+    assert not progress.paused
+    clock.now += 7
+    first = net.produce(chain)
+    for vote in net.votes(chain, first.id):
+        chain.add_vote(vote, 0)
+    net.produce(chain)
+    for vote in net.votes(chain, chain.head.id):
+        chain.add_vote(vote, 0)
+    assert chain.lib >= 1
+    progress.view_changed(chain.view())
+    assert not progress.paused and len(ages) == 1
+
+
+def test_a_dpos_chain_or_a_zero_timeout_never_pauses() -> None:
+    """The pause belongs to finality by votes, and 0 turns it off."""
+    clock = Clock()
+    for progress in (
+        FinalityProgress(6000, False, clock=clock),
+        FinalityProgress(0, True, clock=clock),
+    ):
+        clock.now += 60
+        assert not progress.paused
+
+
+def test_a_paused_producer_skips_its_slots_then_resumes(tmp_path: Path) -> None:
+    """While votes are missing the producer makes nothing; when they are back it produces."""
+    net = DevNet.create(1, finality="votes")
+    chain = net.open(tmp_path / "chain")
+    runner = ChainRunner(chain)
+    missing = [True]
+    name, _ = chain.head.scheduled(chain.head.slot + 1, chain.params)
+    producer = ProducerLoop(
+        runner,
+        (name,),
+        {PublicKey(k.public_key): k for k in net.keys.values()},
+        NodeMetrics(),
+        on_block=lambda block: None,
+        votes_missing=lambda: missing[0],
+    )
+
+    async def main() -> None:
+        slot = runner.view.head.slot + 1
+        assert await producer.maybe_produce(slot) is None and producer.paused
+        missing[0] = False
+        block = await producer.maybe_produce(slot)
+        assert block is not None and not producer.paused
+
+    try:
+        asyncio.run(main())
+    finally:
+        runner.close()
+        chain.store.close()
