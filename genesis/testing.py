@@ -24,7 +24,7 @@ from genesis.model import Genesis
 
 @dataclass
 class DevNet:
-    """A dev genesis and all its keys.
+    """A dev genesis and all its keys (``finality = dpos`` unless ``finality="votes"``).
 
     The genesis starts ten minutes ago: tests produce blocks in the 1,200 past slots (never in
     the future), and a transaction expiring ten minutes from now is valid both at admission
@@ -37,6 +37,8 @@ class DevNet:
     @classmethod
     def create(cls, producers: int = 1, **params: int | str) -> DevNet:
         start = datetime.now(UTC) - timedelta(minutes=10)
+        # Chain tests exercise the 2/3+1 producer rule unless they ask for finality by votes.
+        params = {"finality": "dpos", **params}
         genesis, keys = make_dev_genesis(producers, start=start, params=params)
         return cls(genesis, {n: PrivateKey.from_text(k) for n, k in keys.items()})
 

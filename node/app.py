@@ -221,6 +221,11 @@ class Node:
                 if f.key == vote.key:
                     self.metrics.finalizer_last_vote.labels(finalizer=f.name).set(vote.block_num)
 
+    def _on_final(self, lib: int, age_ms: float) -> None:
+        """The LIB rose to ``lib``, a block whose slot began ``age_ms`` ago."""
+        self.metrics.finality_latency.observe(age_ms / 1000)
+        log.info("lib_advanced", lib=lib, age_ms=round(age_ms, 1))
+
     def _vote_cast(self, vote: Vote) -> None:
         self.metrics.votes_cast.inc()
         if self.network is not None:
@@ -247,7 +252,7 @@ class Node:
         self.progress = progress = FinalityProgress(
             config.production_pause_vote_timeout_ms,
             votes_chain,
-            on_final=lambda age_ms: self.metrics.finality_latency.observe(age_ms / 1000),
+            on_final=self._on_final,
         )
         runner.subscribe(progress.view_changed)
         rdma, rdma_status = open_rdma(config)

@@ -25,10 +25,10 @@ class FinalityProgress:
         self,
         timeout_ms: int,
         votes_chain: bool,
-        on_final: Callable[[float], None] = lambda age_ms: None,
+        on_final: Callable[[int, float], None] = lambda lib, age_ms: None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``on_final(age_ms)``: the LIB rose to a block produced ``age_ms`` ago."""
+        """``on_final(lib, age_ms)``: the LIB rose to block ``lib``, made ``age_ms`` ago."""
         self.timeout_ms = timeout_ms
         self.votes_chain = votes_chain
         self._clock = clock
@@ -42,7 +42,8 @@ class FinalityProgress:
         claim = None if core is None else core.claim
         if view.lib_num > self._lib:
             if self._lib >= 0:
-                self._on_final(time.time() * 1000 - slot_start_ms(view.lib_slot))
+                age_ms = time.time() * 1000 - slot_start_ms(view.lib_slot)
+                self._on_final(view.lib_num, age_ms)
             self._lib = view.lib_num
             self._moved = self._clock()
         if claim is not None and (self._claim is None or claim > self._claim):

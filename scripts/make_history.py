@@ -3,7 +3,8 @@
 The history starts from a dev genesis set far enough in the past that every block has its
 own past slot. Blocks carry transfers between many accounts, and along the way governance
 creates accounts, candidates register and are approved, users stake and vote, and the
-elections replace the genesis producers: the schedule changes more than once.
+elections replace the genesis producers: the schedule changes more than once. The chain
+finalizes by votes (the default), every producer voting on every block.
 
     python scripts/make_history.py OUT_DIR --txs 200000 [--txs-per-block 1000]
 
@@ -36,8 +37,10 @@ from chain.actions import (
 from chain.blocklog import BlockLogWriter
 from chain.controller import Chain
 from chain.crypto import PrivateKey
+from chain.finality import finalizer_policy
 from chain.mempool import Mempool
 from chain.params import slot_start_ms, slot_time_s
+from chain.qc import Vote
 from chain.store import BlockStore
 from chain.transaction import SignedTransaction, Transaction, tapos_of
 from chain.types import AccountName
@@ -91,7 +94,14 @@ class HistoryBuilder:
         if errors:  # the history is scripted: a refusal is a bug in this script
             raise RuntimeError(f"block at slot {slot}: {len(errors)} refused, e.g. {errors[0]}")
         name, _ = self.chain.head.scheduled(slot, self.chain.params)
-        self.chain.produce_block(slot, self.keys[name])
+        block = self.chain.produce_block(slot, self.keys[name])
+        # Every finalizer votes on every block (a votes chain's blocks then carry a QC on
+        # their parent, and syncing the history verifies them as a live chain's).
+        head = self.chain.head
+        if head.core is not None:
+            for f in finalizer_policy(self.chain.params, head.active).finalizers:
+                vote = Vote.sign(self.chain.chain_id, block.id, True, self.keys[f.name])
+                self.chain.add_vote(vote, slot_start_ms(slot))
 
     def build(self) -> None:
         chain = self.chain

@@ -43,6 +43,9 @@ def producer(nodes: Nodes, tmp: Path) -> tuple[NodeProcess, int]:
     [dev] = plan(1, ("127.0.0.1", free_port()), free_port(), free_port())
     prepare(tmp / "net", [dev])
     node = nodes.run(tmp / "net" / dev.name, rpc_port=dev.rpc[1]).start(wait_head=1)
+    # Peers played by hand claim our LIB as their head: wait for a real one (block 1 is
+    # final once a block after it has votes; before that get_info names the head instead).
+    wait_for(lambda: node.info()["last_irreversible_block_num"] >= 1, 10, "a final block")
     return node, dev.p2p[1]
 
 

@@ -30,7 +30,7 @@ def test_no_progress_for_the_timeout_pauses_and_a_new_qc_resumes(tmp_path: Path)
     chain = net.open(tmp_path / "chain")
     clock = Clock()
     ages: list[float] = []
-    progress = FinalityProgress(6000, True, ages.append, clock)
+    progress = FinalityProgress(6000, True, lambda lib, age: ages.append(age), clock)
     progress.view_changed(chain.view())
     clock.now += 5.9
     assert not progress.paused
