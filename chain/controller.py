@@ -59,6 +59,9 @@ class PushResult:
     applied: list[SignedBlock] = field(default_factory=list)
     popped: list[SignedBlock] = field(default_factory=list)
     added: bool = True  # False when the block was already known
+    # Transactions of popped blocks put back into the mempool: the node offers them to its
+    # peers again, since they may have been on that branch only (ours, made while cut off).
+    requeued: list[SignedTransaction] = field(default_factory=list)
 
     @property
     def forked(self) -> bool:
@@ -284,7 +287,7 @@ class Chain:
                 raise
             assert fb.block is not None
             result.applied.append(fb.block)
-        self._requeue(result.popped, result.applied)
+        result.requeued = self._requeue(result.popped, result.applied)
         self._advance_lib()
         return result
 
@@ -322,9 +325,11 @@ class Chain:
         self._head = state
         self.mempool.remove(t.id for t in block.transactions)
 
-    def _requeue(self, popped: list[SignedBlock], applied: list[SignedBlock]) -> None:
+    def _requeue(
+        self, popped: list[SignedBlock], applied: list[SignedBlock]
+    ) -> list[SignedTransaction]:
         """Give transactions of abandoned blocks another chance in the mempool, oldest block
-        first (a transfer may spend what an earlier one brought).
+        first (a transfer may spend what an earlier one brought); those that went in.
 
         Signer keys come from the cache when it has them; others (the node restarted since
         the block was applied, or applied it in light mode) are recovered in one batch. That
@@ -344,11 +349,14 @@ class Chain:
                     continue
                 todo.setdefault(stx.id, stx)
         txs = list(todo.values())
+        requeued = []
         for stx, keys in zip(txs, self._signers.recover_each(txs), strict=True):
             if isinstance(keys, BadSignature):
                 continue  # only possible for a block applied without checking signatures
             with contextlib.suppress(TransactionError):
                 self.mempool.add(stx, keys)
+                requeued.append(stx)
+        return requeued
 
     def _advance_lib(self) -> None:
         new_lib = self._head.lib

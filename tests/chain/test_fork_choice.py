@@ -125,3 +125,4 @@ def test_a_block_abandoned_after_a_restart_gives_its_transactions_another_chance
     results = [x.push_block(b, now_ms()) for b in y_blocks]
     assert results[-1].popped == [x_block]
     assert to_bob.id in x.mempool, "the abandoned transaction gets another chance"
+    assert [t.id for t in results[-1].requeued] == [to_bob.id], "and is reported to be relayed"
