@@ -25,8 +25,10 @@ echo 1 >"$result"
 
 # The NIC of the two-host link: the one with the MAC scripts/rdma-vm-test gave this host.
 link=""
+setup=$out/setup.log
 if [ "$what" = host1 ] || [ "$what" = host2 ]; then
     n=${what#host}
+    setup=$out/setup-$what.log
     for dev in /sys/class/net/*; do
         [ "$(cat "$dev/address")" = "52:54:00:77:00:0$n" ] && link=$(basename "$dev")
     done
@@ -53,9 +55,9 @@ print("pyverbs enums:", v.E.__name__, "CompChannel.fd:", hasattr(v.CompChannel, 
     fi
     rdma link show
     ibv_devinfo -d rxe0 || true
-} >"$out/setup.log" 2>&1
+} >"$setup" 2>&1
 if [ -n "${n:-}" ] && [ -z "$link" ]; then
-    echo "in_vm.sh: no NIC with the MAC of $what" >>"$out/setup.log"
+    echo "in_vm.sh: no NIC with the MAC of $what" >>"$setup"
     exit 0
 fi
 export HOME=/tmp PYTHONDONTWRITEBYTECODE=1 BOR_RDMA_REQUIRED=1 BOR_TEST_SLOWDOWN=8
@@ -87,9 +89,10 @@ host1)
     ;;
 host2)
     BOR_TWO_HOSTS_LINK=$link BOR_TWO_HOSTS_HISTORY=$out/history timeout 1200 "$python" \
-        -m pytest -p no:cacheprovider -q --junitxml="$out/junit.xml" -o junit_family=xunit2 \
-        tests/rdma/test_two_hosts.py >"$out/pytest.log" 2>&1
+        -m pytest -p no:cacheprovider -q -rP --basetemp=/tmp/bor-pytest --junitxml="$out/junit.xml" \
+        -o junit_family=xunit2 tests/rdma/test_two_hosts.py >"$out/pytest.log" 2>&1
     echo $? >"$result"
+    cp "$(ls /tmp/bor-pytest/*/joiner.log | head -n 1)" "$out/host2-node.log"
     touch "$out/host2.done"
     ;;
 *)
