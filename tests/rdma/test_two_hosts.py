@@ -71,7 +71,7 @@ def test_a_node_bootstraps_from_another_host_over_rdma_through_a_link_cut(
     """A fresh node syncs from the node on the other host over RDMA across the wire; with the
     link set down mid-sync for 20 s, the sync completes anyway, with the peer's head id and
     state root, and every block applied exactly once."""
-    wait_for(lambda: bool(rpc(PEER_RPC, "/v1/chain/get_info")), 300, "the node on host 1")
+    wait_for(lambda: bool(rpc(PEER_RPC, "/v1/chain/get_info")), 60, "the node on host 1")
     target = int(rpc(PEER_RPC, "/v1/chain/get_info")["head_block_num"])
     data = tmp_path / "joiner"
     data.mkdir()
