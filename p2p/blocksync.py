@@ -151,7 +151,10 @@ class BlockSync(Reactor):
                 self._act(self.sync.block_kept(peer_id, block.num, new))
             elif result.outcome == Outcome.UNLINKABLE:
                 self._act(self.sync.block_unlinkable(peer_id, block.num))
-            else:  # INVALID, STALE
+            elif result.outcome == Outcome.STALE:
+                log.info("block_stale", num=block.num, from_peer=peer_id, why=result.detail)
+                self._act(self.sync.block_stale(peer_id, block.num))
+            else:  # INVALID
                 log.warning(
                     "block_rejected",
                     num=block.num,

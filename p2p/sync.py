@@ -199,6 +199,16 @@ class SyncManager:
         self.next_request = self.head + 1
         return actions + self._schedule()
 
+    def block_stale(self, peer: PeerId, num: int) -> list[Action]:
+        """A block from ``peer`` conflicts with our irreversible chain: the peer is on a branch
+        we finalized away from (it was cut off, or came back behind and produced on its old
+        head). Honest nodes do that after a partition, so no strike, and it stays connected
+        to sync our branch from us; what it was asked for is asked of others."""
+        if peer not in self.peers:
+            return []
+        self._release(peer)
+        return self._schedule()
+
     def block_unlinkable(self, peer: PeerId, num: int) -> list[Action]:
         """A block from ``peer`` does not link to any block we know: the peer is on a branch
         we have not seen (and may be on one the network abandoned). Fetch the peer's branch

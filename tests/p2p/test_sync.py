@@ -97,6 +97,19 @@ def test_strikes_drop_a_peer_and_rewind() -> None:
     assert DropPeer("bad", GoAwayReason.VALIDATION, "bad signature") in second
 
 
+def test_stale_blocks_are_no_strike() -> None:
+    """A peer whose blocks conflict with our irreversible chain (it was cut off and produced on
+    its own branch) is never dropped for them, however many it sends; what it was asked for
+    goes to another peer."""
+    sync, _ = manager(max_ranges=1, max_strikes=2)
+    sync.peer_position("behind", lib=500, head=500)
+    sync.peer_position("good", lib=500, head=500)
+    deliver(sync, "behind", 1, 5)
+    actions = [a for n in range(6, 12) for a in sync.block_stale("behind", n)]
+    assert not any(isinstance(a, DropPeer) for a in actions), actions
+    assert FetchRange("good", 6, 100) in actions, "the rest of its range, from another peer"
+
+
 def test_back_to_catchup_when_a_peer_lib_passes_our_head() -> None:
     """A peer's LIB passing our head puts us back in LIB catch-up from our head; an unlinkable block
     then refetches from our LIB + 1."""
