@@ -323,15 +323,32 @@ class Chain:
         self.mempool.remove(t.id for t in block.transactions)
 
     def _requeue(self, popped: list[SignedBlock], applied: list[SignedBlock]) -> None:
-        """Give transactions of abandoned blocks another chance in the mempool."""
+        """Give transactions of abandoned blocks another chance in the mempool, oldest block
+        first (a transfer may spend what an earlier one brought).
+
+        Signer keys come from the cache when it has them; others (the node restarted since
+        the block was applied, or applied it in light mode) are recovered in one batch. That
+        costs one recovery per signature of what can still go in: not expired, not on the new
+        branch, not beyond the room left in the mempool, and only from popped blocks, which
+        were reversible: at most (head - LIB) * max_block_txs transactions.
+        """
         kept = {t.id for b in applied for t in b.transactions}
-        for block in popped:
+        now_s = slot_time_s(self._head.slot)
+        room = self.mempool.max_txs - len(self.mempool)
+        todo: dict[TxId, SignedTransaction] = {}
+        for block in sorted(popped, key=lambda b: b.num):
             for stx in block.transactions:
-                keys = self._signers.cached(stx)
-                if stx.id in kept or keys is None or stx.id in self.mempool:
+                if len(todo) >= room:
+                    break
+                if stx.id in kept or stx.id in self.mempool or stx.tx.expiration < now_s:
                     continue
-                with contextlib.suppress(TransactionError):
-                    self.mempool.add(stx, keys)
+                todo.setdefault(stx.id, stx)
+        txs = list(todo.values())
+        for stx, keys in zip(txs, self._signers.recover_each(txs), strict=True):
+            if isinstance(keys, BadSignature):
+                continue  # only possible for a block applied without checking signatures
+            with contextlib.suppress(TransactionError):
+                self.mempool.add(stx, keys)
 
     def _advance_lib(self) -> None:
         new_lib = self._head.lib
