@@ -10,8 +10,8 @@ gets a peer dropped; like it, this module does no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 PeerId = str
 
@@ -43,6 +43,8 @@ class PeerRecord:
     # The highest head of this peer's that we hold and that lost the fork choice to ours:
     # its branch is not ahead of us until it grows past this.
     lost_at: int = 0
+    head_id: bytes | None = None  # as its last handshake or notice said
+    branch_lib: int = 0  # its LIB when we last fetched its branch for outranking ours
 
     def measured(self, blocks: int, seconds: float) -> None:
         """A range of ours ended after ``blocks`` blocks in ``seconds``."""
@@ -58,6 +60,15 @@ class PeerRecord:
         if self.rate is None:
             return most
         return max(1, min(most, int(self.rate * RANGE_SECONDS)))
+
+    def outranks(self, lib: int, head: int) -> bool:
+        """Whether this peer is on a branch that outranks ours (LIB ``lib``, head ``head``)
+        though its head is not above ours, and we have not fetched it for this LIB yet. A LIB
+        only grows along a branch, so a peer whose LIB is above ours while its head is not
+        above ours is on another branch, which fork choice ranks higher (by LIB first) even
+        though it is shorter; catch-up, which looks above our head only, would never fetch
+        it."""
+        return not self.dropping and self.lib > max(lib, self.branch_lib) and self.head <= head
 
     def outpaces(self, rate: float) -> bool:
         """Untried, or measured ``SLOW_FACTOR`` times faster than ``rate`` blocks/s."""
@@ -78,3 +89,30 @@ def pick(candidates: Sequence[PeerRecord], limit: int) -> PeerRecord | None:
     fastest = ranked[0]
     best = [p for p in ranked[:limit] if p.rate is None or not fastest.outpaces(p.rate)]
     return min(best, key=lambda p: p.last_used)
+
+
+@dataclass(slots=True)
+class HeldBlocks:
+    """Blocks above our LIB that we hold and that did not become our head (id -> number): a
+    peer whose head is one of them is not ahead of us, whichever peer sent us the block. At
+    most ``limit``, the oldest forgotten first (they matter least)."""
+
+    limit: int
+    _nums: dict[bytes, int] = field(default_factory=dict)
+
+    def hold(self, block_id: bytes, num: int, peers: Iterable[PeerRecord]) -> None:
+        self._nums[block_id] = num
+        if len(self._nums) > self.limit:
+            del self._nums[next(iter(self._nums))]
+        for p in peers:
+            if p.head_id == block_id:
+                p.lost_at = max(p.lost_at, num)
+
+    def seen_head(self, p: PeerRecord) -> None:
+        """``p`` told us its head: if we hold it, its branch is not ahead of ours."""
+        if p.head_id in self._nums:
+            p.lost_at = max(p.lost_at, p.head)
+
+    def forget_upto(self, lib: int) -> None:
+        for block_id in [i for i, num in self._nums.items() if num <= lib]:
+            del self._nums[block_id]
