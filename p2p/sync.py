@@ -82,7 +82,7 @@ class SyncManager:
     # a block backs them: a liar reconnecting under fresh keys gets no second grace).
     _backed_at: float = float("-inf")
     _claim_grace: bool = True
-    _held: HeldBlocks = field(default_factory=lambda: HeldBlocks(limit=2000))
+    _held: HeldBlocks = field(default_factory=HeldBlocks)
     # The head of the last branch fetched because it outranks ours: a peer with the same head
     # claims the same branch, which is on its way or here.
     _outranking_head: bytes | None = None

@@ -1,6 +1,7 @@
 """What the sync manager knows of each peer: what it claims, and what it did.
 
-Claims (LIB, head) come from handshakes and notices and cost nothing to make up; the record
+Claims (LIB, head and its id) come from handshakes and notices and cost nothing to make up;
+a claimed head that is a block we hold (``HeldBlocks``) is not ahead of us. The record
 (blocks delivered, blocks/s, strikes, stalls, blocks that link to nothing) is what the peer
 did when asked. Ranges go by the record: untried peers first, then the fastest few in turn,
 leaving out those several times slower than the fastest free peer, each range sized to what
@@ -25,6 +26,9 @@ SLOW_FACTOR = 4.0
 # A peer whose rate we know gets ranges of what it delivers in this long (at most ``span``):
 # well inside the sync timeout, and a range taken from a slow peer costs about this much.
 RANGE_SECONDS = 2.0
+# Held blocks remembered at most: a peer's head is recent, and 2,000 blocks (17 minutes of
+# 0.5 s blocks, the sync window) cover any branch a peer still stands on, in 260 KiB.
+HELD_BLOCKS = 2000
 
 
 @dataclass(slots=True)
@@ -97,7 +101,7 @@ class HeldBlocks:
     peer whose head is one of them is not ahead of us, whichever peer sent us the block. At
     most ``limit``, the oldest forgotten first (they matter least)."""
 
-    limit: int
+    limit: int = HELD_BLOCKS
     _nums: dict[bytes, int] = field(default_factory=dict)
 
     def hold(self, block_id: bytes, num: int, peers: Iterable[PeerRecord]) -> None:
