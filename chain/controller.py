@@ -62,6 +62,9 @@ class PushResult:
     applied: list[SignedBlock] = field(default_factory=list)
     popped: list[SignedBlock] = field(default_factory=list)
     added: bool = True  # False when the block was already known
+    # Transactions of popped blocks put back into the mempool: the node offers them to its
+    # peers again, since they may have been on that branch only (ours, made while cut off).
+    requeued: list[SignedTransaction] = field(default_factory=list)
 
     @property
     def forked(self) -> bool:
@@ -336,7 +339,7 @@ class Chain:
                 raise
             assert fb.block is not None
             result.applied.append(fb.block)
-        self._requeue(result.popped, result.applied)
+        result.requeued = self._requeue(result.popped, result.applied)
         self._advance_lib(self._head.lib)
         return result
 
@@ -374,16 +377,38 @@ class Chain:
         self._head = state
         self.mempool.remove(t.id for t in block.transactions)
 
-    def _requeue(self, popped: list[SignedBlock], applied: list[SignedBlock]) -> None:
-        """Give transactions of abandoned blocks another chance in the mempool."""
+    def _requeue(
+        self, popped: list[SignedBlock], applied: list[SignedBlock]
+    ) -> list[SignedTransaction]:
+        """Give transactions of abandoned blocks another chance in the mempool, oldest block
+        first (a transfer may spend what an earlier one brought); those that went in.
+
+        Signer keys come from the cache when it has them; others (the node restarted since
+        the block was applied, or applied it in light mode) are recovered in one batch. That
+        costs one recovery per signature of what can still go in: not expired, not on the new
+        branch, not beyond the room left in the mempool, and only from popped blocks, which
+        were reversible: at most (head - LIB) * max_block_txs transactions.
+        """
         kept = {t.id for b in applied for t in b.transactions}
-        for block in popped:
+        now_s = slot_time_s(self._head.slot)
+        room = self.mempool.max_txs - len(self.mempool)
+        todo: dict[TxId, SignedTransaction] = {}
+        for block in sorted(popped, key=lambda b: b.num):
             for stx in block.transactions:
-                keys = self._signers.cached(stx)
-                if stx.id in kept or keys is None or stx.id in self.mempool:
+                if len(todo) >= room:
+                    break
+                if stx.id in kept or stx.id in self.mempool or stx.tx.expiration < now_s:
                     continue
-                with contextlib.suppress(TransactionError):
-                    self.mempool.add(stx, keys)
+                todo.setdefault(stx.id, stx)
+        txs = list(todo.values())
+        requeued = []
+        for stx, keys in zip(txs, self._signers.recover_each(txs), strict=True):
+            if isinstance(keys, BadSignature):
+                continue  # only possible for a block applied without checking signatures
+            with contextlib.suppress(TransactionError):
+                self.mempool.add(stx, keys)
+                requeued.append(stx)
+        return requeued
 
     def _advance_lib(self, new_lib: BlockNum) -> None:
         """Make the blocks up to ``new_lib`` (on our chain) irreversible."""

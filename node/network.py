@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +47,8 @@ class NodeChainService:
         self.runner = runner
         self.chain_id = runner.view.chain_id
         self._chain = runner.chain  # handed to functions run on the chain thread, never used here
+        # Told of transactions a fork switch put back into the mempool (on the event loop).
+        self.on_requeued: Callable[[list[SignedTransaction]], None] = lambda txs: None
 
     def position(self) -> ChainPosition:
         view = self.runner.view
@@ -63,7 +65,12 @@ class NodeChainService:
 
     async def push_blocks(self, blocks: Sequence[SignedBlock], light_upto: int) -> PushOutcome:
         now = int(time.time() * 1000)
-        return await self.runner.call_urgent(_push, self._chain, blocks, light_upto, now)
+        outcome, requeued = await self.runner.call_urgent(
+            _push, self._chain, blocks, light_upto, now
+        )
+        if requeued:
+            self.on_requeued(requeued)
+        return outcome
 
     async def admit_transactions(
         self, txs: Sequence[SignedTransaction]
@@ -103,11 +110,15 @@ def _encoded(chain: Chain, start: int, end: int) -> list[bytes]:
     return out
 
 
-def _push(chain: Chain, blocks: Sequence[SignedBlock], light_upto: int, now: int) -> PushOutcome:
-    """On the chain thread: push each block, recovering the next blocks' signatures ahead."""
+def _push(
+    chain: Chain, blocks: Sequence[SignedBlock], light_upto: int, now: int
+) -> tuple[PushOutcome, list[SignedTransaction]]:
+    """On the chain thread: push each block, recovering the next blocks' signatures ahead;
+    with the transactions fork switches put back into the mempool."""
     chain.set_light_validation(light_upto)
     results: list[BlockResult] = []
     applied: list[SignedBlock] = []
+    requeued: list[SignedTransaction] = []
 
     def prefetch(block: SignedBlock) -> None:
         if block.num > light_upto:
@@ -130,12 +141,13 @@ def _push(chain: Chain, blocks: Sequence[SignedBlock], light_upto: int, now: int
             results.append(BlockResult(block, Outcome.INVALID, f"{err.name}: {err.reason}"))
             continue
         applied.extend(pushed.applied)
+        requeued.extend(pushed.requeued)
         if pushed.applied:
             outcome = Outcome.APPLIED
         else:
             outcome = Outcome.ADDED if pushed.added else Outcome.DUPLICATE
         results.append(BlockResult(block, outcome))
-    return PushOutcome(results, applied)
+    return PushOutcome(results, applied), requeued
 
 
 @dataclass(slots=True)
@@ -179,6 +191,7 @@ class Network:
         )
         self.txs = TxRelay(service)
         self.votes = VoteRelay(service, on_vote)
+        service.on_requeued = self.txs.relay_requeued
         self.switch = Switch(
             self.node_id,
             SwitchConfig(config.max_clients, config.keepalive),

@@ -50,10 +50,18 @@ class BlockApplier:
         self._wake.set()
         return True
 
+    def lowest(self) -> tuple[str, int] | None:
+        """The lowest block held and the peer that sent it; None if nothing is held."""
+        if not self._pending:
+            return None
+        num = min(self._pending)
+        return self._pending[num][0][0], num
+
     def next_batch(self) -> list[tuple[str, SignedBlock]]:
         """What to push next: anything at or below the head (a fork candidate or a duplicate:
         the chain sorts it out), then the contiguous run above the head, up to ``BATCH``.
-        Blocks above a gap wait for the gap to be filled (the sync manager asks for it)."""
+        Blocks above a gap wait for the gap to be filled: the sync manager asks for it
+        (``SyncManager.applier_waits``)."""
         head = self.chain.position().head_num
         batch: list[tuple[str, SignedBlock]] = []
         for num in sorted(n for n in self._pending if n <= head):

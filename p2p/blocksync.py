@@ -86,7 +86,7 @@ class BlockSync(Reactor):
 
     def add_peer(self, peer: Peer) -> None:
         hs = peer.handshake
-        self._act(self.sync.peer_position(peer.id, hs.lib_num, hs.head_num))
+        self._act(self.sync.peer_position(peer.id, hs.lib_num, hs.head_num, hs.head_id))
         self._notify(peer)
 
     def remove_peer(self, peer: Peer) -> None:
@@ -110,9 +110,10 @@ class BlockSync(Reactor):
             if len(message.ids) == 2:
                 head_id, lib_id = message.ids
                 lib, head = block_num_of(lib_id), block_num_of(head_id)
-                self._act(self.sync.peer_position(peer.id, lib, head))
+                self._act(self.sync.peer_position(peer.id, lib, head, head_id))
         elif isinstance(message, Handshake):
-            self._act(self.sync.peer_position(peer.id, message.lib_num, message.head_num))
+            hs = message
+            self._act(self.sync.peer_position(peer.id, hs.lib_num, hs.head_num, hs.head_id))
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:
@@ -148,10 +149,13 @@ class BlockSync(Reactor):
                     self.relay.relay(block)
             elif result.outcome in (Outcome.ADDED, Outcome.DUPLICATE):
                 new = result.outcome == Outcome.ADDED
-                self._act(self.sync.block_kept(peer_id, block.num, new))
+                self._act(self.sync.block_kept(peer_id, block.num, new, block.id))
             elif result.outcome == Outcome.UNLINKABLE:
                 self._act(self.sync.block_unlinkable(peer_id, block.num))
-            else:  # INVALID, STALE
+            elif result.outcome == Outcome.STALE:
+                log.info("block_stale", num=block.num, from_peer=peer_id, why=result.detail)
+                self._act(self.sync.block_stale(peer_id, block.num))
+            else:  # INVALID
                 log.warning(
                     "block_rejected",
                     num=block.num,
@@ -160,6 +164,7 @@ class BlockSync(Reactor):
                     why=result.detail,
                 )
                 self._act(self.sync.block_rejected(peer_id, block.num, result.detail))
+        self._act(self.sync.applier_waits(self.applier.lowest()))
 
     # --- serving ranges ---------------------------------------------------------------------
 
@@ -214,6 +219,7 @@ class BlockSync(Reactor):
                 if peer.rtt is not None:
                     self.sync.peer_rtt(peer.id, peer.rtt)
             self._act(self.sync.tick())
+            self._act(self.sync.applier_waits(self.applier.lowest()))
 
     async def _notice_loop(self) -> None:
         while True:

@@ -4,8 +4,12 @@ Inputs are events (a peer's chain position, a block received or rejected, a peer
 chain advanced, a clock tick); outputs are actions (``FetchRange``, ``DropPeer``) that the
 block-sync reactor (``p2p.blocksync``) carries out. Stages as in EOSIO: ``lib_catchup``
 while a peer's LIB is above our head, ``head_catchup`` while a peer's head is ahead by more
-than a couple of blocks, ``in_sync`` otherwise — and back to catch-up whenever a peer's
-LIB passes our head.
+than a couple of blocks, or while we fetch a branch we do not know, ``in_sync`` otherwise —
+and back to catch-up whenever a peer's LIB passes our head.
+
+A branch we do not know is fetched from our LIB + 1, from the peer on it, when one of its
+blocks does not link, and when the peer's LIB outranks ours while its head is not above ours
+(``PeerRecord.outranks``).
 
 What EOSIO's and CometBFT's users asked for (reference section 5) is built in: ranges
 ``[next, min(next + span - 1, target)]`` (fewer blocks for slow peers); several ranges in
@@ -30,11 +34,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from p2p.messages import GoAwayReason
-from p2p.sync_peers import PeerId, PeerRecord, pick
+from p2p.sync_actions import Action, DropPeer, FetchRange, Stage, SyncConfig
+from p2p.sync_peers import HeldBlocks, PeerId, PeerRecord, pick
+
+__all__ = ["Action", "DropPeer", "FetchRange", "Stage", "SyncConfig", "SyncManager"]
 
 # A peer whose head is at most this many blocks ahead is in step with us (0.5 s blocks, a
 # network hop and an apply each way).
@@ -42,29 +48,6 @@ HEAD_ALLOWANCE = 2
 # A range that our chain waits on is judged for slowness after this long: a range from a
 # healthy peer is done by then (500 blocks take ~0.3 s on loopback, bench_sync.py).
 SLOW_AFTER = 2.0
-
-
-class Stage(StrEnum):
-    LIB_CATCHUP = "lib_catchup"
-    HEAD_CATCHUP = "head_catchup"
-    IN_SYNC = "in_sync"
-
-
-@dataclass(frozen=True, slots=True)
-class FetchRange:
-    peer: PeerId
-    start: int
-    end: int
-
-
-@dataclass(frozen=True, slots=True)
-class DropPeer:
-    peer: PeerId
-    reason: GoAwayReason
-    detail: str
-
-
-Action = FetchRange | DropPeer
 
 
 @dataclass(slots=True)
@@ -76,20 +59,6 @@ class _Range:
     sent_at: float
     progress_at: float
     received: int = 0
-
-
-@dataclass(slots=True)
-class SyncConfig:
-    span: int = 500
-    max_ranges: int = 3
-    window: int = 2000  # blocks above our head that may be requested (the memory bound)
-    timeout: float = 5.0
-    peer_limit: int = 3
-    max_strikes: int = 3
-    # How long peers' claims alone may hold our producer, and how long after the last block
-    # from a peer joined our chain catch-up still holds it: twice ``timeout``, so that an
-    # honest sync whose source stalls and is replaced does not let the producer go early.
-    pause_grace: float = 10.0
 
 
 @dataclass(slots=True)
@@ -113,11 +82,16 @@ class SyncManager:
     # a block backs them: a liar reconnecting under fresh keys gets no second grace).
     _backed_at: float = float("-inf")
     _claim_grace: bool = True
+    _held: HeldBlocks = field(default_factory=HeldBlocks)
+    # The head of the last branch fetched because it outranks ours: a peer with the same head
+    # claims the same branch, which is on its way or here.
+    _outranking_head: bytes | None = None
 
     # --- events ---------------------------------------------------------------------------
 
     def chain_advanced(self, head: int, lib: int) -> list[Action]:
         self.head, self.lib = head, lib
+        self._held.forget_upto(lib)
         if self.fork is not None and self.fork[1] <= lib:
             # Our LIB passed the whole branch: it can no longer win, so stop waiting for it
             # (a silent fork peer would otherwise hold us in catch-up, and our producer idle).
@@ -125,17 +99,25 @@ class SyncManager:
         self._progress.append((self.clock(), head))
         return self._schedule()
 
-    def peer_position(self, peer: PeerId, lib: int, head: int) -> list[Action]:
+    def peer_position(
+        self, peer: PeerId, lib: int, head: int, head_id: bytes | None = None
+    ) -> list[Action]:
         """A handshake or notice told us where ``peer`` is."""
         p = self.peers.setdefault(peer, PeerRecord(peer))
         if p.dropping:
             return []
         p.lib = max(p.lib, lib)  # a LIB never goes back
         p.head = max(head, p.lib)  # a head may (fork switch)
+        p.head_id = head_id
+        self._held.seen_head(p)
         # Then the peer cannot serve what we asked above its head: reassign it now, not after
         # the timeout.
         for r in [r for r in self.ranges if r.peer == peer and r.next_num > p.head]:
             self._abandon(r)
+        if self.fork is not None and self.fork[0] == peer and p.head < self.fork[1]:
+            # It left the branch we fetch (it switched to one that outranks it, maybe ours):
+            # the rest will not come. What came is the fork database's to weigh.
+            self.fork = None
         return self._schedule()
 
     def peer_rtt(self, peer: PeerId, rtt: float) -> None:
@@ -171,16 +153,21 @@ class SyncManager:
             p.unlinkable = 0
         return []
 
-    def block_kept(self, peer: PeerId, num: int, new: bool = False) -> list[Action]:
+    def block_kept(
+        self, peer: PeerId, num: int, new: bool = False, block_id: bytes | None = None
+    ) -> list[Action]:
         """A valid block from ``peer`` did not become our head (our branch ranks higher, or
-        we had it: ``new`` is False). At the peer's head, its branch is not ahead of ours:
-        stop catching up with it, which also lets our producer go on."""
+        we had it: ``new`` is False). At the head of ``peer`` (or of any peer whose head is
+        ``block_id``), that branch is not ahead of ours: stop catching up with it, which also
+        lets our producer go on."""
         p = self.peers.get(peer)
         if p is not None:
             if new:
                 p.unlinkable = 0
             if num >= p.head:
                 p.lost_at = max(p.lost_at, num)
+        if block_id is not None and num > self.lib:
+            self._held.hold(block_id, num, self.peers.values())
         return self._schedule()
 
     def block_rejected(self, peer: PeerId, num: int, detail: str) -> list[Action]:
@@ -199,6 +186,16 @@ class SyncManager:
         self.next_request = self.head + 1
         return actions + self._schedule()
 
+    def block_stale(self, peer: PeerId, num: int) -> list[Action]:
+        """A block from ``peer`` conflicts with our irreversible chain: the peer is on a branch
+        we finalized away from (it was cut off, or came back behind and produced on its old
+        head). Honest nodes do that after a partition, so no strike, and it stays connected
+        to sync our branch from us; what it was asked for is asked of others."""
+        if peer not in self.peers:
+            return []
+        self._release(peer)
+        return self._schedule()
+
     def block_unlinkable(self, peer: PeerId, num: int) -> list[Action]:
         """A block from ``peer`` does not link to any block we know: the peer is on a branch
         we have not seen (and may be on one the network abandoned). Fetch the peer's branch
@@ -215,15 +212,27 @@ class SyncManager:
             # never let the fetch finish).
             self.fork = (peer, max(self.fork[1], num))
             return self._schedule()
-        p.unlinkable += 1
-        if p.unlinkable > self.config.max_strikes:
-            detail = f"{p.unlinkable} blocks that link to no block we know"
-            return self._drop(p, GoAwayReason.UNLINKABLE, detail) + self._schedule()
-        self.ranges.clear()
-        self.gaps.clear()
-        self.next_request = self.lib + 1
-        self.rewound = True
-        self.fork = (peer, max(num, p.head))
+        return self._fetch_branch(p, max(num, p.head)) + self._schedule()
+
+    def applier_waits(self, lowest: tuple[PeerId, int] | None) -> list[Action]:
+        """The applier pushed what it could and still holds ``lowest`` (the peer that sent the
+        lowest block it holds, and its number; None: nothing). If nothing brings our next
+        block (no range, gap or plan covers it: it was asked for and lost, as when it did not
+        link then or our head went back since), ask for the blocks up to the next one held or
+        planned: of that peer, which has their descendant, or else of anyone."""
+        start = self.head + 1
+        covered = [r.start <= start <= r.end for r in self.ranges]
+        covered += [s <= start <= e for s, e in self.gaps]
+        covered += [self.next_request <= start, lowest is not None and lowest[1] <= start]
+        if self.stage == Stage.IN_SYNC or self.fork is not None or any(covered):
+            return []
+        planned = [r.start for r in self.ranges] + [s for s, _ in self.gaps]
+        planned += [self.next_request, start + self.config.window] + ([lowest[1]] if lowest else [])
+        end = min(n for n in planned if n > start) - 1
+        p = self.peers.get(lowest[0]) if lowest else None
+        if p is not None and any(q is p for q in self._free(start)):
+            return [self._assign(p, start, self._end_for(p, start, end))]
+        self.gaps = sorted([*self.gaps, (start, end)])
         return self._schedule()
 
     def peer_closed(self, peer: PeerId) -> list[Action]:
@@ -291,6 +300,35 @@ class SyncManager:
         if self.fork is not None and self.fork[0] == p.id:
             self.fork = None
         return [DropPeer(p.id, reason, detail)]
+
+    def _fetch_branch(self, p: PeerRecord, upto: int) -> list[Action]:
+        """Fetch the branch of ``p`` from our LIB + 1 up to ``upto``, from ``p`` (see
+        ``block_unlinkable``); a peer whose branches keep bringing nothing new is dropped."""
+        p.unlinkable += 1
+        if p.unlinkable > self.config.max_strikes:
+            detail = f"{p.unlinkable} branches that link to no block we know or bring none new"
+            return self._drop(p, GoAwayReason.UNLINKABLE, detail)
+        self.ranges.clear()
+        self.gaps.clear()
+        self.next_request = self.lib + 1
+        self.rewound = True
+        self.fork = (p.id, upto)
+        return []
+
+    def _outranking(self) -> list[Action]:
+        """Fetch the branch of a peer that outranks ours though its head is not above ours,
+        once per LIB it claims."""
+        actions: list[Action] = []
+        for p in self.peers.values():
+            if self.fork is not None:
+                break
+            if not p.outranks(self.lib, self.head):
+                continue
+            p.branch_lib = p.lib
+            if p.head_id is None or p.head_id != self._outranking_head:
+                self._outranking_head = p.head_id
+                actions += self._fetch_branch(p, p.head)
+        return actions
 
     def _stalled(self, r: _Range, now: float) -> list[Action]:
         self._abandon(r)
@@ -364,6 +402,7 @@ class SyncManager:
         return Stage.IN_SYNC, self.head
 
     def _schedule(self) -> list[Action]:
+        actions = self._outranking()
         stage, target = self._stage()
         if stage != self.stage:
             if self.stage == Stage.IN_SYNC:
@@ -383,7 +422,7 @@ class SyncManager:
             self.ranges.clear()
             self.gaps.clear()
             self.rewound = False
-            return []
+            return actions
         # Blocks at or below our LIB are final: never ask for them, even when rewound.
         self.next_request = max(self.next_request, self.lib + 1)
         if self.rewound and self.next_request > self.head:
@@ -391,7 +430,6 @@ class SyncManager:
         if not self.rewound:
             self.next_request = max(self.next_request, self.head + 1)
             self.gaps = [(max(s, self.head + 1), e) for s, e in self.gaps if e > self.head]
-        actions: list[Action] = []
         limit = self.head + self.config.window
         while len(self.ranges) < self.config.max_ranges:
             if self.gaps:
@@ -415,19 +453,27 @@ class SyncManager:
                     self.gaps.pop(0)
             else:
                 self.next_request = end + 1
-            now = self.clock()
-            peer.last_used = now
-            self.ranges.append(_Range(peer.id, start, end, start, now, now))
-            actions.append(FetchRange(peer.id, start, end))
+            actions.append(self._assign(peer, start, end))
         return actions
 
-    def _pick_peer(self, start: int, end: int) -> PeerRecord | None:
+    def _assign(self, p: PeerRecord, start: int, end: int) -> FetchRange:
+        now = self.clock()
+        p.last_used = now
+        self.ranges.append(_Range(p.id, start, end, start, now, now))
+        return FetchRange(p.id, start, end)
+
+    def _free(self, start: int) -> list[PeerRecord]:
+        """Usable peers holding no range, if another range may go out."""
+        if len(self.ranges) >= self.config.max_ranges:
+            return []
         busy = {r.peer for r in self.ranges}
+        return [p for p in self._usable(start) if p.id not in busy]
+
+    def _pick_peer(self, start: int, end: int) -> PeerRecord | None:
         candidates = [
             p
-            for p in self._usable(start)
-            if p.id not in busy
+            for p in self._free(start)
             # A branch comes from its own peer; blocks final on another peer are the same.
-            and (self.fork is None or p.id == self.fork[0] or p.lib >= self._end_for(p, start, end))
+            if self.fork is None or p.id == self.fork[0] or p.lib >= self._end_for(p, start, end)
         ]
         return pick(candidates, self.config.peer_limit)

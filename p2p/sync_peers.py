@@ -1,6 +1,7 @@
 """What the sync manager knows of each peer: what it claims, and what it did.
 
-Claims (LIB, head) come from handshakes and notices and cost nothing to make up; the record
+Claims (LIB, head and its id) come from handshakes and notices and cost nothing to make up;
+a claimed head that is a block we hold (``HeldBlocks``) is not ahead of us. The record
 (blocks delivered, blocks/s, strikes, stalls, blocks that link to nothing) is what the peer
 did when asked. Ranges go by the record: untried peers first, then the fastest few in turn,
 leaving out those several times slower than the fastest free peer, each range sized to what
@@ -10,8 +11,8 @@ gets a peer dropped; like it, this module does no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 PeerId = str
 
@@ -25,6 +26,9 @@ SLOW_FACTOR = 4.0
 # A peer whose rate we know gets ranges of what it delivers in this long (at most ``span``):
 # well inside the sync timeout, and a range taken from a slow peer costs about this much.
 RANGE_SECONDS = 2.0
+# Held blocks remembered at most: a peer's head is recent, and 2,000 blocks (17 minutes of
+# 0.5 s blocks, the sync window) cover any branch a peer still stands on, in 260 KiB.
+HELD_BLOCKS = 2000
 
 
 @dataclass(slots=True)
@@ -43,6 +47,8 @@ class PeerRecord:
     # The highest head of this peer's that we hold and that lost the fork choice to ours:
     # its branch is not ahead of us until it grows past this.
     lost_at: int = 0
+    head_id: bytes | None = None  # as its last handshake or notice said
+    branch_lib: int = 0  # its LIB when we last fetched its branch for outranking ours
 
     def measured(self, blocks: int, seconds: float) -> None:
         """A range of ours ended after ``blocks`` blocks in ``seconds``."""
@@ -58,6 +64,15 @@ class PeerRecord:
         if self.rate is None:
             return most
         return max(1, min(most, int(self.rate * RANGE_SECONDS)))
+
+    def outranks(self, lib: int, head: int) -> bool:
+        """Whether this peer is on a branch that outranks ours (LIB ``lib``, head ``head``)
+        though its head is not above ours, and we have not fetched it for this LIB yet. A LIB
+        only grows along a branch, so a peer whose LIB is above ours while its head is not
+        above ours is on another branch, which fork choice ranks higher (by LIB first) even
+        though it is shorter; catch-up, which looks above our head only, would never fetch
+        it."""
+        return not self.dropping and self.lib > max(lib, self.branch_lib) and self.head <= head
 
     def outpaces(self, rate: float) -> bool:
         """Untried, or measured ``SLOW_FACTOR`` times faster than ``rate`` blocks/s."""
@@ -78,3 +93,30 @@ def pick(candidates: Sequence[PeerRecord], limit: int) -> PeerRecord | None:
     fastest = ranked[0]
     best = [p for p in ranked[:limit] if p.rate is None or not fastest.outpaces(p.rate)]
     return min(best, key=lambda p: p.last_used)
+
+
+@dataclass(slots=True)
+class HeldBlocks:
+    """Blocks above our LIB that we hold and that did not become our head (id -> number): a
+    peer whose head is one of them is not ahead of us, whichever peer sent us the block. At
+    most ``limit``, the oldest forgotten first (they matter least)."""
+
+    limit: int = HELD_BLOCKS
+    _nums: dict[bytes, int] = field(default_factory=dict)
+
+    def hold(self, block_id: bytes, num: int, peers: Iterable[PeerRecord]) -> None:
+        self._nums[block_id] = num
+        if len(self._nums) > self.limit:
+            del self._nums[next(iter(self._nums))]
+        for p in peers:
+            if p.head_id == block_id:
+                p.lost_at = max(p.lost_at, num)
+
+    def seen_head(self, p: PeerRecord) -> None:
+        """``p`` told us its head: if we hold it, its branch is not ahead of ours."""
+        if p.head_id in self._nums:
+            p.lost_at = max(p.lost_at, p.head)
+
+    def forget_upto(self, lib: int) -> None:
+        for block_id in [i for i, num in self._nums.items() if num <= lib]:
+            del self._nums[block_id]

@@ -2,7 +2,8 @@
 
 A transaction a peer sends is admitted to our mempool (through the chain service, in
 batches of up to ``BATCH``) and, if valid, offered to every other peer that has not seen it;
-transactions our own RPC accepted are offered the same way (``relay_local``). Every
+transactions our own RPC accepted are offered the same way (``relay_local``), and so are
+those a fork switch put back into our mempool (``relay_requeued``). Every
 transaction id is handled once (``seen``), whichever way it came first.
 """
 
@@ -51,6 +52,14 @@ class TxRelay(Reactor):
         """Our RPC admitted ``tx``: offer it to every peer."""
         self._seen.add(tx.id)
         self._offer(tx, exclude=None)
+
+    def relay_requeued(self, txs: list[SignedTransaction]) -> None:
+        """A fork switch put ``txs`` back into our mempool: offer them again to every peer
+        not known to hold them. The branch they were on may have been ours alone (made while
+        cut off), and our mempool alone does not survive a restart of this node."""
+        for tx in txs:
+            self._seen.add(tx.id)
+            self._offer(tx, exclude=None)
 
     def _offer(self, tx: SignedTransaction, exclude: str | None) -> None:
         message: TransactionMessage | None = None

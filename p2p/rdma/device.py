@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import ctypes
 import ipaddress
+import mmap
 import os
 import select
 import socket
@@ -42,6 +43,8 @@ REPOST_BATCH = 32  # receive WQEs re-posted at once
 POLL_BATCH = 64
 INLINE_WANTED = 256  # bytes of a write copied into the work request (no DMA read of ours)
 RECV_WR_ID = 1 << 62  # marks the SRQ's receive WQEs (send WRs carry small slot numbers)
+HUGE_PAGE = 2 << 20  # x86-64's default huge page size
+MAP_HUGETLB = getattr(mmap, "MAP_HUGETLB", 0x40000)  # Python < 3.14 lacks the name (Linux value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,13 +225,30 @@ class RdmaDevice:
         self.errors = 0
 
     def _register_pool(self, size: int) -> tuple[Any, bool]:
+        """The pool's memory region, in huge pages when the host has some reserved. We map
+        them ourselves: pyverbs' IBV_ACCESS_HUGETLB also hands that flag to the kernel, and
+        rxe of newer kernels (Debian trixie's 6.12) refuses a region with it (EOPNOTSUPP)."""
         v = self.v
         if _huge_pages_reserved():
-            huge = self.access | v.E.ibv_access_flags.IBV_ACCESS_HUGETLB
             try:
-                return v.MR(self.pd, size, huge), True
-            except v.Error as err:
+                mapping = mmap.mmap(
+                    -1,
+                    -(-size // HUGE_PAGE) * HUGE_PAGE,
+                    flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_HUGETLB,
+                )
+            except OSError as err:
                 log.info("rdma_huge_pages_unused", why=str(err))
+            else:
+                # A temporary export gives the address; nothing keeps it, so close() works.
+                address = ctypes.addressof(ctypes.c_char.from_buffer(mapping))
+                try:
+                    region = v.MR(self.pd, size, self.access, address=address)
+                except v.Error as err:
+                    mapping.close()
+                    log.info("rdma_huge_pages_unused", why=str(err))
+                else:
+                    self._closers.append(mapping.close)  # runs after the region's close
+                    return region, True
         return v.MR(self.pd, size, self.access), False
 
     # --- regions and queue pairs ------------------------------------------------------------

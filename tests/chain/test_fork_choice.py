@@ -106,12 +106,6 @@ def test_pop_block_restores_every_state_key(tmp_path: Path) -> None:
     assert chain.store.head_id() == block.header.previous
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug: Chain._requeue takes signer keys from the in-memory cache only, so after "
-    "a restart (or for blocks applied in light mode) the transactions of an abandoned block "
-    "are dropped instead of requeued; found by scripts/chaos.py (acknowledged txs lost)",
-)
 def test_a_block_abandoned_after_a_restart_gives_its_transactions_another_chance(
     tmp_path: Path,
 ) -> None:
@@ -131,3 +125,4 @@ def test_a_block_abandoned_after_a_restart_gives_its_transactions_another_chance
     results = [x.push_block(b, now_ms()) for b in y_blocks]
     assert results[-1].popped == [x_block]
     assert to_bob.id in x.mempool, "the abandoned transaction gets another chance"
+    assert [t.id for t in results[-1].requeued] == [to_bob.id], "and is reported to be relayed"

@@ -14,8 +14,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from chain.params import slot_of_ms, slot_start_ms
 from scripts.netns import P2P_PORT
 from tests.integration.conftest import wait_for
@@ -102,15 +100,6 @@ def test_a_2_2_partition_stops_finality_on_both_sides_and_heals_to_one_chain(
     assert watch.check_final() == []
 
 
-@pytest.mark.xfail(
-    strict=False,
-    raises=AssertionError,
-    reason="known bug (p2p/sync.py, p2p/applier.py): the half with the higher LIB but a head "
-    "over 2 blocks shorter stays in head catch-up with nothing in flight (next_request past "
-    "the target; the other half's blocks wait in the applier above a gap nobody asks for), "
-    "so its producers stay paused; the other half is in sync and never fetches the branch "
-    "that outranks its own (those peers' heads are lower): LIB stops on every node",
-)
 def test_a_healing_when_the_half_with_the_higher_lib_is_behind_converges(
     cluster: Cluster,
 ) -> None:

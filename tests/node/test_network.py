@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -361,5 +362,43 @@ def test_a_slow_peer_does_not_stall_a_sync_another_peer_can_serve(tmp_path: Path
         assert joiner.chain.head.id == full.chain.head.id
         assert slow.served < 20 and slow.sent_away is None, "demoted, not sent away"
         slow_task.cancel()
+
+    run(tmp_path, body)
+
+
+def _split_branches(devnet: DevNet, x_path: Path, y_path: Path) -> None:
+    """Chains for x and y as after a 2/2 partition of four producers (one block a turn): x's
+    half built two blocks on the common head, which made it irreversible; y's half built six,
+    which did not (two producers of four). So x's branch has the higher LIB, y's the higher
+    head by more than a couple of blocks."""
+    x, y = devnet.open(x_path), devnet.open(y_path)
+    for _ in range(8):
+        y.push_block(devnet.produce(x), int(time.time() * 1000))
+    base = x.head.slot
+    for step in (1, 2):  # the two producers after the common head's
+        devnet.produce(x, base + step)
+    for step in (3, 4, 7, 8, 11, 12):  # the other two, over three rounds
+        devnet.produce(y, base + step)
+    assert x.lib > y.lib and y.head.num > x.head.num + 2
+    x.store.close()
+    y.store.close()
+
+
+def test_after_a_partition_the_shorter_branch_with_the_higher_lib_wins_on_both(
+    tmp_path: Path,
+) -> None:
+    """Two nodes meet on branches like those of a healed 2/2 partition (tests/netns): the one
+    with the longer branch fetches the other's, though that one's head is lower, since its
+    LIB outranks; both end on it, in step, so neither holds its producer back."""
+
+    async def body(members: Members) -> None:
+        devnet = DevNet.create(4, blocks_per_turn=1)
+        _split_branches(devnet, tmp_path / "x", tmp_path / "y")
+        x = await members("x", devnet).start()
+        y = await members("y", devnet).start()
+        x_head, x_lib = x.chain.head.id, x.chain.lib
+        y.net.connect(x.address)
+        await until(lambda: y.chain.head.id == x_head and x.net.in_sync and y.net.in_sync)
+        assert x.chain.head.id == x_head and y.chain.lib == x_lib
 
     run(tmp_path, body)

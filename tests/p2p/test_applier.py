@@ -162,3 +162,20 @@ def test_the_same_block_from_two_peers_is_pushed_once() -> None:
     applier.add("p", b1)
     applier.add("q", b1)
     assert [peer for peer, _ in applier.next_batch()] == ["p"]
+
+
+def test_the_lowest_block_held_is_told_with_its_peer() -> None:
+    """What the sync manager needs to see a gap nobody asks for: the lowest block held (above
+    the head, after a push) and who sent it; None when nothing is held."""
+    chain = FakeChain()
+    _, b2, b3 = blocks(3)
+
+    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
+        return None
+
+    applier = BlockApplier(chain, on_pushed)
+    assert applier.lowest() is None
+    applier.add("q", b3)
+    applier.add("p", b2)
+    applier.add("q", b2)
+    assert applier.lowest() == ("p", 2)

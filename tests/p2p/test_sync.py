@@ -97,6 +97,19 @@ def test_strikes_drop_a_peer_and_rewind() -> None:
     assert DropPeer("bad", GoAwayReason.VALIDATION, "bad signature") in second
 
 
+def test_stale_blocks_are_no_strike() -> None:
+    """A peer whose blocks conflict with our irreversible chain (it was cut off and produced on
+    its own branch) is never dropped for them, however many it sends; what it was asked for
+    goes to another peer."""
+    sync, _ = manager(max_ranges=1, max_strikes=2)
+    sync.peer_position("behind", lib=500, head=500)
+    sync.peer_position("good", lib=500, head=500)
+    deliver(sync, "behind", 1, 5)
+    actions = [a for n in range(6, 12) for a in sync.block_stale("behind", n)]
+    assert not any(isinstance(a, DropPeer) for a in actions), actions
+    assert FetchRange("good", 6, 100) in actions, "the rest of its range, from another peer"
+
+
 def test_back_to_catchup_when_a_peer_lib_passes_our_head() -> None:
     """A peer's LIB passing our head puts us back in LIB catch-up from our head; an unlinkable block
     then refetches from our LIB + 1."""
@@ -158,7 +171,7 @@ def test_an_unlinkable_block_from_a_shorter_branch_fetches_that_branch_from_its_
     sync, _ = manager()
     sync.chain_advanced(head=33, lib=8)
     sync.peer_position("b", lib=8, head=33)
-    sync.peer_position("c", lib=20, head=27)
+    sync.peer_position("c", lib=8, head=27)
     assert stage(sync) == Stage.IN_SYNC
     assert sync.block_unlinkable("c", 28) == [FetchRange("c", 9, 28)]
     assert stage(sync) == Stage.HEAD_CATCHUP
@@ -362,3 +375,111 @@ def test_a_peer_several_times_slower_is_left_out_while_a_faster_one_is_free() ->
     sync.peers["fast"].rate, sync.peers["fast"].last_used = 500.0, clock.now
     sync.config.max_ranges = 1
     assert sync.tick() == [FetchRange("fast", 11, 60)]
+
+
+# --- after a partition heals (tests/netns: the half with the higher LIB is behind) ----------
+
+
+def test_a_peer_whose_lib_is_above_ours_has_blocks_we_need_though_its_head_is_below_ours() -> None:
+    """A LIB only grows along a branch, so a peer whose LIB is above ours while its head is not
+    above ours is on another branch, one that outranks ours (fork choice ranks by LIB first):
+    its branch is fetched from our LIB + 1 to its head, from that peer, once."""
+    sync, _ = manager()
+    sync.chain_advanced(head=55, lib=23)
+    assert sync.peer_position("c", lib=23, head=55) == [], "a peer in step with us"
+    assert sync.peer_position("a", lib=27, head=51, head_id=b"y51") == [FetchRange("a", 24, 51)]
+    assert stage(sync) == Stage.HEAD_CATCHUP and sync.fork == ("a", 51)
+    assert sync.peer_position("b", lib=27, head=51, head_id=b"y51") == [], "one fetch at a time"
+    deliver_only(sync, "a", 24, 51)
+    assert sync.fork is None, "and not again from b, whose head is the one just fetched"
+    sync.peer_closed("c")  # (else we would fetch its head, on the branch we left, to weigh it)
+    sync.chain_advanced(head=51, lib=27)  # the fork database switched to it
+    assert stage(sync) == Stage.IN_SYNC and sync.ranges == []
+
+
+def test_a_peer_on_our_branch_with_a_lib_ahead_of_ours_fetches_nothing() -> None:
+    """A peer one block ahead on our branch may have moved its LIB first: its head is above
+    ours, so its claims are what they seem, and nothing is fetched."""
+    sync, _ = manager()
+    sync.chain_advanced(head=55, lib=23)
+    assert sync.peer_position("a", lib=24, head=56) == []
+    assert stage(sync) == Stage.IN_SYNC
+
+
+def test_a_claimed_outranking_branch_is_fetched_once_per_lib_and_a_liar_is_dropped() -> None:
+    """A peer claiming a higher LIB whose branch brings nothing new is asked again only when it
+    claims a higher LIB still, and is dropped when that makes more than max_strikes branches
+    without a block new to us (as for blocks that link to nothing)."""
+    sync, _ = manager(max_strikes=2)
+    sync.chain_advanced(head=55, lib=23)
+    actions: list[object] = list(sync.peer_position("a", lib=27, head=51))
+    for claim in range(27, 31):
+        deliver_only(sync, "a", 24, 51)  # blocks we have: nothing new
+        assert sync.peer_position("a", lib=claim, head=51) == [], "asked once per LIB"
+        actions += sync.peer_position("a", lib=claim + 1, head=51)
+    fetches = [a for a in actions if isinstance(a, FetchRange)]
+    assert fetches == [FetchRange("a", 24, 51)] * 2
+    (drop,) = [a for a in actions if isinstance(a, DropPeer)]
+    assert drop.reason == GoAwayReason.UNLINKABLE
+
+
+def test_a_peer_whose_head_we_hold_on_a_losing_branch_does_not_hold_us_in_catchup() -> None:
+    """Two peers on a longer branch with a lower LIB: once that branch, fetched from one of
+    them, lost the fork choice, the other (whose head is a block we hold) does not keep us in
+    head catch-up with nothing to ask, which would hold our producer."""
+    sync, _ = manager()
+    sync.chain_advanced(head=51, lib=27)
+    sync.peer_position("c", lib=23, head=55, head_id=b"x55")
+    sync.peer_position("d", lib=23, head=55, head_id=b"x55")
+    assert sync.ranges[0].peer == "c" and stage(sync) == Stage.HEAD_CATCHUP
+    sync.block_unlinkable("c", 52)
+    assert sync.fork == ("c", 55)
+    for num in range(28, 56):
+        sync.block_received("c", num)
+        sync.block_kept("c", num, new=True, block_id=f"x{num}".encode())
+    assert stage(sync) == Stage.IN_SYNC
+    sync.peer_position("e", lib=23, head=55, head_id=b"x55")
+    assert stage(sync) == Stage.IN_SYNC, "a peer that says so later does not either"
+
+
+def test_blocks_held_above_a_gap_nobody_asks_for_are_asked_of_the_peer_that_sent_them() -> None:
+    """Our head went back (a fork switch to a shorter branch with a higher LIB) below what was
+    already asked for; the new branch's blocks relayed since wait above block 53, which was
+    lost. The gap is asked of the peer that sent them: it has their parents."""
+    sync, _ = manager()
+    sync.chain_advanced(head=63, lib=23)
+    assert sync.peer_position("d", lib=23, head=66) == [FetchRange("d", 64, 66)]
+    deliver_only(sync, "d", 64, 66)
+    sync.chain_advanced(head=52, lib=27)
+    sync.peer_position("a", lib=27, head=52)
+    deliver_only(sync, "a", 54, 56)  # relayed
+    assert stage(sync) == Stage.HEAD_CATCHUP and sync.ranges == [] and sync.gaps == []
+    assert sync.applier_waits(("a", 54)) == [FetchRange("a", 53, 53)]
+    assert sync.applier_waits(("a", 54)) == [], "asked once while the range is out"
+
+
+def test_with_nothing_held_blocks_below_ranges_in_flight_are_asked_again() -> None:
+    """Our head went back below the ranges in flight: with nothing held for it, the blocks
+    between our head and the first range are asked next, of anyone."""
+    sync, _ = manager(span=10, max_ranges=2)
+    sync.chain_advanced(head=33, lib=20)
+    assert sync.peer_position("b", lib=20, head=60) == [FetchRange("b", 34, 43)]
+    assert sync.peer_position("c", lib=20, head=60) == [FetchRange("c", 44, 53)]
+    sync.chain_advanced(head=30, lib=20)
+    assert sync.applier_waits(("c", 31)) == [], "block 31 is held: it is pushed next"
+    assert sync.applier_waits(None) == []  # both peers are busy
+    assert sync.gaps == [(31, 33)]
+    assert FetchRange("b", 31, 33) in deliver_only(sync, "b", 34, 43)
+
+
+def test_a_fork_fetch_ends_when_its_peer_leaves_the_branch() -> None:
+    """The peer whose branch we fetch switches to another (it met a branch that outranks its
+    own, maybe ours) and tells a lower head: the rest of the branch will not come, so we stop
+    waiting for it instead of staying in catch-up with nothing to ask."""
+    sync, _ = manager()
+    sync.chain_advanced(head=10, lib=8)
+    assert sync.peer_position("y", lib=6, head=14) == [FetchRange("y", 11, 14)]
+    assert sync.block_unlinkable("y", 11) == [FetchRange("y", 9, 14)]
+    deliver_only(sync, "y", 9, 10)
+    sync.peer_position("y", lib=8, head=10)
+    assert sync.fork is None and stage(sync) == Stage.IN_SYNC

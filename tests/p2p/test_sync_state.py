@@ -43,6 +43,7 @@ class SyncMachine(RuleBasedStateMachine):
         self.delivered: dict[str, int] = {}
         self.unlinkable: dict[str, int] = {}
         self.lost_at: dict[str, int] = {}  # the peer's head, held by us, lost the fork choice
+        self.branch_lib: dict[str, int] = {}  # its LIB when its branch was fetched as outranking
         self.dropped: set[str] = set()
         self.head = 0
         self.lib = 0
@@ -86,6 +87,34 @@ class SyncMachine(RuleBasedStateMachine):
                 assert self.claims[action.peer][1] >= action.start, action
                 assert action.peer not in self.dropped, action
 
+    def outranking(self, drops: set[str]) -> set[str]:
+        """After any event: the first peer (in the order they first told us where they are)
+        whose LIB is above ours while its head is not above ours has its branch fetched, once
+        per LIB it claims — or is dropped, when that makes more than max_strikes branches
+        without a block new to us. Returns the peers dropped (besides ``drops``, the event's
+        own, which end a fork fetch from them)."""
+        if self.fork is not None and self.fork[0] in drops:
+            self.fork = None
+        dropped: set[str] = set()
+        for peer, (lib, head) in self.claims.items():
+            if self.fork is not None:
+                break
+            if peer in self.dropped | drops | dropped:
+                continue
+            if lib > max(self.lib, self.branch_lib[peer]) and head <= self.head:
+                self.branch_lib[peer] = lib
+                self.unlinkable[peer] += 1
+                if self.unlinkable[peer] > self.config.max_strikes:
+                    dropped.add(peer)
+                else:
+                    self.fork = (peer, head)
+        return dropped
+
+    def expect(self, actions: list[Action], drops: set[str] | None = None) -> None:
+        """``check_actions``, once the fetch of an outranking branch is modelled too."""
+        drops = drops or set()
+        self.check_actions(actions, drops | self.outranking(drops))
+
     def drop(self, peer: str) -> None:
         self.dropped.add(peer)
         if self.fork is not None and self.fork[0] == peer:
@@ -94,13 +123,26 @@ class SyncMachine(RuleBasedStateMachine):
     @rule(peer=PEERS, lib=HEIGHT, ahead=st.integers(0, 40))
     def peer_position(self, peer: str, lib: int, ahead: int) -> None:
         """A peer tells where it is; a dropped peer is not listened to."""
-        for counts in (self.strikes, self.stalls, self.delivered, self.unlinkable, self.lost_at):
+        for counts in (
+            self.strikes,
+            self.stalls,
+            self.delivered,
+            self.unlinkable,
+            self.lost_at,
+            self.branch_lib,
+        ):
             counts.setdefault(peer, 0)
         if peer not in self.dropped:
             old_lib = self.claims.get(peer, (0, 0))[0]
             new_lib = max(old_lib, lib)
             self.claims[peer] = (new_lib, max(lib + ahead, new_lib))
-        self.check_actions(self.sync.peer_position(peer, lib, lib + ahead))
+            if (
+                self.fork is not None
+                and self.fork[0] == peer
+                and self.claims[peer][1] < self.fork[1]
+            ):
+                self.fork = None  # it left the branch we were fetching
+        self.expect(self.sync.peer_position(peer, lib, lib + ahead))
 
     def received(self, peer: str, num: int) -> None:
         if peer in self.claims and num > self.claims[peer][1]:
@@ -113,7 +155,7 @@ class SyncMachine(RuleBasedStateMachine):
                 if num >= r.end:
                     self.stalls[peer] = 0  # a range delivered in full
                 break
-        self.check_actions(self.sync.block_received(peer, num))
+        self.expect(self.sync.block_received(peer, num))
 
     @rule(peer=PEERS, num=HEIGHT)
     def block_received(self, peer: str, num: int) -> None:
@@ -129,7 +171,7 @@ class SyncMachine(RuleBasedStateMachine):
         self.received(r.peer, num)
         if num == self.head + 1:
             self.head = num
-            self.check_actions(self.sync.chain_advanced(self.head, self.lib))
+            self.expect(self.sync.chain_advanced(self.head, self.lib))
 
     @rule(peer=PEERS, num=HEIGHT)
     def block_rejected(self, peer: str, num: int) -> None:
@@ -141,7 +183,7 @@ class SyncMachine(RuleBasedStateMachine):
             if self.strikes[peer] >= self.config.max_strikes and peer not in self.dropped:
                 drops.add(peer)
                 assert DropPeer(peer, GoAwayReason.VALIDATION, "bad block") in actions
-        self.check_actions(actions, drops)
+        self.expect(actions, drops)
 
     @rule(peer=PEERS, above_lib=st.integers(1, 40))
     def block_unlinkable(self, peer: str, above_lib: int) -> None:
@@ -159,7 +201,7 @@ class SyncMachine(RuleBasedStateMachine):
                 drops.add(peer)
             else:
                 self.fork = (peer, max(num, self.claims[peer][1]))
-        self.check_actions(self.sync.block_unlinkable(peer, num), drops)
+        self.expect(self.sync.block_unlinkable(peer, num), drops)
 
     @rule(peer=PEERS, num=HEIGHT, joined=st.booleans())
     def block_new_to_us(self, peer: str, num: int, joined: bool) -> None:
@@ -173,19 +215,26 @@ class SyncMachine(RuleBasedStateMachine):
             actions = self.sync.block_applied(peer, num)
         else:
             actions = self.sync.block_kept(peer, num, new=True)
-        self.check_actions(actions)
+        self.expect(actions)
 
     @rule(peer=PEERS)
     def peer_closed(self, peer: str) -> None:
         self.claims.pop(peer, None)
-        for counts in (self.strikes, self.stalls, self.delivered, self.unlinkable, self.lost_at):
+        for counts in (
+            self.strikes,
+            self.stalls,
+            self.delivered,
+            self.unlinkable,
+            self.lost_at,
+            self.branch_lib,
+        ):
             counts.pop(peer, None)
         self.dropped.discard(peer)
         if self.fork is not None and self.fork[0] == peer:
             self.fork = None
         actions = self.sync.peer_closed(peer)
         assert all(a.peer != peer for a in actions), "a closed peer is not asked again"
-        self.check_actions(actions)
+        self.expect(actions)
 
     @rule(forward=st.integers(0, 30), final=st.integers(0, 30))
     def chain_advanced(self, forward: int, final: int) -> None:
@@ -195,14 +244,29 @@ class SyncMachine(RuleBasedStateMachine):
         self.lib = min(self.head, self.lib + final)
         if self.fork is not None and self.fork[1] <= self.lib:
             self.fork = None  # the branch being fetched is all below our LIB: it cannot win
-        self.check_actions(self.sync.chain_advanced(self.head, self.lib))
+        self.expect(self.sync.chain_advanced(self.head, self.lib))
 
     @rule(back=st.integers(1, 6))
     def chain_switched_to_a_shorter_branch(self, back: int) -> None:
         """Our head goes back a few blocks: the fork database ranks a branch with a higher
         LIB above a longer one. Never below our LIB."""
         self.head = max(self.lib, self.head - back)
-        self.check_actions(self.sync.chain_advanced(self.head, self.lib))
+        self.expect(self.sync.chain_advanced(self.head, self.lib))
+
+    @rule(peer=st.none() | PEERS, above=st.integers(2, 30))
+    def applier_waits(self, peer: str | None, above: int) -> None:
+        """The applier holds blocks above a gap, the lowest sent by ``peer`` (or nothing):
+        if nothing brings our next block, it is asked for, of that peer when it can serve it,
+        and never up to the block held."""
+        lowest = None
+        if peer is not None:
+            lowest = (peer, self.head + above)
+            self.received(*lowest)
+        actions = self.sync.applier_waits(lowest)
+        self.expect(actions)
+        for action in actions:
+            if isinstance(action, FetchRange) and lowest is not None:
+                assert action.start > lowest[1] or action.end < lowest[1], action
 
     @rule(seconds=st.sampled_from([0.5, 2.0, 4.9, 5.1, 30.0]))
     def tick(self, seconds: float) -> None:
@@ -219,7 +283,7 @@ class SyncMachine(RuleBasedStateMachine):
         for r in self.sync.ranges:
             stalled_for = self.clock.now - r.progress_at
             assert stalled_for <= self.config.timeout, "a stalled range is sent out again"
-        self.check_actions(actions, drops)
+        self.expect(actions, drops)
 
     # --- invariants -----------------------------------------------------------------------
 
@@ -265,7 +329,8 @@ class SyncMachine(RuleBasedStateMachine):
     @invariant()
     def stage_agrees_with_the_claims(self) -> None:
         """LIB catch-up while some peer's LIB is above our head; head catch-up while fetching
-        a fork branch or while some peer's head is more than the allowance ahead; in sync
+        a fork branch (a block that did not link, or a peer whose LIB is above ours while its
+        head is not) or while some peer's head is more than the allowance ahead; in sync
         otherwise, with nothing in flight. Claims of dropped peers do not count."""
         counted = [(p, c) for p, c in self.claims.items() if p not in self.dropped]
         known_lib = max((lib for _, (lib, _) in counted), default=0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -144,5 +145,43 @@ def test_an_idle_channel_is_not_cut_between_frames(monkeypatch: pytest.MonkeyPat
             writer.close()
             with pytest.raises(ChannelClosed):
                 await channel.recv()
+
+    asyncio.run(main())
+
+
+def test_a_close_that_cannot_flush_in_time_aborts_the_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A peer that takes nothing (as across a cut link) cannot hold a closed channel's
+    connection: after ``CLOSE_SECONDS`` what is still queued is dropped and the socket closed,
+    so the peer gets less than was queued, then the end of the stream."""
+    monkeypatch.setattr(p2p.tcp, "CLOSE_SECONDS", 0.3)
+    queued = 64 << 20  # far more than the kernel's socket buffers hold
+
+    async def main() -> None:
+        accepted: asyncio.Queue[TcpChannel] = asyncio.Queue()
+
+        async def on_client(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            await accepted.put(TcpChannel(r, w))
+
+        server = await asyncio.start_server(on_client, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        channel = await accepted.get()
+        sending = asyncio.create_task(channel.send_raw(bytes(queued)))
+        await asyncio.sleep(0.1)  # the send is stuck behind the full buffers
+        started = time.monotonic()
+        await channel.close()
+        assert time.monotonic() - started < 1.0
+        async with asyncio.timeout(1):  # and the send stuck behind them returns
+            with contextlib.suppress(ChannelBroken):
+                await sending
+        got = 0
+        async with asyncio.timeout(5):
+            while chunk := await reader.read(1 << 20):
+                got += len(chunk)
+        assert got < queued, "the rest was dropped, not flushed later"
+        writer.close()
+        server.close()
 
     asyncio.run(main())

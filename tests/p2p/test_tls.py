@@ -4,18 +4,21 @@ the signed handshake to the listener's certificate (a relay with its own is refu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import gc
+import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import pytest
 
+import p2p.tcp
 from chain.crypto import PrivateKey, sha256
 from chain.types import BlockId
 from p2p.codec import encode_frame
-from p2p.errors import HandshakeFailed, OversizedFrame
+from p2p.errors import ChannelBroken, ChannelClosed, HandshakeFailed, OversizedFrame
 from p2p.handshake import AuthPolicy, ChainPosition, check_handshake, make_handshake
 from p2p.messages import PROTOCOL_VERSION, GoAwayReason, Handshake, Hello, Time
 from p2p.tcp import TcpChannel
@@ -326,3 +329,33 @@ def test_a_tls_channel_closed_while_its_peer_sends_is_freed_at_once() -> None:
         assert state() is None, gc.get_referrers(state())
     finally:
         gc.enable()
+
+
+def test_a_tls_channel_whose_peer_takes_nothing_is_aborted_at_close(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under TLS too, a close whose data and close_notify cannot be flushed (a cut link, a
+    peer that reads nothing) gives up after ``CLOSE_SECONDS`` and drops the connection: the
+    peer sees it end at once, not after TLS's own shutdown timeout."""
+    monkeypatch.setattr(p2p.tcp, "CLOSE_SECONDS", 0.3)
+
+    async def body() -> None:
+        async with listener(lambda ch: negotiate(ch, LISTENER, False, 5)) as (port, results):
+            ours = await TcpChannel.connect("127.0.0.1", port)
+            await negotiate(ours, DIALLER, True, 5)
+            accepted = await results.get()
+            assert isinstance(accepted, tuple)
+            theirs: TcpChannel = accepted[0]
+            sending = asyncio.create_task(ours.send_raw(bytes(64 << 20)))
+            await asyncio.sleep(0.1)  # stuck behind the full buffers: theirs reads nothing
+            started = time.monotonic()
+            await ours.close()
+            with contextlib.suppress(ChannelBroken):
+                await sending
+            with pytest.raises((ChannelBroken, ChannelClosed)):
+                while True:  # what reached their socket, then the end
+                    await theirs.recv_raw(1 << 20)
+            assert time.monotonic() - started < 1.5, "ended by the abort, not TLS's timeout"
+            await theirs.close()
+
+    run(body)

@@ -10,7 +10,7 @@ import pytest
 
 from p2p.rdma.channel import RdmaChannel
 from p2p.rdma.device import RdmaDevice, RdmaInfo, detect
-from p2p.rdma.verbs import RdmaFailure
+from p2p.rdma.verbs import RdmaFailure, load, open_comp_channel
 
 
 def device_info() -> RdmaInfo:
@@ -34,6 +34,23 @@ def test_detection_explains_a_missing_device() -> None:
     device_info()
     info = detect(device="nosuchdevice")
     assert not info.available and "nosuchdevice" in info.reason
+
+
+def test_the_completion_channel_fd_is_found_on_either_pyverbs_generation() -> None:
+    """The fd the poller waits on is the completion channel's: pyverbs' own ``fd`` where it
+    has one (rdma-core >= 57), else the one new infinibandevent fd (44 to 56)."""
+    info = device_info()
+    v = load()
+    ctx = v.Context(name=info.device)
+    try:
+        channel, fd = open_comp_channel(v, ctx)
+        try:
+            assert os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[infinibandevent]"
+            assert fd == getattr(channel, "fd", fd)
+        finally:
+            channel.close()
+    finally:
+        ctx.close()
 
 
 def test_an_idle_poller_does_not_hold_the_gil() -> None:

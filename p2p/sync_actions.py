@@ -1,0 +1,47 @@
+"""What the sync manager (``p2p.sync``) is told to work with and what it asks for: its
+configuration, its stages, and the actions the block-sync reactor carries out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from p2p.messages import GoAwayReason
+from p2p.sync_peers import PeerId
+
+
+class Stage(StrEnum):
+    LIB_CATCHUP = "lib_catchup"
+    HEAD_CATCHUP = "head_catchup"
+    IN_SYNC = "in_sync"
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRange:
+    peer: PeerId
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class DropPeer:
+    peer: PeerId
+    reason: GoAwayReason
+    detail: str
+
+
+Action = FetchRange | DropPeer
+
+
+@dataclass(slots=True)
+class SyncConfig:
+    span: int = 500
+    max_ranges: int = 3
+    window: int = 2000  # blocks above our head that may be requested (the memory bound)
+    timeout: float = 5.0
+    peer_limit: int = 3
+    max_strikes: int = 3
+    # How long peers' claims alone may hold our producer, and how long after the last block
+    # from a peer joined our chain catch-up still holds it: twice ``timeout``, so that an
+    # honest sync whose source stalls and is replaced does not let the producer go early.
+    pause_grace: float = 10.0
