@@ -86,6 +86,8 @@ class SyncManager:
     # The head of the last branch fetched because it outranks ours: a peer with the same head
     # claims the same branch, which is on its way or here.
     _outranking_head: bytes | None = None
+    # The peers' head when catch-up was last needed: where it ends (``_stage``).
+    _finish_at: int = 0
 
     # --- events ---------------------------------------------------------------------------
 
@@ -394,11 +396,21 @@ class SyncManager:
             default=0,
         )
         if known_lib > self.head:
+            self._finish_at = known_head
             return Stage.LIB_CATCHUP, known_lib
         if self.fork is not None:
             return Stage.HEAD_CATCHUP, self.fork[1]
         if known_head > self.head + HEAD_ALLOWANCE:
+            self._finish_at = known_head
             return Stage.HEAD_CATCHUP, known_head
+        # A catch-up ends on the head the peers had when it was last needed, even when that is
+        # within the allowance: a node joining a chain that does not produce, or that
+        # finalizes a block below its head (finality by votes), would otherwise stop a block
+        # or two short. Not on later heads, which relay brings (chasing them would keep a
+        # producer in catch-up, held back from its own slots).
+        finish = min(self._finish_at, known_head)
+        if self.stage != Stage.IN_SYNC and self.head < finish:
+            return Stage.HEAD_CATCHUP, finish
         return Stage.IN_SYNC, self.head
 
     def _schedule(self) -> list[Action]:

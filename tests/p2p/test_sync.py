@@ -32,6 +32,22 @@ def deliver(sync: SyncManager, peer: str, start: int, end: int) -> list[object]:
     return actions
 
 
+def test_a_catch_up_ends_on_the_peers_head_even_within_the_allowance() -> None:
+    """A peer one block ahead does not start a catch-up, but a catch-up under way fetches up
+    to the peers' head: a node joining a chain finalized one block below its head (or one
+    that is not producing) ends on the head, not short of it."""
+    sync, _ = manager()
+    assert sync.peer_position("a", lib=150, head=151) == [FetchRange("a", 1, 100)]
+    deliver(sync, "a", 1, 100)
+    actions = deliver(sync, "a", 101, 150)
+    assert FetchRange("a", 151, 151) in actions and stage(sync) == Stage.HEAD_CATCHUP
+    sync.block_received("a", 151)
+    sync.chain_advanced(151, 150)
+    assert stage(sync) == Stage.IN_SYNC
+    assert sync.peer_position("a", lib=150, head=153) == [], "two ahead, in step: no catch-up"
+    assert stage(sync) == Stage.IN_SYNC
+
+
 def test_ranges_from_lib_plus_one_spread_over_peers() -> None:
     """Ranges from our LIB + 1 go one per peer up to max_ranges; a delivered range frees a slot for
     a waiting peer."""

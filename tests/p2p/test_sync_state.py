@@ -48,6 +48,8 @@ class SyncMachine(RuleBasedStateMachine):
         self.head = 0
         self.lib = 0
         self.fork: tuple[str, int] | None = None
+        self.stage = Stage.IN_SYNC  # as of the previous step
+        self.finish_at = 0  # the peers' head when catch-up was last needed
 
     @initialize(
         span=st.integers(1, 12),
@@ -330,7 +332,8 @@ class SyncMachine(RuleBasedStateMachine):
     def stage_agrees_with_the_claims(self) -> None:
         """LIB catch-up while some peer's LIB is above our head; head catch-up while fetching
         a fork branch (a block that did not link, or a peer whose LIB is above ours while its
-        head is not) or while some peer's head is more than the allowance ahead; in sync
+        head is not) or while some peer's head is more than the allowance ahead, and then
+        until our head reaches the head they had (or their highest, if lower); in sync
         otherwise, with nothing in flight. Claims of dropped peers do not count."""
         counted = [(p, c) for p, c in self.claims.items() if p not in self.dropped]
         known_lib = max((lib for _, (lib, _) in counted), default=0)
@@ -338,13 +341,17 @@ class SyncMachine(RuleBasedStateMachine):
             (head for p, (_, head) in counted if head > self.lost_at[p] + HEAD_ALLOWANCE),
             default=0,
         )
+        ahead = known_head > self.head + HEAD_ALLOWANCE
+        if known_lib > self.head or (self.fork is None and ahead):
+            self.finish_at = known_head
+        finishing = self.stage != Stage.IN_SYNC and self.head < min(self.finish_at, known_head)
+        expected = Stage.IN_SYNC
         if known_lib > self.head:
             expected = Stage.LIB_CATCHUP
-        elif self.fork is not None or known_head > self.head + HEAD_ALLOWANCE:
+        elif self.fork is not None or ahead or finishing:
             expected = Stage.HEAD_CATCHUP
-        else:
-            expected = Stage.IN_SYNC
         assert self.sync.stage == expected, (self.sync.stage, self.claims, self.head, self.fork)
+        self.stage = expected
         if expected == Stage.IN_SYNC:
             assert not self.sync.ranges
 
