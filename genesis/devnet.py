@@ -30,7 +30,8 @@ def make_dev_genesis(
     start: datetime | None = None,
     params: dict[str, int | str] | None = None,
 ) -> tuple[Genesis, dict[str, str]]:
-    """A dev genesis and the private keys of every account and producer in it."""
+    """A dev genesis (finality by votes unless ``params`` says otherwise) and the private keys
+    of every account and producer in it."""
     keys: dict[str, PrivateKey] = {}
     unit = 10**precision
     accounts: list[dict[str, Any]] = []
@@ -49,7 +50,7 @@ def make_dev_genesis(
             "supply": sum(a["balance"] for a in accounts),
         },
         "governance": [DEV_GOVERNOR],
-        "chain_params": {"schedule_size": 21, **(params or {})},
+        "chain_params": {"schedule_size": 21, "finality": "votes", **(params or {})},
         "accounts": accounts,
         "initial_producers": [
             {"name": n, "key": public_key_to_text(keys[n].public_key)}

@@ -123,10 +123,10 @@ class Genesis:
 # --- validation ---------------------------------------------------------------------------
 
 _FINALITY = ("finality", "finalizers")  # hashed apart, so that dpos chains keep their ids
-# What a genesis file without chain_params.finality gets: new chains finalize by votes. A
-# chain made before finality by votes existed states "finality": "dpos" to keep its rule
-# (and its chain id: a dpos genesis hashes as it did before).
-DEFAULT_FINALITY = FINALITY_VOTES
+# What a genesis file without chain_params.finality gets: chains made before finality by
+# votes existed keep their rule and their chain id. New chains finalize by votes because the
+# genesis generator (``genesis.devnet``) writes it.
+DEFAULT_FINALITY = FINALITY_DPOS
 
 
 def _field(obj: dict[str, Any], name: str, path: str) -> Any:
