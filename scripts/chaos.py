@@ -2,6 +2,7 @@
 throughout (in the manner of CometBFT's e2e perturbations).
 
     sudo .venv/bin/python scripts/chaos.py --minutes 5 [--nodes 4] [--seed N] [--data-dir DIR]
+        [--finality dpos|votes]
 
 N producer nodes, one per host (``scripts.netns``), take transfers in commit mode from a few
 client threads while faults come and go at random: kill -9 then restart, SIGSTOP then SIGCONT,
@@ -47,7 +48,7 @@ from node.devnet import prepare
 from scripts.netns import P2P_PORT, RPC_PORT, Host, HostNet, plan_nodes, unavailable
 
 ROOT = Path(__file__).resolve().parent.parent
-PARAMS = {"blocks_per_turn": 4}  # LIB within seconds; the rules are the same
+PARAMS = {"blocks_per_turn": 4}  # LIB within seconds under dpos; the rules are the same
 FAULT_SECONDS = (5.0, 25.0)
 GAP_SECONDS = (2.0, 8.0)  # between one fault starting and the next
 CONVERGE_SECONDS = 120.0
@@ -353,7 +354,7 @@ def run(args: argparse.Namespace, data: Path) -> dict[str, Any]:
     rng = random.Random(args.seed)
     with HostNet(args.nodes) as net:
         plan = plan_nodes(net)
-        prepare(data, plan, PARAMS)
+        prepare(data, plan, {**PARAMS, "finality": args.finality})
         nodes = [ChaosNode(h.index, h, data / p.name) for p, h in zip(plan, net.hosts, strict=True)]
         for node in nodes:
             node.start()
@@ -407,6 +408,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=4)
     parser.add_argument("--seed", type=int, default=None, help="default: random (printed)")
     parser.add_argument("--data-dir", help="keep the nodes' data and logs here (default: temp)")
+    parser.add_argument(
+        "--finality", choices=("dpos", "votes"), default="dpos", help="the chain's rule"
+    )
     args = parser.parse_args(argv)
     reason = unavailable()
     if reason is not None:
@@ -414,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.seed is None:
         args.seed = random.randrange(1 << 32)
-    log(f"seed {args.seed}, {args.nodes} nodes, {args.minutes} min")
+    log(f"seed {args.seed}, {args.nodes} nodes, {args.minutes} min, finality {args.finality}")
     data = Path(args.data_dir or tempfile.mkdtemp(prefix="bor-chaos-"))
     if (data / "devnet.json").exists():
         shutil.rmtree(data)  # an earlier run's: every run starts a new chain

@@ -189,7 +189,7 @@ def test_partition_heals_to_one_chain_without_touching_the_old_lib(
         )
         for i in range(3)
     ]
-    prepare(tmp_path, plan)
+    prepare(tmp_path, plan, {"finality": "dpos"})  # both sides produce on: the dpos rule
     procs = [
         nodes.run(tmp_path / n.name, rpc_port=n.rpc[1], admin_port=n.admin and n.admin[1])
         for n in plan

@@ -27,7 +27,10 @@ from tests.integration.conftest import NodeProcess, rpc
 # Short producer turns (2 s instead of 6 s) so that a block is irreversible a few seconds after
 # it is made: the fault tests then wait seconds, not minutes, for LIB to move. The consensus
 # rules are the same at any turn length.
-TEST_PARAMS = {"blocks_per_turn": 4}
+TURN = 4
+# The fault tests pin the dpos rule (both sides of a partition produce on; with finality by
+# votes production pauses instead: tests/integration/test_finality.py).
+TEST_PARAMS: dict[str, int | str] = {"blocks_per_turn": TURN, "finality": "dpos"}
 
 
 # Why namespaces cannot be made here (not root, no iproute2), asked once per test run.

@@ -17,7 +17,7 @@ from typing import Any
 from chain.params import slot_of_ms, slot_start_ms
 from scripts.netns import P2P_PORT
 from tests.integration.conftest import wait_for
-from tests.netns.conftest import TEST_PARAMS, Cluster, LibWatch, TxLoad, admin, quick
+from tests.netns.conftest import TURN, Cluster, LibWatch, TxLoad, admin, quick
 
 # A minute in the issue; CI may shorten it (BOR_NETNS_FLAP_SECONDS=20).
 FLAP_SECONDS = float(os.environ.get("BOR_NETNS_FLAP_SECONDS", "60"))
@@ -27,7 +27,6 @@ FREEZE_SECONDS = float(os.environ.get("BOR_NETNS_FREEZE_SECONDS", "30"))
 FLAP_CYCLE = ((2.0, 3.0), (8.0, 3.0), (4.0, 2.0))
 # Converging after a fault may wait for a dialler's back-off (up to 30 s) and a handshake.
 CONVERGE_SECONDS = 90
-TURN = TEST_PARAMS["blocks_per_turn"]  # slots in a row per producer; 4 producers a round
 
 
 def _lib(cluster: Cluster, *indexes: int) -> int:
