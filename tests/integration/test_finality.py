@@ -8,16 +8,21 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from chain.block import SignedBlock, decode_block
 from chain.crypto import PrivateKey
 from chain.qc import Vote
-from chain.types import BlockId
+from chain.store import BlockStore
+from chain.types import BlockId, block_num_of
 from node.devnet import DevNode, prepare
 from p2p.handshake import ChainPosition, make_handshake
-from p2p.messages import PROTOCOL_VERSION, Handshake, Hello, VoteMessage
+from p2p.messages import PROTOCOL_VERSION, BlockMessage, Handshake, Hello, VoteMessage
 from p2p.testing import dial
+from scripts.make_history import make_history
 from tests.integration.conftest import NodeProcess, Nodes, free_port, wait_for
 
 
@@ -211,3 +216,102 @@ def test_a_double_voting_finalizer_is_detected_and_its_evidence_kept(
         if line.startswith("bor_finality_double_votes_total")
     ]
     assert counted and counted[0] >= 1
+
+
+def _history_blocks(out: Path) -> list[SignedBlock]:
+    """Every block of a generated history, in order, as its store holds them."""
+    store = BlockStore(str(out / "blocks"))
+    try:
+        head = store.head_id()
+        assert head is not None
+        blocks = []
+        for num in range(1, block_num_of(head) + 1):
+            block_id = store.block_id_at(num)
+            assert block_id is not None
+            raw = store.block_bytes(block_id)
+            assert raw is not None
+            blocks.append(decode_block(raw))
+        return blocks
+    finally:
+        store.close()
+
+
+async def _push_blocks(
+    port: int, source: str, chain_id: bytes, genesis_id: BlockId, blocks: list[SignedBlock]
+) -> None:
+    """Connect as a peer from ``source`` (claiming the genesis block as its head) and relay
+    ``blocks`` as new blocks, then linger a moment so that the node has handled them before
+    the connection goes."""
+    channel, binding = await dial("127.0.0.1", port, source=source)
+    node_id, nonce = os.urandom(32), os.urandom(32)
+    await channel.send(Hello(PROTOCOL_VERSION, chain_id, node_id, nonce))
+    hello = await channel.recv()
+    assert isinstance(hello, Hello)
+    genesis_position = ChainPosition(0, genesis_id, 0, genesis_id)
+    await channel.send(
+        make_handshake(
+            chain_id=chain_id,
+            node_id=node_id,
+            node_key=PrivateKey.generate(),
+            peer_nonce=hello.nonce,
+            position=genesis_position,
+            p2p_address="",
+            tls_binding=binding,
+        )
+    )
+    assert isinstance(await channel.recv(), Handshake)
+    for block in blocks:
+        await channel.send(BlockMessage.of(block))
+    await asyncio.sleep(1.5)
+    await channel.close()
+
+
+def _rejected_more_than(node: NodeProcess, count: int) -> bool:
+    return node.log.read_text().count('"event": "block_rejected"') > count
+
+
+def test_a_block_whose_qc_is_forged_duplicated_or_below_threshold_is_refused(
+    nodes: Nodes, tmp_path: Path
+) -> None:
+    """A running node refuses a block whose QC has a signature by a key outside the policy,
+    one signature twice, or one voter too few (the producer's signature does not cover the
+    QC, so the rest of the block is genuine); the same block with its real QC is then
+    applied: a bad copy does not poison the block's id."""
+    summary = make_history(tmp_path / "h", txs=60, per_block=5, producers=3, accounts=20)
+    chain_id = bytes.fromhex(str(summary["chain_id"]))
+    blocks = _history_blocks(tmp_path / "h")
+    k = next(i for i, b in enumerate(blocks) if b.qc is not None and i >= 2)
+    before, block = blocks[:k], blocks[k]
+    qc = block.qc
+    assert qc is not None and qc.strong and len(qc.signatures) == 3  # 3 of 3 finalizers
+    stranger = Vote.sign(chain_id, qc.block_id, True, PrivateKey.generate()).signature
+    short_bits = bytearray(len(qc.strong_bits))
+    for i in qc.voters()[0][:-1]:  # every strong voter but the last
+        short_bits[i // 8] |= 1 << (i % 8)
+    bad = {
+        "forged": replace(qc, signatures=(stranger, *qc.signatures[1:])),
+        "duplicate": replace(qc, signatures=(qc.signatures[0], qc.signatures[0], qc.signatures[2])),
+        "below threshold": replace(
+            qc,
+            strong_bits=bytes(short_bits),
+            signatures=qc.signatures[:-1],
+        ),
+    }
+    data = tmp_path / "node"
+    data.mkdir()
+    (data / "genesis.json").write_bytes((tmp_path / "h" / "genesis.json").read_bytes())
+    node = nodes.run(data).start()
+    port = nodes.p2p_ports[data]
+    genesis_id = BlockId(bytes.fromhex(str(node.info()["head_block_id"])))
+    for i, (what, forged_qc) in enumerate(bad.items()):
+        copy = replace(block, qc=forged_qc)
+        asyncio.run(_push_blocks(port, f"127.0.9.{10 + i}", chain_id, genesis_id, [*before, copy]))
+        wait_for(partial(_rejected_more_than, node, i), 20, what)
+        info = node.info()
+        assert info["head_block_num"] == block.num - 1, f"{what}: {info['head_block_num']}"
+    log = node.log.read_text()
+    for reason in ("forged_qc_signature", "duplicate_qc_vote", "qc_below_threshold"):
+        assert f"invalid_block: {reason}: QC on block {block.num - 1}" in log, reason
+    asyncio.run(_push_blocks(port, "127.0.9.20", chain_id, genesis_id, [*before, block]))
+    wait_for(lambda: node.info()["head_block_num"] >= block.num, 10, "the genuine block")
+    assert node.rpc("/v1/chain/get_block", {"block_num_or_id": block.num})["id"] == block.id.hex()
