@@ -110,11 +110,16 @@ def test_a_two_two_partition_finalizes_nothing_and_heals_without_reverting(
         n: procs[0].rpc("/v1/chain/get_block", {"block_num_or_id": n})["id"]
         for n in range(1, split[0]["last_irreversible_block_num"] + 1)
     }
-    time.sleep(9)  # longer than production-pause-vote-timeout-ms (6 s)
+    # Production pauses once finality has not moved for production-pause-vote-timeout-ms
+    # (6 s) on each node; votes still in flight at the split may move it once more.
+    wait_for(
+        lambda: all(p.rpc("/v1/chain/get_finalizer_info")["production_paused"] for p in procs),
+        30,
+        "production to pause on every node",
+    )
     during = [p.info() for p in procs]
     for before, now in zip(split, during, strict=True):
         assert now["last_irreversible_block_num"] == before["last_irreversible_block_num"]
-    assert all(p.rpc("/v1/chain/get_finalizer_info")["production_paused"] for p in procs)
     heads = [p.info()["head_block_num"] for p in procs]
     time.sleep(2)
     assert [p.info()["head_block_num"] for p in procs] == heads, "production paused"
