@@ -88,6 +88,9 @@ class SyncManager:
     _outranking_head: bytes | None = None
     # The peers' head when catch-up was last needed: where it ends (``_stage``).
     _finish_at: int = 0
+    # A peer met since the last stage decision holds blocks above our head: blocks made before
+    # we met are not relayed to us, so catch-up fetches them even within the allowance.
+    _met_ahead: bool = False
 
     # --- events ---------------------------------------------------------------------------
 
@@ -105,11 +108,15 @@ class SyncManager:
         self, peer: PeerId, lib: int, head: int, head_id: bytes | None = None
     ) -> list[Action]:
         """A handshake or notice told us where ``peer`` is."""
+        met = peer not in self.peers
         p = self.peers.setdefault(peer, PeerRecord(peer))
         if p.dropping:
             return []
         p.lib = max(p.lib, lib)  # a LIB never goes back
         p.head = max(head, p.lib)  # a head may (fork switch)
+        if met and p.head > self.head:
+            self._finish_at = max(self._finish_at, p.head)
+            self._met_ahead = True
         p.head_id = head_id
         self._held.seen_head(p)
         # Then the peer cannot serve what we asked above its head: reassign it now, not after
@@ -407,15 +414,17 @@ class SyncManager:
         # within the allowance: a node joining a chain that does not produce, or that
         # finalizes a block below its head (finality by votes), would otherwise stop a block
         # or two short. Not on later heads, which relay brings (chasing them would keep a
-        # producer in catch-up, held back from its own slots).
+        # producer in catch-up, held back from its own slots), but on the head of a peer just
+        # met (or met again after every peer had gone): relay will not bring what it had.
         finish = min(self._finish_at, known_head)
-        if self.stage != Stage.IN_SYNC and self.head < finish:
+        if (self.stage != Stage.IN_SYNC or self._met_ahead) and self.head < finish:
             return Stage.HEAD_CATCHUP, finish
         return Stage.IN_SYNC, self.head
 
     def _schedule(self) -> list[Action]:
         actions = self._outranking()
         stage, target = self._stage()
+        self._met_ahead = False
         if stage != self.stage:
             if self.stage == Stage.IN_SYNC:
                 if self._claim_grace:

@@ -210,3 +210,11 @@ def nodes(tmp_path: Path) -> Iterator[Nodes]:
     pool = Nodes(tmp_path)
     yield pool
     pool.stop_all()
+    for node in pool.started:  # shown by pytest only when the test failed
+        print(f"----- {node.log.name} (last lines)\n" + "\n".join(_last_lines(node.log, 40)))
+
+
+def _last_lines(log: Path, count: int) -> list[str]:
+    if not log.exists():
+        return []
+    return [line[:400] for line in log.read_text(errors="replace").splitlines()[-count:]]

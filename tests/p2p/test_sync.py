@@ -131,6 +131,7 @@ def test_back_to_catchup_when_a_peer_lib_passes_our_head() -> None:
     then refetches from our LIB + 1."""
     sync, _ = manager()
     sync.chain_advanced(head=50, lib=40)
+    sync.peer_position("a", lib=40, head=50)
     sync.peer_position("a", lib=40, head=51)
     assert stage(sync) == Stage.IN_SYNC
     actions = sync.peer_position("a", lib=300, head=310)
@@ -418,8 +419,23 @@ def test_a_peer_on_our_branch_with_a_lib_ahead_of_ours_fetches_nothing() -> None
     ours, so its claims are what they seem, and nothing is fetched."""
     sync, _ = manager()
     sync.chain_advanced(head=55, lib=23)
+    sync.peer_position("a", lib=23, head=55)
     assert sync.peer_position("a", lib=24, head=56) == []
     assert stage(sync) == Stage.IN_SYNC
+
+
+def test_a_peer_met_again_a_block_ahead_has_that_block_fetched() -> None:
+    """Blocks a peer made before we met are not relayed to us: when the only peer of a node
+    that was a block short of its head goes silent and comes back, the node fetches that
+    block even though it is within the allowance, then is in sync."""
+    sync, _ = manager()
+    sync.peer_position("a", lib=305, head=306)
+    deliver(sync, "a", 1, 305)
+    assert sync.peer_closed("a") == [] and stage(sync) == Stage.IN_SYNC
+    assert sync.peer_position("a", lib=305, head=306) == [FetchRange("a", 306, 306)]
+    sync.block_received("a", 306)
+    assert sync.chain_advanced(head=306, lib=305) == []
+    assert stage(sync) == Stage.IN_SYNC and not sync.ranges
 
 
 def test_a_claimed_outranking_branch_is_fetched_once_per_lib_and_a_liar_is_dropped() -> None:

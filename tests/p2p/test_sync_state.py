@@ -50,6 +50,7 @@ class SyncMachine(RuleBasedStateMachine):
         self.fork: tuple[str, int] | None = None
         self.stage = Stage.IN_SYNC  # as of the previous step
         self.finish_at = 0  # the peers' head when catch-up was last needed
+        self.met_ahead = False  # a peer met since the last step holds blocks above our head
 
     @initialize(
         span=st.integers(1, 12),
@@ -135,9 +136,13 @@ class SyncMachine(RuleBasedStateMachine):
         ):
             counts.setdefault(peer, 0)
         if peer not in self.dropped:
+            met = peer not in self.claims
             old_lib = self.claims.get(peer, (0, 0))[0]
             new_lib = max(old_lib, lib)
             self.claims[peer] = (new_lib, max(lib + ahead, new_lib))
+            if met and self.claims[peer][1] > self.head:
+                self.finish_at = max(self.finish_at, self.claims[peer][1])
+                self.met_ahead = True
             if (
                 self.fork is not None
                 and self.fork[0] == peer
@@ -333,8 +338,9 @@ class SyncMachine(RuleBasedStateMachine):
         """LIB catch-up while some peer's LIB is above our head; head catch-up while fetching
         a fork branch (a block that did not link, or a peer whose LIB is above ours while its
         head is not) or while some peer's head is more than the allowance ahead, and then
-        until our head reaches the head they had (or their highest, if lower); in sync
-        otherwise, with nothing in flight. Claims of dropped peers do not count."""
+        until our head reaches the head they had (or their highest, if lower), and so when a
+        peer first met holds blocks above our head; in sync otherwise, with nothing in flight.
+        Claims of dropped peers do not count."""
         counted = [(p, c) for p, c in self.claims.items() if p not in self.dropped]
         known_lib = max((lib for _, (lib, _) in counted), default=0)
         known_head = max(
@@ -344,7 +350,10 @@ class SyncMachine(RuleBasedStateMachine):
         ahead = known_head > self.head + HEAD_ALLOWANCE
         if known_lib > self.head or (self.fork is None and ahead):
             self.finish_at = known_head
-        finishing = self.stage != Stage.IN_SYNC and self.head < min(self.finish_at, known_head)
+        finishing = (self.stage != Stage.IN_SYNC or self.met_ahead) and self.head < min(
+            self.finish_at, known_head
+        )
+        self.met_ahead = False
         expected = Stage.IN_SYNC
         if known_lib > self.head:
             expected = Stage.LIB_CATCHUP

@@ -96,7 +96,8 @@ host2)
     touch "$out/host2.done"
     ;;
 *)
-    timeout 1200 "$python" -m pytest -p no:cacheprovider -q \
+    # The guest's CPU is emulated: a test gets twice the budget it has on a host.
+    timeout 1200 "$python" -m pytest -p no:cacheprovider -q --timeout 600 \
         --junitxml="$out/junit.xml" -o junit_family=xunit2 "${selection[@]}" \
         >"$out/pytest.log" 2>&1
     echo $? >"$result"
