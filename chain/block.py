@@ -1,7 +1,8 @@
 """Blocks: producer schedules, headers, signed blocks and their canonical encoding.
 
-The header's ``state_root`` chains a hash of every block's state changes onto its parent's,
-so two nodes whose states diverge disagree on the next header. The block id is
+The header's ``state_root`` commits to the whole state after the block (``chain.state_hash``),
+so two nodes whose states diverge disagree on the next header, and a snapshot of the state at
+a block can be checked against that block's header. The block id is
 ``num (4 bytes, big-endian) || SHA-256(header)[4:]``, as in EOSIO, so ids sort by height and
 a peer can read the height from an id.
 """

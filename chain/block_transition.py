@@ -26,16 +26,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from chain.block import BlockHeader, Schedule, SignedBlock, header_digest
-from chain.crypto import recover, sha256
+from chain.crypto import recover
 from chain.dpos import HeaderState, elect
-from chain.encoding import pack
 from chain.errors import BadSignature, InvalidBlock, TransactionError
 from chain.finality_rules import check_qc_claim, verify_block_qc
 from chain.merkle import merkle_root
 from chain.params import SLOT_MS, ChainParams, slot_start_ms, slot_time_s
 from chain.state import Changes, KVReader, StateView
+from chain.state_hash import StateHash
 from chain.transaction import SignedTransaction
 from chain.transition import Context, apply_transaction
 from chain.types import BlockId, PublicKey, TxId
@@ -45,6 +46,7 @@ __all__ = [
     "Evidence",
     "Execution",
     "HeaderVerdict",
+    "StateReader",
     "block_transition",
     "execute_transactions",
     "find_double_sign",
@@ -82,8 +84,12 @@ class Execution:
     failed: tuple[TxId, ...]
     new_producers: Schedule | None
     changes: Changes
-    originals: Mapping[bytes, bytes | None]  # committed values of every key read
-    state_root: bytes
+    originals: Mapping[bytes, bytes | None]  # committed values of every key read or written
+    state_hash: StateHash
+
+    @property
+    def state_root(self) -> bytes:
+        return self.state_hash.root()
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +99,13 @@ class BlockTransition:
     state: HeaderState
     changes: Changes
     originals: Mapping[bytes, bytes | None]
+    state_hash: StateHash
+
+
+class StateReader(KVReader, Protocol):
+    """Committed state and its commitment (the block store implements it)."""
+
+    def state_hash(self) -> StateHash: ...
 
 
 # --- the header -----------------------------------------------------------------------------
@@ -175,7 +188,7 @@ def process_block_header(
 
 
 def execute_transactions(
-    reader: KVReader,
+    reader: StateReader,
     parent: HeaderState,
     slot: int,
     txs: Sequence[tuple[SignedTransaction, frozenset[PublicKey]]],
@@ -210,14 +223,35 @@ def execute_transactions(
     if num % params.election_interval_blocks == 0:
         new_producers = elect(view, params, parent.active, parent.pending)
     changes = view.changes()
-    state_root = sha256(parent.state_root + sha256(pack(changes)))
-    return Execution(
-        tuple(included), tuple(failed), new_producers, changes, view.originals(), state_root
-    )
+    originals = view.originals()
+    state_hash = next_state_hash(reader, changes, originals)
+    return Execution(tuple(included), tuple(failed), new_producers, changes, originals, state_hash)
+
+
+def next_state_hash(
+    reader: StateReader, changes: Changes, originals: dict[bytes, bytes | None]
+) -> StateHash:
+    """The commitment to the state after ``changes``: the reader's, less each replaced entry,
+    plus each new one. Values of written keys that were never read are read here and added
+    to ``originals`` (the undo record needs them too)."""
+    removed: list[tuple[bytes, bytes]] = []
+    added: list[tuple[bytes, bytes]] = []
+    for key, value in changes:
+        if key in originals:
+            old = originals[key]
+        else:
+            old = originals[key] = reader.get(key)
+        if old == value:
+            continue
+        if old is not None:
+            removed.append((key, old))
+        if value is not None:
+            added.append((key, value))
+    return reader.state_hash().updated(removed, added)
 
 
 def block_transition(
-    reader: KVReader,
+    reader: StateReader,
     parent: HeaderState,
     block: SignedBlock,
     keys: Sequence[frozenset[PublicKey]] | None,
@@ -235,7 +269,7 @@ def block_transition(
 
 
 def process_block_body(
-    reader: KVReader,
+    reader: StateReader,
     parent: HeaderState,
     state: HeaderState,
     block: SignedBlock,
@@ -265,4 +299,4 @@ def process_block_body(
         raise InvalidBlock(num, "proposed schedule differs from the election result")
     if exe.state_root != block.header.state_root:
         raise InvalidBlock(num, "state root differs: our states diverge")
-    return BlockTransition(state, exe.changes, exe.originals)
+    return BlockTransition(state, exe.changes, exe.originals, exe.state_hash)

@@ -12,12 +12,14 @@ thread.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from chain.block import BlockHeader, SignedBlock
 from chain.block_transition import (
+    BlockTransition,
     Evidence,
+    Execution,
     execute_transactions,
     process_block_body,
     process_block_header,
@@ -44,7 +46,7 @@ from chain.merkle import merkle_root
 from chain.params import slot_of_ms, slot_time_s
 from chain.qc import QcClaim, QuorumCertificate, Vote, VoteResult
 from chain.signers import Recoverer, SignerKeys
-from chain.state import Account, Changes, Producer, StateView
+from chain.state import Account, Producer, StateView
 from chain.store import BlockStore
 from chain.transaction import SignedTransaction
 from chain.transition import Context, apply_transaction, settle
@@ -87,6 +89,7 @@ class Chain:
         self._signers = SignerKeys(initial.chain_id, recoverer)
         store.open_chain(initial)
         self._lib = store.lib_num()
+        self._first = store.first_block()
         root, applied = store.reversible_blocks()
         self._fork = ForkDatabase(root)
         for state, block in applied:
@@ -132,12 +135,18 @@ class Chain:
             lib_slot=root.slot,
             mempool_size=len(self.mempool),
             fork_db_size=len(self._fork),
+            first_block=self._first,
         )
         return self._view
 
     def block_by_num(self, num: int) -> SignedBlock:
         block_id = self.store.block_id_at(num)
         block = None if block_id is None else self.store.block(block_id)
+        if block is None and num < self._first:
+            raise NotFound(
+                f"no block {num} here: this node started from a snapshot at block "
+                f"{self._first} and holds the blocks from there on"
+            )
         if block is None:
             raise NotFound(f"no block {num} on this chain")
         return block
@@ -356,7 +365,7 @@ class Chain:
         transition = process_block_body(
             self.store, self._head, fb.state, block, keys, params=self.params
         )
-        self._commit(block, transition.state, transition.changes, transition.originals)
+        self._commit(block, transition.state, transition)
 
     def _block_keys(self, block: SignedBlock) -> list[frozenset[PublicKey]]:
         try:
@@ -365,15 +374,13 @@ class Chain:
             raise InvalidBlock(block.num, str(err)) from err
 
     def _commit(
-        self,
-        block: SignedBlock,
-        state: HeaderState,
-        changes: Changes,
-        originals: Mapping[bytes, bytes | None],
+        self, block: SignedBlock, state: HeaderState, done: Execution | BlockTransition
     ) -> None:
         """Make ``block`` the head: one write batch, then what the store no longer needs to
         know about leaves the mempool."""
-        self.store.commit_block(block, block.encode(), state, changes, originals)
+        self.store.commit_block(
+            block, block.encode(), state, done.changes, done.originals, done.state_hash
+        )
         self._head = state
         self.mempool.remove(t.id for t in block.transactions)
 
@@ -452,6 +459,6 @@ class Chain:
         block = SignedBlock.sign(header, exe.included, self.chain_id, key, qc)
         state = process_header(parent, header, block.id, self.params)
         self._fork.add(state, block)
-        self._commit(block, state, exe.changes, exe.originals)
+        self._commit(block, state, exe)
         self._advance_lib(state.lib)
         return block

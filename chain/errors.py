@@ -210,3 +210,9 @@ class NotFound(ChainError):
     """A block, transaction or account that is not known."""
 
     name = "not_found"
+
+
+class SnapshotError(ChainError):
+    """A snapshot file that cannot be used: its reason names the problem."""
+
+    name = "bad_snapshot"

@@ -14,6 +14,7 @@ from chain.dpos import HeaderState
 from chain.finality import FINALITY_VOTES, BlockRef, FinalityCore
 from chain.params import ChainParams
 from chain.state import Account, Changes, Producer, StateView
+from chain.state_hash import StateHash
 from chain.types import BlockId, BlockNum
 
 
@@ -53,7 +54,9 @@ class InitialState:
             num=BlockNum(0),
             slot=self.genesis_slot,
             producer="",
-            state_root=self.chain_id,
+            state_root=StateHash.of(
+                (k, v) for k, v in self.state_changes() if v is not None
+            ).root(),
             active=self.schedule,
             pending=None,
             pending_num=0,

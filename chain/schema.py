@@ -13,6 +13,8 @@ from chain.types import BlockId, BlockNum, TxId
 META_CHAIN_ID = b"m:chain_id"
 META_HEAD = b"m:head"
 META_LIB = b"m:lib"
+META_STATE_HASH = b"m:state_hash"  # the head state's lattice hash (chain.state_hash)
+META_FIRST_BLOCK = b"m:first_block"  # set when a snapshot started the store: blocks held from
 
 # blocks (applied chain only; blocks on other branches live in the fork database in memory)
 BLOCK = b"b"  # + id -> encoded signed block

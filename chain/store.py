@@ -8,7 +8,7 @@ instant therefore leaves the store on its last committed block.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import plyvel
@@ -17,9 +17,11 @@ from chain import schema
 from chain.block import SignedBlock, decode_block
 from chain.dpos import HeaderState, decode_header_state
 from chain.encoding import pack, unpack
-from chain.errors import StoreError
+from chain.errors import SnapshotError, StoreError
 from chain.initial_state import InitialState
+from chain.snapshot import SnapshotHead
 from chain.state import Changes
+from chain.state_hash import StateHash
 from chain.types import BlockId, BlockNum, TxId, block_num_of
 
 __all__ = ["BlockStore", "Changes"]
@@ -78,6 +80,18 @@ class BlockStore:
     def head_id(self) -> BlockId | None:
         raw = self.get(schema.META_HEAD)
         return None if raw is None else BlockId(raw)
+
+    def state_hash(self) -> StateHash:
+        """The commitment to the state as it is now (the head's)."""
+        raw = self.get(schema.META_STATE_HASH)
+        if raw is None:
+            raise StoreError("the block store has no state commitment")
+        return StateHash.from_bytes(raw)
+
+    def first_block(self) -> BlockNum:
+        """The lowest block this store holds: 1, or the block a snapshot started it at."""
+        raw = self.get(schema.META_FIRST_BLOCK)
+        return BlockNum(1 if raw is None else int.from_bytes(raw, "big"))
 
     def lib_num(self) -> BlockNum:
         raw = self.get(schema.META_LIB)
@@ -157,11 +171,20 @@ class BlockStore:
             raise StoreError(
                 f"the data dir holds chain {stored.hex()}, not {initial.chain_id.hex()}"
             )
+        elif self.get(schema.META_STATE_HASH) is None:
+            raise StoreError(
+                "the data dir was written by a BoR without state commitments (before block "
+                "headers committed to the whole state): move it away and sync or import again"
+            )
 
     def init_genesis(self, chain_id: bytes, state: HeaderState, changes: Changes) -> None:
         puts = [(k, v) for k, v in changes if v is not None]
+        state_hash = StateHash.of(puts)
+        if state_hash.root() != state.state_root:
+            raise StoreError("genesis header state does not commit to the genesis state")
         puts += [
             (schema.META_CHAIN_ID, chain_id),
+            (schema.META_STATE_HASH, state_hash.to_bytes()),
             (schema.header_state_key(state.id), state.encode()),
             (schema.block_num_key(0), state.id),
             (schema.META_HEAD, state.id),
@@ -175,14 +198,17 @@ class BlockStore:
         block_bytes: bytes,
         state: HeaderState,
         changes: Changes,
-        originals: Mapping[bytes, bytes | None] | None = None,
+        originals: Mapping[bytes, bytes | None],
+        state_hash: StateHash,
     ) -> None:
         """Apply ``block``'s state changes and make it the head, atomically.
 
         ``originals`` are committed values the caller already read (the undo record needs the
-        old value of every changed key); the rest are read here.
+        old value of every changed key); the rest are read here. ``state_hash`` is the
+        commitment to the state after the block; the undo record keeps the one before.
         """
-        known = originals or {}
+        known = originals
+        old_hash = self.get(schema.META_STATE_HASH)
         puts: list[tuple[bytes, bytes]] = []
         deletes: list[bytes] = []
         undo: list[Any] = []
@@ -193,7 +219,8 @@ class BlockStore:
             else:
                 puts.append((key, value))
         num_bytes = schema.be(block.num, 8)
-        puts.append((schema.undo_key(block.num), pack(undo)))
+        puts.append((schema.undo_key(block.num), pack([undo, old_hash])))
+        puts.append((schema.META_STATE_HASH, state_hash.to_bytes()))
         puts.append((schema.block_key(block.id), block_bytes))
         puts.append((schema.block_num_key(block.num), block.id))
         puts.append((schema.header_state_key(block.id), state.encode()))
@@ -208,7 +235,9 @@ class BlockStore:
             raise StoreError(f"no undo record for block {block.num}: it is irreversible")
         puts: list[tuple[bytes, bytes]] = []
         deletes: list[bytes] = []
-        for key, old in unpack(raw, "undo record"):
+        undo, old_hash = unpack(raw, "undo record")
+        puts.append((schema.META_STATE_HASH, old_hash))
+        for key, old in undo:
             if old is None:
                 deletes.append(key)
             else:
@@ -234,9 +263,95 @@ class BlockStore:
                     deletes.append(schema.header_state_key(block_id))
         self._write([(schema.META_LIB, schema.be(new_lib, 8))], deletes)
 
+    # --- snapshots --------------------------------------------------------------------------
+
+    def lib_state(self, chain_id: bytes) -> tuple[SnapshotHead, Iterator[tuple[bytes, bytes]]]:
+        """The LIB's block, header state and state commitment, and an iterator over its
+        state entries in key order, as of now: read from a LevelDB snapshot, with the undo
+        records of the blocks above the LIB laid over it. Cheap to call; the iterator may be
+        drained on another thread while the chain moves on."""
+        snap = self._db.snapshot()
+        try:
+            lib = int.from_bytes(snap.get(schema.META_LIB) or bytes(8), "big")
+            head_id = snap.get(schema.META_HEAD)
+            lib_id = snap.get(schema.block_num_key(lib))
+            raw_block = None if lib_id is None else snap.get(schema.block_key(BlockId(lib_id)))
+            raw_state = None if lib_id is None else snap.get(schema.header_state_key(lib_id))
+            state_hash = snap.get(schema.META_STATE_HASH)
+            if head_id is None or raw_block is None or raw_state is None or state_hash is None:
+                raise SnapshotError(f"no block {lib} to snapshot: nothing is irreversible yet")
+            overlay: dict[bytes, bytes | None] = {}
+            for num in range(block_num_of(BlockId(head_id)), lib, -1):
+                raw_undo = snap.get(schema.undo_key(num))
+                if raw_undo is None:
+                    raise StoreError(f"no undo record for reversible block {num}")
+                undo, state_hash = unpack(raw_undo, "undo record")
+                overlay.update((key, old) for key, old in undo)
+        except plyvel.Error as err:
+            raise StoreError(f"read failed: {err}") from err
+        head = SnapshotHead(
+            chain_id=chain_id,
+            block=decode_block(raw_block),
+            header_state=decode_header_state(raw_state),
+            state_hash=StateHash.from_bytes(state_hash),
+        )
+        state = snap.iterator(start=schema.STATE, stop=schema.prefix_end(schema.STATE))
+        return head, _overlaid(state, overlay)
+
+    def import_snapshot(
+        self, head: SnapshotHead, chunks: Iterable[list[tuple[bytes, bytes]]]
+    ) -> None:
+        """Fill an empty store from a snapshot read by ``chain.snapshot.read_snapshot``.
+
+        Entries are written chunk by chunk as they are read; the chain's metadata (its id,
+        head, LIB) only once the last chunk verified, so a store whose import failed or was
+        killed holds no chain and is cleared by the next import."""
+        if self.chain_id() is not None:
+            raise StoreError("the data dir already holds a chain: import into an empty one")
+        leftovers: list[bytes] = []
+        for key, _ in self.iterate(b"", b"\xff"):  # an import that was cut short
+            leftovers.append(key)
+            if len(leftovers) == 4096:
+                self._write([], leftovers)
+                leftovers = []
+        self._write([], leftovers)
+        for chunk in chunks:
+            self._write(chunk, [])
+        block, state = head.block, head.header_state
+        self._write(
+            [
+                (schema.block_key(block.id), block.encode()),
+                (schema.block_num_key(block.num), block.id),
+                (schema.header_state_key(block.id), state.encode()),
+                (schema.META_STATE_HASH, head.state_hash.to_bytes()),
+                (schema.META_HEAD, block.id),
+                (schema.META_LIB, schema.be(block.num, 8)),
+                (schema.META_FIRST_BLOCK, schema.be(block.num, 8)),
+                (schema.META_CHAIN_ID, head.chain_id),
+            ],
+            [],
+        )
+
     def put_evidence(self, first: SignedBlock, second: SignedBlock) -> None:
         puts = [
             (schema.evidence_key(b.header.producer, b.header.slot, b.id), b.encode())
             for b in (first, second)
         ]
         self._write(puts, [])
+
+
+def _overlaid(
+    stored: Iterator[tuple[bytes, bytes]], overlay: Mapping[bytes, bytes | None]
+) -> Iterator[tuple[bytes, bytes]]:
+    """``stored`` entries (in key order) with ``overlay`` laid over them: a key in the
+    overlay takes its value there, None deleting it."""
+    extra = sorted((k, v) for k, v in overlay.items() if v is not None)
+    i = 0
+    for key, value in stored:
+        while i < len(extra) and extra[i][0] < key:
+            yield extra[i]
+            i += 1
+        if key in overlay:
+            continue  # its value at the LIB is in ``extra``, or it did not exist then
+        yield key, value
+    yield from extra[i:]

@@ -25,6 +25,7 @@ class ChainView:
     lib_slot: int
     mempool_size: int
     fork_db_size: int
+    first_block: int = 1  # the lowest block held (a snapshot's, if one started us)
 
     @property
     def producer_keys(self) -> frozenset[bytes]:

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 import structlog
 from aiohttp import web
@@ -40,6 +41,7 @@ from node.network import NetConfig, Network
 from node.producer import ProducerLoop
 from node.rpc import Api
 from node.runner import ChainRunner, InclusionWatch
+from node.snapshots import import_snapshot, read_snapshot_head
 from p2p.errors import P2PError
 from p2p.handshake import AuthPolicy
 from p2p.rdma.device import RdmaDevice, RdmaInfo, detect
@@ -59,6 +61,8 @@ def open_chain(config: NodeConfig, recoverer: ParallelRecoverer | None = None) -
     config.data_dir.mkdir(parents=True, exist_ok=True)
     store = BlockStore(str(config.data_dir / "blocks"))
     try:
+        if config.snapshot is not None:
+            start_from_snapshot(store, config.snapshot, genesis.chain_id)
         return Chain(
             store,
             genesis.to_initial_state(),
@@ -68,6 +72,30 @@ def open_chain(config: NodeConfig, recoverer: ParallelRecoverer | None = None) -
     except BaseException:
         store.close()
         raise
+
+
+def start_from_snapshot(store: BlockStore, path: Path, chain_id: bytes) -> None:
+    """Import the snapshot at ``path`` into an empty ``store``; a store that already holds
+    the chain this snapshot started goes on from where it is (so ``--snapshot`` may stay in
+    a service's command line); any other chain in the store is refused."""
+    if store.chain_id() is None:
+        log.info("importing snapshot", file=str(path))
+        verified = import_snapshot(store, path, chain_id)
+        log.info(
+            "snapshot imported",
+            block=verified.head.num,
+            block_id=verified.head.block.id.hex(),
+            entries=verified.entries,
+        )
+        return
+    head = read_snapshot_head(path)
+    if store.chain_id() == head.chain_id and store.first_block() == head.num:
+        log.info("the data dir already started from this snapshot", block=head.num)
+        return
+    raise NodeError(
+        "--snapshot starts an empty data dir; this one holds a chain already (move its"
+        " blocks directory away to start over from the snapshot)"
+    )
 
 
 def node_key(config: NodeConfig) -> PrivateKey:
@@ -284,6 +312,7 @@ class Node:
             admitter,
             network,
             commit_wait_cap_s=commit_cap,
+            snapshots_dir=config.data_dir / "snapshots",
             finality=lambda: {
                 "local_finalizers": finalizer.status(),
                 "production_paused": progress.paused,

@@ -1,4 +1,5 @@
-"""``bor-node``: init, run, devnet, genesis new, status."""
+"""``bor-node``: init, run, devnet, export, import, snapshot, import-snapshot, genesis new,
+status."""
 
 from __future__ import annotations
 
@@ -14,14 +15,22 @@ from typing import Any
 
 from chain.errors import ChainError
 from chain.sigpool import ParallelRecoverer
+from chain.store import BlockStore
 from genesis.devnet import DEV_USERS, write_dev_genesis
 from genesis.errors import GenesisError
 from genesis.model import load_genesis
 from node import devnet, history
 from node.app import Node, open_chain
-from node.config import add_options, load_config, parse_endpoint
+from node.config import NodeConfig, add_options, load_config, parse_endpoint
 from node.errors import NodeError
 from node.logging import configure_logging
+from node.snapshots import (
+    ProgressLine,
+    create_snapshot,
+    import_snapshot,
+    snapshot_name,
+    verify_snapshot,
+)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -159,6 +168,68 @@ def _adopt_genesis(history_file: Path, data_dir: Path) -> None:
     print(f"initialised {data_dir} from {beside.name} (chain {genesis.chain_id.hex()[:16]}…)")
 
 
+def _offline_config(args: argparse.Namespace) -> NodeConfig:
+    ns = argparse.Namespace(
+        config=None, data_dir=args.data_dir, genesis_json=args.genesis_json, log_level="warning"
+    )
+    return load_config(ns)
+
+
+def _cmd_snapshot_create(args: argparse.Namespace) -> int:
+    config = _offline_config(args)
+    chain = open_chain(config)
+    try:
+        head, entries = chain.store.lib_state(chain.chain_id)
+        name = snapshot_name(head.num, head.block.id)
+        path = Path(args.to) if args.to else config.data_dir / "snapshots" / name
+        progress = ProgressLine(f"writing {path.name}")
+        summary = create_snapshot(head, entries, path, progress)
+        progress.done()
+    finally:
+        chain.store.close()
+    print(
+        f"wrote {path}: block {head.num} {head.block.id.hex()} (the LIB), "
+        f"{summary.entries:,} state entries, {summary.size:,} bytes"
+    )
+    return 0
+
+
+def _cmd_snapshot_verify(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    progress = ProgressLine(f"verifying {path.name}", path.stat().st_size)
+    verified = verify_snapshot(path, progress)
+    progress.done()
+    head = verified.head
+    print(
+        f"{path}: verified: chain {head.chain_id.hex()}, block {head.num} "
+        f"{head.block.id.hex()}, state root {head.block.header.state_root.hex()}, "
+        f"{verified.entries:,} state entries"
+    )
+    return 0
+
+
+def _cmd_import_snapshot(args: argparse.Namespace) -> int:
+    config = _offline_config(args)
+    genesis = load_genesis(config.genesis_json)
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    path = Path(args.file)
+    store = BlockStore(str(config.data_dir / "blocks"))
+    try:
+        if store.chain_id() is not None:
+            raise NodeError(f"{config.data_dir} holds a chain already: import into an empty one")
+        progress = ProgressLine(f"importing {path.name}", path.stat().st_size)
+        verified = import_snapshot(store, path, genesis.chain_id, progress)
+        progress.done()
+    finally:
+        store.close()
+    head = verified.head
+    print(
+        f"imported {path}: block {head.num} {head.block.id.hex()}, "
+        f"{verified.entries:,} state entries; `bor-node run` follows the chain from there"
+    )
+    return 0
+
+
 def _cmd_genesis_new(args: argparse.Namespace) -> int:
     genesis_path, keys_path = write_dev_genesis(Path(args.out), args.producers)
     genesis = load_genesis(genesis_path)
@@ -242,6 +313,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     imp.set_defaults(func=_cmd_import)
 
+    snap = sub.add_parser("snapshot", help="write or check a state snapshot")
+    snap_sub = snap.add_subparsers(dest="snapshot_command", required=True)
+    create = snap_sub.add_parser(
+        "create", help="write the LIB's state to a snapshot file (node stopped)"
+    )
+    create.add_argument("--data-dir", default="data")
+    create.add_argument("--genesis-json")
+    create.add_argument("--to", help="default: <data-dir>/snapshots/snapshot-<num>-<id>.bin")
+    create.set_defaults(func=_cmd_snapshot_create)
+    verify = snap_sub.add_parser("verify", help="check a snapshot file whole; print its block")
+    verify.add_argument("file")
+    verify.set_defaults(func=_cmd_snapshot_verify)
+
+    imps = sub.add_parser("import-snapshot", help="start an empty data dir from a snapshot")
+    imps.add_argument("file")
+    imps.add_argument("--data-dir", default="data")
+    imps.add_argument("--genesis-json", help="default: <data-dir>/genesis.json")
+    imps.set_defaults(func=_cmd_import_snapshot)
+
     gen = sub.add_parser("genesis", help="genesis tools")
     gen_sub = gen.add_subparsers(dest="genesis_command", required=True)
     new = gen_sub.add_parser("new", help="write a dev genesis and its keys")
@@ -260,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (NodeError, GenesisError, ChainError, ValueError) as err:
+    except (NodeError, GenesisError, ChainError, ValueError, OSError) as err:
         print(f"bor-node: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -33,6 +33,11 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option("data-dir", "directory of the block store and config.ini", "data"),
     Option("genesis-json", "genesis file (default: <data-dir>/genesis.json)"),
+    Option(
+        "snapshot",
+        "start an empty data dir from this snapshot file (verified first; ignored once the"
+        " data dir holds the chain it started)",
+    ),
     Option("http-server-address", "host:port of the HTTP RPC", "127.0.0.1:8888"),
     Option(
         "admin-http-server-address",
@@ -164,6 +169,7 @@ class NodeConfig:
     log_format: str
     finalizer_keys: dict[PublicKey, PrivateKey] = field(default_factory=dict)
     production_pause_vote_timeout_ms: int = 6000
+    snapshot: Path | None = None
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -358,4 +364,5 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
         log_format=merged["log-format"],
         finalizer_keys=finalizer_keys,
         production_pause_vote_timeout_ms=merged["production-pause-vote-timeout-ms"],
+        snapshot=Path(merged["snapshot"]) if merged["snapshot"] else None,
     )

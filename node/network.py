@@ -52,7 +52,9 @@ class NodeChainService:
 
     def position(self) -> ChainPosition:
         view = self.runner.view
-        return ChainPosition(view.lib_num, view.lib_id, view.head.num, view.head.id)
+        return ChainPosition(
+            view.lib_num, view.lib_id, view.head.num, view.head.id, view.first_block
+        )
 
     def producer_keys(self) -> Collection[bytes]:
         return self.runner.view.producer_keys

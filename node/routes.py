@@ -154,6 +154,24 @@ def route_table(api: Api) -> dict[str, Route]:
         "/v1/net/peers": Route(
             paced(api.net_peers), "Connected peers", network_json, statuses=(404,)
         ),
+        "/v1/producer/create_snapshot": Route(
+            api.create_snapshot,
+            "Write the state at the LIB to a snapshot file in the data dir",
+            json_object(
+                {
+                    "head_block_id": STRING,
+                    "head_block_num": {"type": "integer"},
+                    "head_block_time": STRING,
+                    "version": {"type": "integer"},
+                    "snapshot_name": STRING,
+                    "entries": {"type": "integer"},
+                    "bytes": {"type": "integer"},
+                    "content_hash": STRING,
+                }
+            ),
+            statuses=(404, 409),
+            admin=True,
+        ),
         "/v1/net/connect": Route(
             api.net_connect,
             "Dial a peer (and keep redialling it)",

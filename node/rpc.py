@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import structlog
@@ -22,6 +23,8 @@ from chain.block import SignedBlock
 from chain.controller import Chain
 from chain.encoding import pack
 from chain.errors import ChainError, EncodingError
+from chain.snapshot import VERSION as SNAPSHOT_VERSION
+from chain.snapshot import SnapshotHead
 from chain.transaction import SignedTransaction, decode_signed_transaction
 from chain.types import AccountName, BlockId, BlockNum, TxId
 from node.admission import Admitter
@@ -31,6 +34,7 @@ from node.metrics import NodeMetrics
 from node.reads import WRITES_WINDOW_S, ChainReads, ReadPacer, ReadsBusy
 from node.routes import Handler, Route, route_table
 from node.runner import ChainRunner, InclusionWatch
+from node.snapshots import create_snapshot, snapshot_name
 from node.views import (
     account_json,
     block_json,
@@ -74,6 +78,7 @@ _STATUS: dict[type[ChainError], int] = {
     ce.MempoolFull: 429,
     ce.NotFound: 404,
     ce.InvalidKey: 422,
+    ce.SnapshotError: 409,
 }
 
 
@@ -120,6 +125,10 @@ class NetworkApi(Protocol):
         ...
 
 
+def _lib_state(chain: Chain) -> tuple[SnapshotHead, Iterator[tuple[bytes, bytes]]]:
+    return chain.store.lib_state(chain.chain_id)
+
+
 @dataclass(frozen=True, slots=True)
 class EncodedJson:
     """A handler's result that is JSON already (the HTTP shell sends the bytes as they are)."""
@@ -140,12 +149,14 @@ class Api:
         pacer: ReadPacer | None = None,
         commit_wait_cap_s: float | None = None,
         finality: Callable[[], dict[str, Any]] | None = None,
+        snapshots_dir: Path | None = None,
     ) -> None:
         """``reads`` and ``pacer`` default to ``ChainReads`` and ``ReadPacer`` tuned for a
         node; tests pass their own. A push in commit mode waits at most
         ``commit_wait_cap_s`` (the HTTP layer's time limit less a margin), then answers
         ``pending``. ``finality`` gives the node's side of get_finalizer_info (its own
-        finalizers, whether production is paused)."""
+        finalizers, whether production is paused). Snapshots that the admin RPC asks for
+        are written into ``snapshots_dir``."""
         self.runner = runner
         self.metrics = metrics
         self.watch = watch
@@ -157,6 +168,8 @@ class Api:
         self._producers: tuple[BlockId, bytes] | None = None  # head id, get_producers JSON
         self.commit_wait_cap_s = commit_wait_cap_s
         self.finality = finality
+        self.snapshots_dir = snapshots_dir
+        self._snapshot_running = False
         self.routes: dict[str, Route] = route_table(self)
 
     async def run(self) -> None:
@@ -231,6 +244,42 @@ class Api:
         if not await network.disconnect(peer):
             raise RpcError(404, "not_found", "no such peer is connected")
         return {"peer": peer, "status": "disconnected"}
+
+    async def create_snapshot(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Write the LIB's state to a snapshot file (nodeos' producer API name). The state is
+        pinned on the chain thread (a LevelDB snapshot, a moment's work); the file is written
+        on a worker thread while the chain goes on, with progress in the log."""
+        if self.snapshots_dir is None:
+            raise RpcError(404, "not_found", "this node writes no snapshots")
+        if self._snapshot_running:
+            raise RpcError(409, "snapshot_in_progress", "a snapshot is being written already")
+        self._snapshot_running = True
+        try:
+            head, entries = await self.runner.call(_lib_state, self.runner.chain)
+            path = self.snapshots_dir / snapshot_name(head.num, head.block.id)
+            log.info("writing snapshot", block=head.num, file=str(path))
+            last = [time.monotonic()]
+
+            def report(count: int, size: int) -> None:
+                if time.monotonic() - last[0] >= 5:
+                    last[0] = time.monotonic()
+                    log.info("writing snapshot", block=head.num, entries=count, bytes=size)
+
+            summary = await asyncio.to_thread(create_snapshot, head, entries, path, report)
+        finally:
+            self._snapshot_running = False
+        log.info("snapshot written", block=head.num, file=str(path), entries=summary.entries)
+        block = head.block
+        return {
+            "head_block_id": block.id.hex(),
+            "head_block_num": block.num,
+            "head_block_time": slot_iso(block.header.slot),
+            "version": SNAPSHOT_VERSION,
+            "snapshot_name": str(path),
+            "entries": summary.entries,
+            "bytes": summary.size,
+            "content_hash": summary.content_hash.hex(),
+        }
 
     # --- chain API: through the chain thread ------------------------------------------------
 

@@ -86,7 +86,9 @@ class BlockSync(Reactor):
 
     def add_peer(self, peer: Peer) -> None:
         hs = peer.handshake
-        self._act(self.sync.peer_position(peer.id, hs.lib_num, hs.head_num, hs.head_id))
+        self._act(
+            self.sync.peer_position(peer.id, hs.lib_num, hs.head_num, hs.head_id, hs.first_block)
+        )
         self._notify(peer)
 
     def remove_peer(self, peer: Peer) -> None:
@@ -113,7 +115,11 @@ class BlockSync(Reactor):
                 self._act(self.sync.peer_position(peer.id, lib, head, head_id))
         elif isinstance(message, Handshake):
             hs = message
-            self._act(self.sync.peer_position(peer.id, hs.lib_num, hs.head_num, hs.head_id))
+            self._act(
+                self.sync.peer_position(
+                    peer.id, hs.lib_num, hs.head_num, hs.head_id, hs.first_block
+                )
+            )
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:
@@ -178,13 +184,16 @@ class BlockSync(Reactor):
         self._serving[peer.id] = task
 
     async def _serve_range(self, peer: Peer, start: int, end: int) -> None:
-        head = self.chain.position().head_num
-        if start > head:
+        pos = self.chain.position()
+        head, first = pos.head_num, pos.first_block
+        if start > head or start < first:
             bad = self._bad_requests.get(peer.id, 0) + 1
             self._bad_requests[peer.id] = bad
-            log.info("range_beyond_head", peer=peer.id, start=start, end=end, head=head)
+            log.info("range_not_held", peer=peer.id, start=start, end=end, first=first, head=head)
             if bad > MAX_BAD_REQUESTS:
-                self.switch.send_away(peer.id, GoAwayReason.BENIGN_OTHER, "ranges beyond our head")
+                self.switch.send_away(
+                    peer.id, GoAwayReason.BENIGN_OTHER, "ranges of blocks we do not hold"
+                )
             return
         num = start
         with contextlib.suppress(ChannelClosed):

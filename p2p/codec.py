@@ -87,6 +87,7 @@ def _payload(msg: Outbound) -> bytes:
             msg.generation,
             msg.rdma,
             msg.tls_binding,
+            msg.first_block,
         ]
     elif isinstance(msg, GoAway):
         fields = [int(msg.reason), msg.node_id, msg.detail]
@@ -150,7 +151,7 @@ def _hello(payload: bytes) -> Hello:
 
 
 def _handshake(payload: bytes) -> Handshake:
-    r = _fields(payload, "handshake", 14)
+    r = _fields(payload, "handshake", 15)
     if type(r[3]) is not bytes or len(r[3]) not in (0, 33):
         raise MalformedMessage("handshake.key: expected 0 or 33 bytes")
     if type(r[4]) is not bytes or len(r[4]) not in (0, 65):
@@ -174,9 +175,12 @@ def _handshake(payload: bytes) -> Handshake:
         generation=check_int(r[11], 0, 0xFFFF, "handshake.generation"),
         rdma=r[12],
         tls_binding=r[13],
+        first_block=check_int(r[14], 1, U32, "handshake.first_block"),
     )
     if hs.lib_num > hs.head_num:
         raise MalformedMessage("handshake: LIB above head")
+    if hs.first_block > max(1, hs.lib_num):
+        raise MalformedMessage("handshake: first block above the LIB")
     return hs
 
 

@@ -30,6 +30,7 @@ class ChainPosition:
     lib_id: BlockId
     head_num: int
     head_id: BlockId
+    first_block: int = 1  # the lowest block we hold and serve (a snapshot's, if one started us)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +88,7 @@ def make_handshake(
         generation=generation,
         rdma=rdma,
         tls_binding=tls_binding,
+        first_block=position.first_block,
     )
 
 

@@ -16,7 +16,8 @@ from chain.qc import Vote
 from chain.transaction import SignedTransaction
 from chain.types import BlockId
 
-PROTOCOL_VERSION = 1
+# 2: handshakes say the first block a node holds (nodes started from a snapshot).
+PROTOCOL_VERSION = 2
 
 
 class GoAwayReason(IntEnum):
@@ -86,6 +87,7 @@ class Handshake:
     generation: int
     rdma: bool = False
     tls_binding: bytes = b""
+    first_block: int = 1  # the lowest block the peer holds: never ask it for older ones
 
 
 @dataclass(frozen=True, slots=True)

@@ -105,13 +105,21 @@ class SyncManager:
         return self._schedule()
 
     def peer_position(
-        self, peer: PeerId, lib: int, head: int, head_id: bytes | None = None
+        self,
+        peer: PeerId,
+        lib: int,
+        head: int,
+        head_id: bytes | None = None,
+        first: int | None = None,
     ) -> list[Action]:
-        """A handshake or notice told us where ``peer`` is."""
+        """A handshake or notice told us where ``peer`` is; a handshake also says the first
+        block it holds (``first``)."""
         met = peer not in self.peers
         p = self.peers.setdefault(peer, PeerRecord(peer))
         if p.dropping:
             return []
+        if first is not None:
+            p.first = first
         p.lib = max(p.lib, lib)  # a LIB never goes back
         p.head = max(head, p.lib)  # a head may (fork switch)
         if met and p.head > self.head:
@@ -371,7 +379,7 @@ class SyncManager:
         return [
             p
             for p in self.peers.values()
-            if not p.dropping and p.head >= start and p.strikes < self.config.max_strikes
+            if not p.dropping and p.first <= start <= p.head and p.strikes < self.config.max_strikes
         ]
 
     def _end_for(self, p: PeerRecord, start: int, end: int) -> int:

@@ -36,6 +36,7 @@ class PeerRecord:
     id: PeerId
     lib: int = 0
     head: int = 0
+    first: int = 1  # the lowest block it holds (started from a snapshot there)
     rtt: float | None = None
     rate: float | None = None  # None until measured: an untried peer ranks first
     strikes: int = 0  # its blocks that failed validation

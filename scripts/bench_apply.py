@@ -31,12 +31,14 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from chain import block_transition
 from chain.actions import Transfer
 from chain.block import SignedBlock, decode_block
 from chain.controller import Chain
 from chain.crypto import PrivateKey, public_key_to_text
 from chain.mempool import Mempool
 from chain.sigpool import ParallelRecoverer
+from chain.state_hash import StateHash
 from chain.store import BlockStore
 from chain.transaction import SignedTransaction, Transaction, tapos_of
 from chain.types import AccountName
@@ -129,34 +131,59 @@ def build_blocks(
     return out
 
 
+class StateHashMeter:
+    """CPU seconds spent updating the state commitment (``next_state_hash``), measured by
+    wrapping it for the duration of a ``with`` block."""
+
+    def __init__(self) -> None:
+        self.cpu = 0.0
+
+    def __enter__(self) -> StateHashMeter:
+        self._original = original = block_transition.next_state_hash
+
+        def timed(*args: Any) -> StateHash:
+            t0 = time.process_time()
+            try:
+                return original(*args)
+            finally:
+                self.cpu += time.process_time() - t0
+
+        block_transition.next_state_hash = timed  # type: ignore[assignment]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        block_transition.next_state_hash = self._original
+
+
 def apply_blocks(
     genesis: Genesis, encoded: list[bytes], path: Path, workers: int
-) -> tuple[float, float]:
+) -> tuple[float, float, float]:
     """Decode and apply ``encoded`` blocks on a fresh chain, with signature recovery on this
     process (workers=0) or prefetched one block ahead in ``workers`` processes.
 
-    Returns (wall seconds, CPU seconds of this process).
+    Returns (wall seconds, CPU seconds of this process, of which updating the state hash).
     """
     recoverer = ParallelRecoverer(workers) if workers else None
     if recoverer is not None:  # start the worker processes before the clock does
         recoverer.submit([(bytes(65), bytes(32))] * workers)()
     chain = Chain(BlockStore(str(path)), genesis.to_initial_state(), recoverer=recoverer or _one)
     now = int(time.time() * 1000)
-    cpu0, t0 = time.process_time(), time.perf_counter()
-    upcoming = decode_block(encoded[0])
-    chain.prefetch_keys(upcoming.transactions)
-    for i in range(len(encoded)):
-        block = upcoming
-        if i + 1 < len(encoded):
-            upcoming = decode_block(encoded[i + 1])
-            chain.prefetch_keys(upcoming.transactions)
-        chain.push_block(block, now)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    with StateHashMeter() as meter:
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        upcoming = decode_block(encoded[0])
+        chain.prefetch_keys(upcoming.transactions)
+        for i in range(len(encoded)):
+            block = upcoming
+            if i + 1 < len(encoded):
+                upcoming = decode_block(encoded[i + 1])
+                chain.prefetch_keys(upcoming.transactions)
+            chain.push_block(block, now)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     assert chain.head.id == block.id
     chain.store.close()
     if recoverer is not None:
         recoverer.close()
-    return wall, cpu
+    return wall, cpu, meter.cpu
 
 
 def _one(items: list[tuple[bytes, bytes]]) -> list[Any]:
@@ -257,14 +284,19 @@ def main() -> None:
             f"({size / 1e6:.1f} MB) in {time.perf_counter() - t0:.1f} s"
         )
         encoded = [b.encode() for b in blocks]
-        wall1, cpu1 = apply_blocks(genesis, encoded, work / "apply-1", 0)
+        wall1, cpu1, hash1 = apply_blocks(genesis, encoded, work / "apply-1", 0)
         tps1 = total / wall1
         print(f"apply, 1 core:            {tps1:8,.0f} tx/s = {tps1 / r:.2f} R  (cpu {cpu1:.1f} s)")
-        wallp, cpup = apply_blocks(genesis, encoded, work / "apply-p", args.workers)
+        wallp, cpup, hashp = apply_blocks(genesis, encoded, work / "apply-p", args.workers)
         tpsp = total / wallp
         print(
             f"apply, {args.workers} sig workers:    {tpsp:8,.0f} tx/s = {tpsp / r:.2f} R  "
             f"(main-process cpu {cpup:.1f} s)"
+        )
+        print(
+            f"state commitment: {100 * hash1 / cpu1:.1f} % of the 1-core CPU, "
+            f"{100 * hashp / cpup:.1f} % of the main process's with sig workers "
+            f"({1e6 * hash1 / total:.1f} µs per transaction)"
         )
         r_after = measure_r()
         print(f"R again after the runs: {r_after:,.0f} (noise indicator)")
@@ -277,6 +309,8 @@ def main() -> None:
             "tx_per_s_parallel": round(tpsp),
             "ratio_R_parallel": round(tpsp / r, 3),
             "workers": args.workers,
+            "state_hash_cpu_share": round(hash1 / cpu1, 4),
+            "state_hash_cpu_share_parallel": round(hashp / cpup, 4),
         }
         if not args.skip_rpc:
             rpc = bench_rpc(genesis, keys, work, args.clients, args.rpc_seconds)

@@ -22,6 +22,7 @@ from chain.block_transition import (
 from chain.controller import Chain
 from chain.errors import InvalidBlock
 from chain.params import SLOT_MS, slot_start_ms
+from chain.state_hash import StateHash
 from chain.store import BlockStore
 from chain.testing import now_ms, state_dump
 from chain.types import AccountName, BlockId, BlockNum, PublicKey
@@ -41,6 +42,9 @@ class NoWrites:
 
     def iterate(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]:
         return self._store.iterate(start, stop)
+
+    def state_hash(self) -> StateHash:
+        return self._store.state_hash()
 
     def __getattr__(self, name: str) -> object:
         raise AssertionError(f"the block transition reached for store.{name}")
@@ -103,7 +107,7 @@ def test_same_input_same_output_and_no_writes(net: DevNet, tmp_path: Path) -> No
     assert (y.head, y.fork_db_size) == (head, forks)
     assert runs[0].state == x.head, "validation and production reach the same header state"
     t = runs[0]
-    y.store.commit_block(block, block.encode(), t.state, t.changes, t.originals)
+    y.store.commit_block(block, block.encode(), t.state, t.changes, t.originals, t.state_hash)
     assert state_dump(y) == state_dump(x), "and the same state: one execution path"
 
 

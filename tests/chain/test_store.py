@@ -13,6 +13,7 @@ from chain.block import SignedBlock
 from chain.dpos import HeaderState
 from chain.errors import StoreError
 from chain.state import Changes
+from chain.state_hash import StateHash
 from chain.store import BlockStore
 from chain.testing import now_ms
 from chain.types import AccountName
@@ -60,6 +61,11 @@ def _dump(store: BlockStore) -> dict[bytes, bytes]:
     return dict(store.iterate(b"", b"\xff"))
 
 
+def _hash(k: int) -> StateHash:
+    """A distinct commitment per block (these tests check the store, not the hashing)."""
+    return StateHash.of([(b"block", bytes([k]))])
+
+
 def _changes(k: int) -> Changes:
     """Writes of every kind for block ``k``: a new key, an overwrite and a deletion."""
     return [
@@ -101,7 +107,7 @@ class BlockStoreContract:
         store = self.fresh(net, tmp_path / "db")
         dumps = [_dump(store)]
         for k, (block, state) in enumerate(history):
-            store.commit_block(block, block.encode(), state, _changes(k))
+            store.commit_block(block, block.encode(), state, _changes(k), {}, _hash(k))
             assert store.head_id() == block.id
             dumps.append(_dump(store))
         assert dumps[1] != dumps[0]
@@ -116,7 +122,7 @@ class BlockStoreContract:
         """Undo records up to the new LIB go, so those blocks can no longer be popped."""
         store = self.fresh(net, tmp_path / "db")
         for k, (block, state) in enumerate(history):
-            store.commit_block(block, block.encode(), state, _changes(k))
+            store.commit_block(block, block.encode(), state, _changes(k), {}, _hash(k))
         store.advance_lib(0, 2)
         undo = sorted(int.from_bytes(k[1:], "big") for k in _dump(store) if k[:1] == schema.UNDO)
         assert undo == [3, 4]
@@ -146,7 +152,7 @@ class BlockStoreContract:
         """A closed and reopened store has the same head, LIB, blocks and reversible blocks."""
         store = self.fresh(net, tmp_path / "db")
         for k, (block, state) in enumerate(history):
-            store.commit_block(block, block.encode(), state, _changes(k))
+            store.commit_block(block, block.encode(), state, _changes(k), {}, _hash(k))
         store.advance_lib(0, 1)
         before = _dump(store)
         store.close()

@@ -123,6 +123,7 @@ def handshakes(draw: st.DrawFn) -> Handshake:
         generation=draw(u16),
         rdma=draw(st.booleans()),
         tls_binding=draw(st.sampled_from([b"", b"\x07" * 32])),
+        first_block=draw(st.integers(1, max(1, lib))),
     )
 
 
@@ -247,4 +248,13 @@ def test_a_tls_binding_of_another_size_is_refused() -> None:
     zero = BlockId(b"\x00" * 32)
     hs = Handshake(1, b"c" * 32, b"n" * 32, b"", b"", "", 0, zero, 0, zero, "", 1, False, b"x" * 31)
     with pytest.raises(MalformedMessage, match="tls_binding"):
+        decode_frame(encode_frame(hs))
+
+
+def test_a_first_block_above_the_lib_is_refused() -> None:
+    """A peer cannot hold fewer blocks than its LIB (a snapshot starts at an irreversible
+    block): a handshake saying so is malformed."""
+    zero = BlockId(b"\x00" * 32)
+    hs = Handshake(2, b"c" * 32, b"n" * 32, b"", b"", "", 10, zero, 20, zero, "", 1, False, b"", 11)
+    with pytest.raises(MalformedMessage, match="first block above the LIB"):
         decode_frame(encode_frame(hs))

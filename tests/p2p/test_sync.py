@@ -48,6 +48,21 @@ def test_a_catch_up_ends_on_the_peers_head_even_within_the_allowance() -> None:
     assert stage(sync) == Stage.IN_SYNC
 
 
+def test_a_peer_started_from_a_snapshot_is_never_asked_for_older_blocks() -> None:
+    """A peer whose first block is 500 serves nothing below it: ranges below go to a peer
+    holding the whole history, and with no such peer nothing is asked at all."""
+    sync, _ = manager()
+    assert sync.peer_position("snap", lib=900, head=910, first=500) == []
+    assert stage(sync) == Stage.LIB_CATCHUP
+    assert sync.peer_position("full", lib=900, head=910) == [FetchRange("full", 1, 100)]
+    deliver(sync, "full", 1, 100)
+    sync2, _ = manager()
+    sync2.chain_advanced(600, 590)
+    assert sync2.peer_position("snap", lib=900, head=910, first=500) == [
+        FetchRange("snap", 601, 700)
+    ], "above its first block it serves like any peer"
+
+
 def test_ranges_from_lib_plus_one_spread_over_peers() -> None:
     """Ranges from our LIB + 1 go one per peer up to max_ranges; a delivered range frees a slot for
     a waiting peer."""

@@ -1,0 +1,161 @@
+"""A snapshot holds exactly the LIB's state (also while reversible blocks sit above it), an
+imported one gives a chain that goes on like the original, and every kind of damage is
+refused with a reason that names it."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from chain import schema
+from chain.actions import Transfer
+from chain.controller import Chain
+from chain.errors import SnapshotError
+from chain.snapshot import MAGIC, SnapshotHead, read_snapshot, write_snapshot
+from chain.state_hash import StateHash
+from chain.store import BlockStore
+from chain.testing import now_ms, state_dump
+from chain.types import AccountName
+from genesis.testing import DevNet
+
+A, B = AccountName("alice"), AccountName("bob")
+
+
+@pytest.fixture
+def net() -> DevNet:
+    return DevNet.create(3, blocks_per_turn=1)
+
+
+def _grown(net: DevNet, path: Path, blocks: int = 8) -> Chain:
+    """A chain with transfers in every block, its LIB a few blocks below its head."""
+    chain = net.open(path)
+    for k in range(blocks):
+        chain.admit_transaction(net.tx(chain, Transfer(A, B, k + 1)), now_ms())
+        net.produce(chain)
+    assert 1 <= chain.lib < chain.head.num
+    return chain
+
+
+def _snapshot_bytes(chain: Chain) -> tuple[SnapshotHead, bytes]:
+    head, entries = chain.store.lib_state(chain.chain_id)
+    out = io.BytesIO()
+    write_snapshot(out, head, entries)
+    return head, out.getvalue()
+
+
+def _read_all(data: bytes) -> tuple[SnapshotHead, dict[bytes, bytes]]:
+    head, chunks = read_snapshot(io.BytesIO(data))
+    return head, {k: v for chunk in chunks for k, v in chunk}
+
+
+def test_the_snapshot_is_the_lib_state_not_the_head_state(net: DevNet, tmp_path: Path) -> None:
+    """With reversible blocks above the LIB, the snapshot holds the state of a chain that
+    stopped at the LIB, and its hash is the LIB header's state root."""
+    chain = _grown(net, tmp_path / "a")
+    head, data = _snapshot_bytes(chain)
+    assert head.num == chain.lib
+    twin = net.open(tmp_path / "b")  # replays the blocks up to the LIB only
+    for num in range(1, chain.lib + 1):
+        twin.push_block(chain.block_by_num(num), now_ms())
+    read_head, state = _read_all(data)
+    assert state == state_dump(twin)
+    assert read_head.block.id == twin.head.id
+    assert StateHash.of(state.items()).root() == twin.head.state_root
+
+
+def test_a_chain_imported_from_a_snapshot_goes_on_like_the_original(
+    net: DevNet, tmp_path: Path
+) -> None:
+    """Imported into an empty store, the snapshot opens as a chain at the LIB that applies
+    the original's later blocks to the same state, restarts, and refuses older blocks with a
+    reason."""
+    chain = _grown(net, tmp_path / "a")
+    head, data = _snapshot_bytes(chain)
+    store = BlockStore(str(tmp_path / "b"))
+    _, chunks = read_snapshot(io.BytesIO(data))
+    store.import_snapshot(head, chunks)
+    imported = Chain(store, net.genesis.to_initial_state())
+    assert (imported.head.id, imported.lib, imported.view().first_block) == (
+        head.block.id,
+        head.num,
+        head.num,
+    )
+    for num in range(head.num + 1, chain.head.num + 1):
+        imported.push_block(chain.block_by_num(num), now_ms())
+    assert imported.head.id == chain.head.id
+    assert state_dump(imported) == state_dump(chain)
+    store.close()
+    again = Chain(BlockStore(str(tmp_path / "b")), net.genesis.to_initial_state())
+    assert again.head.id == chain.head.id
+    with pytest.raises(Exception, match="started from a snapshot at block"):
+        again.block_by_num(head.num - 1)
+    again.store.close()
+
+
+def _flip_in_bobs_balance(data: bytes) -> bytes:
+    """One bit changed inside bob's account record (a bin value: the framing stays intact)."""
+    key = schema.account_key(B)
+    at = data.index(key) + len(key) + 5  # past the value's bin header, into the record
+    return data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :]
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda d: d[: len(d) // 2], "truncated"),
+        (lambda d: d[:-1], "truncated"),
+        (lambda d: b"not a snapshot at all", "not a BoR snapshot"),
+        (lambda d: MAGIC + (9).to_bytes(4, "big") + d[len(MAGIC) + 4 :], "format version 9"),
+        (_flip_in_bobs_balance, "content hash mismatch"),
+        (lambda d: d + b"\x00", "after the end"),
+    ],
+    ids=["half", "last-byte", "magic", "version", "flipped-byte", "trailing"],
+)
+def test_a_damaged_snapshot_is_refused_with_its_reason(
+    net: DevNet, tmp_path: Path, damage: object, reason: str
+) -> None:
+    """Truncation, a foreign file, a wrong version, a changed byte and trailing bytes each
+    give a SnapshotError naming the problem."""
+    chain = _grown(net, tmp_path / "a")
+    _, data = _snapshot_bytes(chain)
+    with pytest.raises(SnapshotError, match=reason):
+        _read_all(damage(data))  # type: ignore[operator]
+
+
+def test_a_consistent_file_with_a_forged_entry_fails_the_state_commitment(
+    net: DevNet, tmp_path: Path
+) -> None:
+    """A snapshot rewritten with one balance changed (its content hash made anew) does not
+    match the block's state root: the content hash alone proves nothing."""
+    chain = _grown(net, tmp_path / "a")
+    head, entries = chain.store.lib_state(chain.chain_id)
+    forged = [(k, v + b"\x00" if k == schema.account_key(B) else v) for k, v in entries]
+    with pytest.raises(SnapshotError, match="does not match its commitment"):
+        write_snapshot(io.BytesIO(), head, iter(forged))
+    honest = StateHash.of(forged)
+    out = io.BytesIO()
+    # Write it as an attacker would: with the forged state's own hash in the head.
+    forged_head = SnapshotHead(head.chain_id, head.block, head.header_state, honest)
+    with pytest.raises(SnapshotError, match="state root"):
+        write_snapshot(out, forged_head, iter(forged))
+
+
+def test_an_import_cut_short_leaves_no_chain_and_the_next_import_succeeds(
+    net: DevNet, tmp_path: Path
+) -> None:
+    """A truncated file fails the import after writing entries, but the store holds no chain
+    (no chain id), and importing the whole file then gives the full state."""
+    chain = _grown(net, tmp_path / "a")
+    head, data = _snapshot_bytes(chain)
+    store = BlockStore(str(tmp_path / "b"))
+    with pytest.raises(SnapshotError, match="truncated"):
+        _, chunks = read_snapshot(io.BytesIO(data[: len(data) - 100]))
+        store.import_snapshot(head, chunks)
+    assert store.chain_id() is None
+    _, chunks = read_snapshot(io.BytesIO(data))
+    store.import_snapshot(head, chunks)
+    assert store.chain_id() == chain.chain_id
+    assert store.state_hash() == head.state_hash
+    store.close()

@@ -1,0 +1,75 @@
+"""The state commitment is a function of the set of entries alone, updated incrementally to
+exactly what a full recomputation gives, and every block header commits to the whole state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chain.actions import Transfer
+from chain.errors import EncodingError
+from chain.state_hash import STATE_HASH_BYTES, StateHash
+from chain.testing import now_ms, state_dump
+from chain.types import AccountName
+from genesis.testing import DevNet
+
+entries = st.dictionaries(st.binary(min_size=1, max_size=12), st.binary(max_size=20), max_size=30)
+
+
+@given(entries)
+def test_the_hash_ignores_order(state: dict[bytes, bytes]) -> None:
+    """The same entries in any order hash the same."""
+    items = list(state.items())
+    assert StateHash.of(items) == StateHash.of(reversed(items))
+
+
+@given(entries, entries, entries)
+def test_an_update_equals_the_hash_recomputed(
+    before: dict[bytes, bytes], written: dict[bytes, bytes], deleted: dict[bytes, bytes]
+) -> None:
+    """Removing replaced entries and adding new ones gives the hash of the new state."""
+    after = dict(before)
+    after.update(written)
+    for key in deleted:
+        after.pop(key, None)
+    removed = [(k, v) for k, v in before.items() if after.get(k) != v]
+    added = [(k, v) for k, v in after.items() if before.get(k) != v]
+    updated = StateHash.of(before.items()).updated(removed, added)
+    assert updated == StateHash.of(after.items())
+    assert updated.root() == StateHash.of(after.items()).root()
+
+
+def test_entries_that_differ_by_a_moved_boundary_hash_differently() -> None:
+    """(key, value) pairs are hashed with the key's length: ab|c is not a|bc."""
+    assert StateHash.of([(b"ab", b"c")]) != StateHash.of([(b"a", b"bc")])
+
+
+def test_bytes_round_trip_and_a_wrong_length_is_refused() -> None:
+    """The lanes survive to_bytes/from_bytes; a buffer of another length is an EncodingError."""
+    h = StateHash.of([(b"k", b"v"), (b"k2", b"v2")])
+    assert StateHash.from_bytes(h.to_bytes()) == h
+    assert len(h.to_bytes()) == STATE_HASH_BYTES
+    with pytest.raises(EncodingError, match="state hash"):
+        StateHash.from_bytes(h.to_bytes()[:-1])
+
+
+def test_every_header_commits_to_the_whole_state_also_after_a_pop(tmp_path: Path) -> None:
+    """After blocks with transfers, and after popping one, the head's state root is the hash
+    of every state entry in the store."""
+    net = DevNet.create(3, blocks_per_turn=1)
+    chain = net.open(tmp_path)
+    for amount in (3, 4, 5):
+        chain.admit_transaction(
+            net.tx(chain, Transfer(AccountName("alice"), AccountName("bob"), amount)), now_ms()
+        )
+        net.produce(chain)
+        assert chain.head.state_root == StateHash.of(state_dump(chain).items()).root()
+    top = chain.block_by_num(chain.head.num)
+    chain.store.pop_block(top)
+    parent = chain.store.header_state(top.header.previous)
+    assert parent is not None
+    assert chain.store.state_hash().root() == parent.state_root
+    assert parent.state_root == StateHash.of(state_dump(chain).items()).root()

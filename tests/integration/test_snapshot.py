@@ -1,0 +1,110 @@
+"""Snapshots between real node processes: made over the admin RPC, verified and refused by
+the CLI with one line, a node started from one follows, restarts and serves the blocks it
+holds, and a fresh node never asks it for older ones."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chain.snapshot import MAGIC
+from scripts.make_history import make_history
+from tests.integration.conftest import BIN, Nodes, wait_for
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "bor-node"), *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def _damaged(source: Path, tmp: Path) -> dict[str, Path]:
+    data = source.read_bytes()
+    middle = len(data) // 2
+    copies = {
+        "truncated": data[: len(data) - 1000],
+        "format version 9": MAGIC + (9).to_bytes(4, "big") + data[len(MAGIC) + 4 :],
+        "damaged|content hash mismatch|truncated": data[:middle]
+        + bytes([data[middle] ^ 0x40])
+        + data[middle + 1 :],
+    }
+    out: dict[str, Path] = {}
+    for reason, content in copies.items():
+        path = tmp / f"bad-{len(out)}.bin"
+        path.write_bytes(content)
+        out[reason] = path
+    return out
+
+
+def test_snapshot_made_verified_refused_and_started_from(nodes: Nodes, tmp_path: Path) -> None:
+    """The admin RPC writes a snapshot at the LIB that ``snapshot verify`` accepts; damaged
+    copies are refused in one line naming the damage; ``run --snapshot`` follows the chain
+    from there, restarts, serves its blocks and says it has no older ones; a fresh node
+    syncing from it and a full node gets the whole history without asking it for any."""
+    history = make_history(tmp_path / "history", txs=1500, per_block=5, accounts=200)
+    head, lib = int(history["head"]), int(history["lib"])  # type: ignore[call-overload]
+    server = nodes.run(tmp_path / "history").start()
+    server_p2p = nodes.p2p_ports[tmp_path / "history"]
+    genesis = tmp_path / "history" / "genesis.json"
+
+    made: dict[str, Any] = server.admin("/v1/producer/create_snapshot", {})
+    snap = Path(made["snapshot_name"])
+    assert made["head_block_num"] == lib < head
+    assert snap.exists() and snap.stat().st_size == made["bytes"]
+
+    verified = _cli("snapshot", "verify", str(snap))
+    assert verified.returncode == 0, verified.stderr
+    assert made["head_block_id"] in verified.stdout
+
+    for reason, bad in _damaged(snap, tmp_path).items():
+        refused = _cli("snapshot", "verify", str(bad))
+        assert refused.returncode == 2
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("bor-node: "), refused.stderr
+        assert any(r in lines[0] for r in reason.split("|")), (reason, lines[0])
+
+    started = tmp_path / "started"
+    started.mkdir()
+    shutil.copy(genesis, started / "genesis.json")
+    peer = ("--p2p-peer-address", f"127.0.0.1:{server_p2p}")
+    node = nodes.run(started, "--snapshot", str(snap), *peer).start()
+    node.wait_for_head(head, timeout=60)
+    assert node.info()["head_block_id"] == server.info()["head_block_id"]
+    first = made["head_block_num"]
+    with pytest.raises(Exception, match="404"):
+        node.rpc("/v1/chain/get_block", {"block_num_or_id": first - 1})
+    assert (
+        node.rpc("/v1/chain/get_block", {"block_num_or_id": first + 1})["id"]
+        == (server.rpc("/v1/chain/get_block", {"block_num_or_id": first + 1})["id"])
+    )
+
+    assert node.stop() == 0
+    node.start()  # the same command line: the data dir goes on from its chain
+    assert node.info()["head_block_id"] == server.info()["head_block_id"]
+    assert node.info()["last_irreversible_block_num"] >= first
+
+    node_p2p = nodes.p2p_ports[started]
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    shutil.copy(genesis, fresh / "genesis.json")
+    joiner = nodes.run(
+        fresh,
+        "--p2p-peer-address",
+        f"127.0.0.1:{node_p2p}",
+        "--p2p-peer-address",
+        f"127.0.0.1:{server_p2p}",
+    ).start()
+    joiner.wait_for_head(head, timeout=120)
+    assert joiner.info()["head_block_id"] == server.info()["head_block_id"]
+    wait_for(lambda: node.log.exists(), 5, "the node's log")
+    assert "range_not_held" not in node.log.read_text(), "asked for blocks it does not hold"
+
+    assert joiner.stop() == 0
+    occupied = _cli(
+        "import-snapshot", str(snap), "--data-dir", str(fresh), "--genesis-json", str(genesis)
+    )
+    assert occupied.returncode == 2 and "holds" in occupied.stderr
