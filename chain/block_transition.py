@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from chain import schema
 from chain.block import BlockHeader, Schedule, SignedBlock, header_digest
 from chain.crypto import recover
 from chain.dpos import HeaderState, elect
@@ -224,30 +225,34 @@ def execute_transactions(
         new_producers = elect(view, params, parent.active, parent.pending)
     changes = view.changes()
     originals = view.originals()
-    state_hash = next_state_hash(reader, changes, originals)
+    for key, _ in changes:  # written but never read: the undo record needs the old value
+        if key not in originals:
+            originals[key] = reader.get(key)
+    state_hash = next_state_hash(reader.state_hash(), changes, originals)
     return Execution(tuple(included), tuple(failed), new_producers, changes, originals, state_hash)
 
 
 def next_state_hash(
-    reader: StateReader, changes: Changes, originals: dict[bytes, bytes | None]
+    parent: StateHash, changes: Changes, originals: Mapping[bytes, bytes | None]
 ) -> StateHash:
-    """The commitment to the state after ``changes``: the reader's, less each replaced entry,
-    plus each new one. Values of written keys that were never read are read here and added
-    to ``originals`` (the undo record needs them too)."""
+    """The commitment to the state after ``changes``, given the committed value of every
+    changed key in ``originals``: the parent's, less each replaced entry, plus each new one."""
     removed: list[tuple[bytes, bytes]] = []
     added: list[tuple[bytes, bytes]] = []
     for key, value in changes:
-        if key in originals:
-            old = originals[key]
-        else:
-            old = originals[key] = reader.get(key)
-        if old == value:
+        old = originals[key]
+        if old == value or not schema.committed(key):
             continue
         if old is not None:
             removed.append((key, old))
         if value is not None:
             added.append((key, value))
-    return reader.state_hash().updated(removed, added)
+    return parent.updated(removed, added, _busy)
+
+
+def _busy(key: bytes) -> bool:
+    """Keys changed again and again (accounts): their elements are worth keeping."""
+    return key.startswith(schema.ACCOUNT)
 
 
 def block_transition(

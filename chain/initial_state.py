@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from chain import schema
 from chain.block import Schedule
 from chain.dpos import HeaderState
 from chain.finality import FINALITY_VOTES, BlockRef, FinalityCore
@@ -55,7 +56,7 @@ class InitialState:
             slot=self.genesis_slot,
             producer="",
             state_root=StateHash.of(
-                (k, v) for k, v in self.state_changes() if v is not None
+                (k, v) for k, v in self.state_changes() if v is not None and schema.committed(k)
             ).root(),
             active=self.schedule,
             pending=None,

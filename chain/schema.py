@@ -33,6 +33,20 @@ TX_EXPIRY = b"se"  # + expiration(4) + tx id -> b""
 BLOCK_SUMMARY = b"sb"  # + (num & 0xffff)(2) -> block id, for TaPoS
 
 
+def committed(key: bytes) -> bool:
+    """Whether the state commitment covers ``key``: every state key but the de-duplication
+    set's by-id index (``TX_SEEN``), which its expiry index (``TX_EXPIRY``, the same ids with
+    their expirations) determines entry for entry; a snapshot carries the expiry index only
+    and the import rebuilds the other (``seen_entry``)."""
+    return not key.startswith(TX_SEEN)
+
+
+def seen_entry(expiry_key: bytes) -> tuple[bytes, bytes]:
+    """The ``TX_SEEN`` entry that goes with a ``TX_EXPIRY`` key."""
+    at = len(TX_EXPIRY)
+    return TX_SEEN + expiry_key[at + 4 :], expiry_key[at : at + 4]
+
+
 def be(n: int, size: int) -> bytes:
     """``n`` as ``size`` big-endian bytes; EncodingError if it does not fit (a number from
     outside, such as a block number asked for over the RPC, is never an OverflowError)."""

@@ -4,7 +4,9 @@ The file is ``MAGIC``, the format version (4 bytes, big-endian), then frames, ea
 big-endian length and a msgpack array:
 
 - the head: ``[0, chain id, the block, its header state, the state's lattice hash]``;
-- entry chunks: ``[1, [[key, value], ...]]``, every state entry once, in key order;
+- entry chunks: ``[1, [[key, value], ...]]``, every state entry the commitment covers
+  (``chain.schema.committed``: all but the de-duplication set's by-id index, which the
+  import rebuilds from its expiry index) once, in key order;
 - the end: ``[2, entry count, content hash]``, the content hash being the BLAKE3 of every
   byte of the file before this frame.
 
@@ -120,14 +122,14 @@ def write_snapshot(
     for key, value in entries:
         chunk.append([key, value])
         if len(chunk) == CHUNK_ENTRIES:
-            seen = seen.updated((), chunk_pairs(chunk))
+            seen = seen.plus(chunk_pairs(chunk))
             emit(_frame([_CHUNK, chunk]))
             count += len(chunk)
             chunk = []
             if progress is not None:
                 progress(count, size)
     if chunk:
-        seen = seen.updated((), chunk_pairs(chunk))
+        seen = seen.plus(chunk_pairs(chunk))
         emit(_frame([_CHUNK, chunk]))
         count += len(chunk)
     if seen != head.state_hash:
@@ -252,14 +254,14 @@ def _chunks(
             ):
                 raise SnapshotError(f"damaged: a malformed entry after {reader.entries} entries")
             key, value = entry
-            if key <= last or not schema.STATE <= key < state_end:
+            if key <= last or not schema.STATE <= key < state_end or not schema.committed(key):
                 raise SnapshotError(
                     f"damaged: entry {reader.entries} is out of order or not a state key"
                 )
             last = key
             chunk.append((key, value))
             reader.entries += 1
-        seen = seen.updated((), chunk)
+        seen = seen.plus(chunk)
         yield chunk
     try:
         count = check_int(frame[1], 0, 2**63, "entry count")

@@ -17,7 +17,8 @@ changed key. The header carries ``root()``, a SHA-256 of the lanes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import numpy.typing as npt
@@ -30,7 +31,7 @@ __all__ = ["LANES", "STATE_HASH_BYTES", "StateHash"]
 
 LANES = 1024
 STATE_HASH_BYTES = 2 * LANES
-_BATCH = 4096  # entries hashed per vector sum: bounds memory at 8 MiB
+_BATCH = 1024  # elements summed at once: a 2 MiB buffer per thread
 
 Lanes = npt.NDArray[np.uint16]
 
@@ -40,21 +41,48 @@ def _element(key: bytes, value: bytes) -> bytes:
     return blake3(len(key).to_bytes(4, "big") + key + value).digest(STATE_HASH_BYTES)
 
 
+# The elements of values recently written under busy keys (accounts), by key: the next
+# change of such a key removes exactly that entry, whose element then needs no hashing.
+# Bounded, oldest out first; 4,096 keys of about 2.1 KiB is 9 MiB (bench_apply.py's 2,000
+# accounts all fit). Only ``StateHash.updated`` uses it, from one thread (the chain's).
+_recent: dict[bytes, tuple[bytes, bytes]] = {}
+_RECENT_MAX = 4096
+
+
+_buffers = threading.local()
+
+
+def _buffer() -> memoryview:
+    """This thread's buffer for a batch of elements: written over and over, so hashing
+    does not allocate (fresh memory for every element measured 1.8 µs against 1.0)."""
+    buf: memoryview | None = getattr(_buffers, "buf", None)
+    if buf is None:
+        buf = _buffers.buf = memoryview(bytearray(_BATCH * STATE_HASH_BYTES))
+    return buf
+
+
 def _sum(entries: Iterable[tuple[bytes, bytes]]) -> Lanes:
     total = np.zeros(LANES, dtype=np.uint16)
-    batch: list[bytes] = []
+    buf, size, n = _buffer(), STATE_HASH_BYTES, 0
     for key, value in entries:
-        batch.append(_element(key, value))
-        if len(batch) == _BATCH:
-            total += _lanes(batch)
-            batch.clear()
-    if batch:
-        total += _lanes(batch)
+        buf[n * size : (n + 1) * size] = _element(key, value)
+        n += 1
+        if n == _BATCH:
+            total += _lanes(buf, n)
+            n = 0
+    if n:
+        total += _lanes(buf, n)
     return total
 
 
-def _lanes(elements: list[bytes]) -> Lanes:
-    vectors = np.frombuffer(b"".join(elements), dtype="<u2").reshape(-1, LANES)
+def _lanes_of(elements: list[bytes]) -> Lanes:
+    vectors = np.frombuffer(b"".join(elements), dtype="<u2").reshape(len(elements), LANES)
+    total: Lanes = vectors.sum(axis=0, dtype=np.uint16)
+    return total
+
+
+def _lanes(buf: memoryview, n: int) -> Lanes:
+    vectors = np.frombuffer(buf[: n * STATE_HASH_BYTES], dtype="<u2").reshape(n, LANES)
     total: Lanes = vectors.sum(axis=0, dtype=np.uint16)  # wraps modulo 2^16, lane by lane
     return total
 
@@ -90,10 +118,51 @@ class StateHash:
         return sha256(self.to_bytes())
 
     def updated(
-        self, removed: Iterable[tuple[bytes, bytes]], added: Iterable[tuple[bytes, bytes]]
+        self,
+        removed: Iterable[tuple[bytes, bytes]],
+        added: Iterable[tuple[bytes, bytes]],
+        remember: Callable[[bytes], bool] | None = None,
     ) -> StateHash:
-        """The hash after ``removed`` entries left the set and ``added`` ones joined it."""
-        return StateHash(self._lanes - _sum(removed) + _sum(added))
+        """The hash after ``removed`` entries left the set and ``added`` ones joined it. The
+        elements of added entries whose key ``remember`` picks (busy keys, such as accounts)
+        are kept for a while: the next change of that key removes exactly that entry.
+
+        The hot path of every block: the loops are written out (no call per entry but the
+        hash), which measured 40 % faster than going through ``_sum``."""
+        recent, size = _recent, STATE_HASH_BYTES
+        gone = np.zeros(LANES, dtype=np.uint16)
+        batch: list[bytes] = []
+        for key, value in removed:
+            hit = recent.get(key)
+            if hit is not None and hit[0] == value:
+                batch.append(hit[1])
+            else:
+                batch.append(blake3(len(key).to_bytes(4, "big") + key + value).digest(size))
+            if len(batch) == _BATCH:
+                gone += _lanes_of(batch)
+                batch = []
+        if batch:
+            gone += _lanes_of(batch)
+        new = np.zeros(LANES, dtype=np.uint16)
+        batch = []
+        for key, value in added:
+            element = blake3(len(key).to_bytes(4, "big") + key + value).digest(size)
+            if remember is not None and remember(key):
+                recent.pop(key, None)
+                recent[key] = (value, element)
+                if len(recent) > _RECENT_MAX:
+                    del recent[next(iter(recent))]
+            batch.append(element)
+            if len(batch) == _BATCH:
+                new += _lanes_of(batch)
+                batch = []
+        if batch:
+            new += _lanes_of(batch)
+        return StateHash(self._lanes - gone + new)
+
+    def plus(self, entries: Iterable[tuple[bytes, bytes]]) -> StateHash:
+        """The hash with ``entries`` (none of them already in the set) added."""
+        return StateHash(self._lanes + _sum(entries))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, StateHash) and bool(np.array_equal(self._lanes, other._lanes))

@@ -179,7 +179,7 @@ class BlockStore:
 
     def init_genesis(self, chain_id: bytes, state: HeaderState, changes: Changes) -> None:
         puts = [(k, v) for k, v in changes if v is not None]
-        state_hash = StateHash.of(puts)
+        state_hash = StateHash.of((k, v) for k, v in puts if schema.committed(k))
         if state_hash.root() != state.state_root:
             raise StoreError("genesis header state does not commit to the genesis state")
         puts += [
@@ -267,9 +267,10 @@ class BlockStore:
 
     def lib_state(self, chain_id: bytes) -> tuple[SnapshotHead, Iterator[tuple[bytes, bytes]]]:
         """The LIB's block, header state and state commitment, and an iterator over its
-        state entries in key order, as of now: read from a LevelDB snapshot, with the undo
-        records of the blocks above the LIB laid over it. Cheap to call; the iterator may be
-        drained on another thread while the chain moves on."""
+        committed state entries (``schema.committed``) in key order, as of now: read from a
+        LevelDB snapshot, with the undo records of the blocks above the LIB laid over it.
+        Cheap to call; the iterator may be drained on another thread while the chain moves
+        on."""
         snap = self._db.snapshot()
         try:
             lib = int.from_bytes(snap.get(schema.META_LIB) or bytes(8), "big")
@@ -296,7 +297,7 @@ class BlockStore:
             state_hash=StateHash.from_bytes(state_hash),
         )
         state = snap.iterator(start=schema.STATE, stop=schema.prefix_end(schema.STATE))
-        return head, _overlaid(state, overlay)
+        return head, (e for e in _overlaid(state, overlay) if schema.committed(e[0]))
 
     def import_snapshot(
         self, head: SnapshotHead, chunks: Iterable[list[tuple[bytes, bytes]]]
@@ -316,7 +317,8 @@ class BlockStore:
                 leftovers = []
         self._write([], leftovers)
         for chunk in chunks:
-            self._write(chunk, [])
+            seen = [schema.seen_entry(k) for k, _ in chunk if k.startswith(schema.TX_EXPIRY)]
+            self._write(chunk + seen, [])
         block, state = head.block, head.header_state
         self._write(
             [

@@ -3,13 +3,16 @@ exactly what a full recomputation gives, and every block header commits to the w
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from chain import schema
 from chain.actions import Transfer
+from chain.controller import Chain
 from chain.errors import EncodingError
 from chain.state_hash import STATE_HASH_BYTES, StateHash
 from chain.testing import now_ms, state_dump
@@ -17,6 +20,7 @@ from chain.types import AccountName
 from genesis.testing import DevNet
 
 entries = st.dictionaries(st.binary(min_size=1, max_size=12), st.binary(max_size=20), max_size=30)
+few_keys = st.dictionaries(st.sampled_from([b"a", b"b", b"c", b"d"]), st.binary(max_size=3))
 
 
 @given(entries)
@@ -40,6 +44,18 @@ def test_an_update_equals_the_hash_recomputed(
     updated = StateHash.of(before.items()).updated(removed, added)
     assert updated == StateHash.of(after.items())
     assert updated.root() == StateHash.of(after.items()).root()
+
+
+@given(st.lists(few_keys, min_size=2, max_size=8))
+def test_successive_updates_of_the_same_keys_stay_exact(states: list[dict[bytes, bytes]]) -> None:
+    """Block after block over a few keys (the elements of recent values are reused when they
+    are removed), each incremental hash equals the one computed from scratch."""
+    current = StateHash.of(states[0].items())
+    for before, after in itertools.pairwise(states):
+        removed = [(k, v) for k, v in before.items() if after.get(k) != v]
+        added = [(k, v) for k, v in after.items() if before.get(k) != v]
+        current = current.updated(removed, added)
+        assert current == StateHash.of(after.items())
 
 
 def test_entries_that_differ_by_a_moved_boundary_hash_differently() -> None:
@@ -66,10 +82,32 @@ def test_every_header_commits_to_the_whole_state_also_after_a_pop(tmp_path: Path
             net.tx(chain, Transfer(AccountName("alice"), AccountName("bob"), amount)), now_ms()
         )
         net.produce(chain)
-        assert chain.head.state_root == StateHash.of(state_dump(chain).items()).root()
+        assert chain.head.state_root == _commitment(chain)
     top = chain.block_by_num(chain.head.num)
     chain.store.pop_block(top)
     parent = chain.store.header_state(top.header.previous)
     assert parent is not None
     assert chain.store.state_hash().root() == parent.state_root
-    assert parent.state_root == StateHash.of(state_dump(chain).items()).root()
+    assert parent.state_root == _commitment(chain)
+
+
+def _commitment(chain: Chain) -> bytes:
+    """The state root of every committed entry in ``chain``'s store, computed afresh."""
+    return StateHash.of((k, v) for k, v in state_dump(chain).items() if schema.committed(k)).root()
+
+
+def test_the_dedup_index_is_left_out_and_rebuilt_from_the_expiry_index(tmp_path: Path) -> None:
+    """After a transfer the store holds a TX_SEEN entry that the commitment leaves out, and
+    ``seen_entry`` of its TX_EXPIRY key gives exactly that entry."""
+    net = DevNet.create(3, blocks_per_turn=1)
+    chain = net.open(tmp_path)
+    chain.admit_transaction(
+        net.tx(chain, Transfer(AccountName("alice"), AccountName("bob"), 1)), now_ms()
+    )
+    net.produce(chain)
+    dump = state_dump(chain)
+    seen = {k: v for k, v in dump.items() if k.startswith(schema.TX_SEEN)}
+    expiry = [k for k in dump if k.startswith(schema.TX_EXPIRY)]
+    assert len(seen) == len(expiry) == 1
+    assert not schema.committed(next(iter(seen)))
+    assert dict(schema.seen_entry(k) for k in expiry) == seen
