@@ -11,10 +11,12 @@ import asyncio
 import gc
 import ipaddress
 import os
+import shutil
 import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import structlog
 from aiohttp import web
@@ -28,6 +30,7 @@ from chain.params import slot_start_ms
 from chain.qc import Vote
 from chain.sigpool import ParallelRecoverer
 from chain.store import BlockStore
+from chain.view import ChainView
 from chain.votes import VoteOutcome
 from genesis.model import load_genesis
 from node.admission import Admitter
@@ -41,10 +44,18 @@ from node.network import NetConfig, Network
 from node.producer import ProducerLoop
 from node.rpc import Api
 from node.runner import ChainRunner, InclusionWatch
-from node.snapshots import import_snapshot, read_snapshot_head
+from node.snapshots import (
+    FileDownload,
+    SnapshotDir,
+    import_snapshot,
+    prune_snapshots,
+    read_snapshot_head,
+    snapshot_name,
+)
 from p2p.errors import P2PError
 from p2p.handshake import AuthPolicy
 from p2p.rdma.device import RdmaDevice, RdmaInfo, detect
+from p2p.statesync import Fetcher, StateSync
 from p2p.sync import SyncConfig
 
 log = structlog.get_logger("node")
@@ -96,6 +107,28 @@ def start_from_snapshot(store: BlockStore, path: Path, chain_id: bytes) -> None:
         "--snapshot starts an empty data dir; this one holds a chain already (move its"
         " blocks directory away to start over from the snapshot)"
     )
+
+
+STATE_SYNC_DIR = "state-sync"
+
+
+def restart_from_snapshot(config: NodeConfig, fetched: Path) -> None:
+    """After state sync: replace the data dir's chain (genesis only) by the fetched snapshot,
+    and keep the file among the snapshots this node serves."""
+    genesis = load_genesis(config.genesis_json)
+    blocks = config.data_dir / "blocks"
+    shutil.rmtree(blocks)
+    store = BlockStore(str(blocks))
+    try:
+        verified = import_snapshot(store, fetched, genesis.chain_id)
+    finally:
+        store.close()
+    head = verified.head
+    keep = config.data_dir / "snapshots" / snapshot_name(head.num, head.block.id)
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    fetched.replace(keep)
+    shutil.rmtree(config.data_dir / STATE_SYNC_DIR, ignore_errors=True)
+    log.info("state_sync_imported", block=head.num, block_id=head.block.id.hex())
 
 
 def node_key(config: NodeConfig) -> PrivateKey:
@@ -195,8 +228,40 @@ class Node:
         self.api: Api | None = None
         self.runner: ChainRunner | None = None
         self.progress: FinalityProgress | None = None
+        # Set when state sync fetched and verified a snapshot: the node stops, and
+        # ``bor-node run`` starts it again from that snapshot (``restart_from_snapshot``).
+        self.fetched_snapshot: Path | None = None
+        self._snapshot_due = -1  # LIB // snapshot-interval-blocks when last written
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     def stop(self) -> None:
+        self._stop.set()
+
+    def _lib_for_snapshots(self, view: ChainView) -> None:
+        """Write a snapshot when the LIB passes a multiple of snapshot-interval-blocks."""
+        every = self.config.snapshot_interval_blocks
+        if not every or self.api is None or self.network is None or self.network.fetching:
+            return
+        due = view.lib_num // every
+        if due <= self._snapshot_due:
+            return
+        if self._snapshot_due >= 0:  # not at start: a restart does not write one at once
+            task = asyncio.get_running_loop().create_task(self._periodic_snapshot())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        self._snapshot_due = due
+
+    async def _periodic_snapshot(self) -> None:
+        assert self.api is not None
+        try:
+            await self.api.create_snapshot({})
+        except Exception as err:  # one already being written, or a full disk: try next time
+            log.warning("periodic_snapshot_failed", why=str(err))
+            return
+        prune_snapshots(self.config.data_dir / "snapshots", self.config.snapshot_keep)
+
+    def _snapshot_fetched(self, path: Path) -> None:
+        self.fetched_snapshot = path
         self._stop.set()
 
     def _on_applied(self, blocks: list[SignedBlock], in_sync: bool) -> None:
@@ -284,6 +349,12 @@ class Node:
         )
         runner.subscribe(progress.view_changed)
         rdma, rdma_status = open_rdma(config)
+        fetcher = None
+        if config.state_sync_trusted is not None and chain.head.num == 0:
+            log.info("state_sync_started", block_id=config.state_sync_trusted.hex())
+            download = FileDownload(config.data_dir / STATE_SYNC_DIR)
+            fetcher = Fetcher(config.state_sync_trusted, download, self._snapshot_fetched)
+        snapshots = SnapshotDir(config.data_dir / "snapshots", config.snapshot_chunk_bytes)
         self.network = network = Network(
             runner,
             net_config(config),
@@ -292,6 +363,7 @@ class Node:
             rdma_status,
             self._on_applied,
             self._on_vote,
+            StateSync(snapshots, fetcher),
         )
         finalizer = FinalizerService(
             config.finalizer_keys if votes_chain else {},
@@ -301,6 +373,7 @@ class Node:
             may_vote=lambda: network.in_sync,
         )
         runner.subscribe(finalizer.head_changed)
+        runner.subscribe(self._lib_for_snapshots)
         admitter = Admitter(runner, self.metrics, on_accepted=network.transaction_accepted)
         limits = http_limits(config)
         # A commit-mode push answers "pending" before the HTTP time limit would cut it off.

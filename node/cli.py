@@ -20,7 +20,7 @@ from genesis.devnet import DEV_USERS, write_dev_genesis
 from genesis.errors import GenesisError
 from genesis.model import load_genesis
 from node import devnet, history
-from node.app import Node, open_chain
+from node.app import Node, open_chain, restart_from_snapshot
 from node.config import NodeConfig, add_options, load_config, parse_endpoint
 from node.errors import NodeError
 from node.logging import configure_logging
@@ -36,7 +36,11 @@ from node.snapshots import (
 def _cmd_run(args: argparse.Namespace) -> int:
     config = load_config(args)
     configure_logging(config.log_level, config.log_format)
-    asyncio.run(Node(config).run())
+    node = Node(config)
+    asyncio.run(node.run())
+    if node.fetched_snapshot is not None:  # state sync fetched one: go on from it
+        restart_from_snapshot(config, node.fetched_snapshot)
+        asyncio.run(Node(config).run())
     return 0
 
 

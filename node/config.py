@@ -17,7 +17,7 @@ from typing import Any
 
 from chain.crypto import PrivateKey, public_key_from_text
 from chain.errors import ChainError
-from chain.types import PublicKey, is_valid_name
+from chain.types import BlockId, PublicKey, is_valid_name
 from node.errors import ConfigError
 
 
@@ -33,6 +33,26 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option("data-dir", "directory of the block store and config.ini", "data"),
     Option("genesis-json", "genesis file (default: <data-dir>/genesis.json)"),
+    Option(
+        "state-sync",
+        "on: a node with no block yet fetches the snapshot of state-sync-trusted-block from its"
+        " peers (in verified chunks, several peers at once) instead of replaying history",
+        "off",
+    ),
+    Option(
+        "state-sync-trusted-block",
+        "the id (64 hex digits) of an irreversible block you trust, whose snapshot state sync"
+        " fetches: take it from a node you trust (its /v1/node/snapshots)",
+    ),
+    Option("snapshot-chunk-bytes", "chunk size of the snapshots this node serves", 1 << 20, int),
+    Option(
+        "snapshot-interval-blocks",
+        "write a snapshot each time the LIB passes a multiple of this (0: only when asked),"
+        " keeping the newest snapshot-keep ones: what peers state-sync from",
+        0,
+        int,
+    ),
+    Option("snapshot-keep", "periodic snapshots kept (older ones are deleted)", 2, int),
     Option(
         "snapshot",
         "start an empty data dir from this snapshot file (verified first; ignored once the"
@@ -170,6 +190,10 @@ class NodeConfig:
     finalizer_keys: dict[PublicKey, PrivateKey] = field(default_factory=dict)
     production_pause_vote_timeout_ms: int = 6000
     snapshot: Path | None = None
+    state_sync_trusted: BlockId | None = None  # set: state sync is on
+    snapshot_chunk_bytes: int = 1 << 20
+    snapshot_interval_blocks: int = 0
+    snapshot_keep: int = 2
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -322,6 +346,19 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
     ):
         if not low <= merged[name] <= high:
             raise ConfigError(name, f"must be between {low} and {high}")
+    if merged["state-sync"] not in ("on", "off"):
+        raise ConfigError("state-sync", f"{merged['state-sync']!r} is not on or off")
+    trusted = None
+    if merged["state-sync"] == "on":
+        text = merged["state-sync-trusted-block"] or ""
+        if re.fullmatch("[0-9a-fA-F]{64}", text) is None:
+            raise ConfigError(
+                "state-sync-trusted-block",
+                "state-sync = on needs the 64-hex-digit id of a block you trust",
+            )
+        trusted = BlockId(bytes.fromhex(text))
+    if not 4096 <= merged["snapshot-chunk-bytes"] <= 4 << 20:
+        raise ConfigError("snapshot-chunk-bytes", "must be between 4096 and 4 MiB")
     server_address = merged["p2p-server-address"] or listen or ""
     genesis = merged["genesis-json"]
     return NodeConfig(
@@ -365,4 +402,8 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
         finalizer_keys=finalizer_keys,
         production_pause_vote_timeout_ms=merged["production-pause-vote-timeout-ms"],
         snapshot=Path(merged["snapshot"]) if merged["snapshot"] else None,
+        state_sync_trusted=trusted,
+        snapshot_chunk_bytes=merged["snapshot-chunk-bytes"],
+        snapshot_interval_blocks=merged["snapshot-interval-blocks"],
+        snapshot_keep=max(1, merged["snapshot-keep"]),
     )

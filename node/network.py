@@ -30,7 +30,9 @@ from p2p.blocksync import BlockSync, OnApplied
 from p2p.handshake import AuthPolicy, ChainPosition
 from p2p.rdma.device import RdmaDevice
 from p2p.rdma.upgrade import RdmaUpgrade
+from p2p.reactor import Reactor
 from p2p.service import BlockResult, Outcome, PushOutcome
+from p2p.statesync import StateSync
 from p2p.switch import Switch, SwitchConfig
 from p2p.sync import SyncConfig
 from p2p.tls import TlsIdentity
@@ -181,7 +183,11 @@ class Network:
         rdma_status: dict[str, object] | None = None,
         on_applied: OnApplied = lambda blocks, live: None,
         on_vote: OnCounted = lambda vote, outcome, from_peer: None,
+        state_sync: StateSync | None = None,
     ) -> None:
+        """``state_sync`` serves our snapshots; when it holds a fetcher, the node is fetching
+        one, and only it runs (no block sync, relay or votes until the node restarts from
+        the snapshot)."""
         self.config = config
         self.node_id = os.urandom(32)
         self.rdma = rdma
@@ -194,10 +200,12 @@ class Network:
         self.txs = TxRelay(service)
         self.votes = VoteRelay(service, on_vote)
         service.on_requeued = self.txs.relay_requeued
+        self.state_sync = state_sync
+        reactors: list[Reactor] = [self.blocks, self.block_relay, self.txs, self.votes]
+        if state_sync is not None:
+            reactors = [state_sync] if self.fetching else [*reactors, state_sync]
         self.switch = Switch(
-            self.node_id,
-            SwitchConfig(config.max_clients, config.keepalive),
-            [self.blocks, self.block_relay, self.txs, self.votes],
+            self.node_id, SwitchConfig(config.max_clients, config.keepalive), reactors
         )
         self.transport = Transport(
             TransportConfig(
@@ -252,14 +260,19 @@ class Network:
         self.votes.relay_local(vote)
 
     @property
+    def fetching(self) -> bool:
+        """Fetching a snapshot (state sync) rather than following the chain."""
+        return self.state_sync is not None and self.state_sync.fetcher is not None
+
+    @property
     def in_sync(self) -> bool:
-        return self.blocks.in_sync
+        return not self.fetching and self.blocks.in_sync
 
     @property
     def holds_production(self) -> bool:
         """Whether our producer should wait: catching up, and blocks from peers back it
         (peers' claims alone hold it for ``SyncConfig.pause_grace`` seconds at most)."""
-        return self.blocks.holds_production
+        return self.fetching or self.blocks.holds_production
 
     # --- NetworkApi -------------------------------------------------------------------------
 
@@ -277,10 +290,32 @@ class Network:
         }
 
     def sync_status(self) -> dict[str, Any]:
+        fetcher = None if self.state_sync is None else self.state_sync.fetcher
+        if fetcher is not None:
+            return {"stage": "state_sync", "state_sync": fetcher.status()}
         return self.blocks.sync.status()
+
+    def snapshots(self) -> dict[str, Any]:
+        if self.state_sync is None:
+            return {"snapshots": []}
+        return {
+            "snapshots": [
+                {
+                    "block_num": int.from_bytes(o.block_id[:4], "big"),
+                    "block_id": o.block_id.hex(),
+                    "size": o.size,
+                    "chunk_size": o.chunk_size,
+                    "chunks": o.chunks,
+                    "root": o.root.hex(),
+                }
+                for o in self.state_sync.provider.offers()
+            ]
+        }
 
     def summary(self) -> dict[str, Any]:
         sync = self.blocks.sync.status()
+        if self.fetching:
+            sync = {"stage": "state_sync", "target": 0, "blocks_per_s": 0, "eta_s": None}
         return {
             "peer_count": len(self.switch),
             "sync_stage": sync["stage"],

@@ -151,6 +151,13 @@ def route_table(api: Api) -> dict[str, Route]:
             network_json,
             statuses=(404,),
         ),
+        "/v1/node/snapshots": Route(
+            paced(api.snapshots),
+            "Snapshots this node serves to state sync: block number and id (a trusted block"
+            " id for state-sync-trusted-block), size, chunks, manifest root",
+            json_object({"snapshots": {"type": "array"}}),
+            statuses=(404,),
+        ),
         "/v1/net/peers": Route(
             paced(api.net_peers), "Connected peers", network_json, statuses=(404,)
         ),

@@ -111,6 +111,10 @@ class NetworkApi(Protocol):
         """The /v1/node/sync JSON."""
         ...
 
+    def snapshots(self) -> dict[str, Any]:
+        """The /v1/node/snapshots JSON: the snapshots this node serves to state sync."""
+        ...
+
     def summary(self) -> dict[str, Any]:
         """What get_info adds: peer_count, sync_stage, sync_target, sync_blocks_per_s,
         sync_eta_s, rdma."""
@@ -227,6 +231,9 @@ class Api:
 
     async def sync_status(self, args: dict[str, Any]) -> dict[str, Any]:
         return self._require_network().sync_status()
+
+    async def snapshots(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self._require_network().snapshots()
 
     async def net_peers(self, args: dict[str, Any]) -> dict[str, Any]:
         return self._require_network().status()

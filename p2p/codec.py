@@ -33,6 +33,13 @@ from p2p.messages import (
     RdmaStep,
     RdmaSyncRequest,
     Request,
+    SnapshotChunk,
+    SnapshotChunkRequest,
+    SnapshotList,
+    SnapshotListRequest,
+    SnapshotManifest,
+    SnapshotManifestRequest,
+    SnapshotOffer,
     SyncRequest,
     Time,
     TransactionMessage,
@@ -63,7 +70,16 @@ _TYPES: dict[type[Any], int] = {
     RdmaSetup: 9,
     RdmaSyncRequest: 10,
     VoteMessage: 11,
+    SnapshotListRequest: 12,
+    SnapshotList: 13,
+    SnapshotManifestRequest: 14,
+    SnapshotManifest: 15,
+    SnapshotChunkRequest: 16,
+    SnapshotChunk: 17,
 }
+MAX_OFFERS = 8
+MAX_CHUNKS = 200_000  # a manifest of 6.4 MB: a 200 GB snapshot in 1 MiB chunks
+MIN_CHUNK, MAX_CHUNK = 4096, 4 << 20
 
 
 def _payload(msg: Outbound) -> bytes:
@@ -103,6 +119,18 @@ def _payload(msg: Outbound) -> bytes:
         fields = [msg.start, msg.end, msg.addr, msg.rkey, msg.units]
     elif isinstance(msg, VoteMessage):
         fields = msg.vote.to_wire()
+    elif isinstance(msg, SnapshotListRequest):
+        fields = []
+    elif isinstance(msg, SnapshotList):
+        fields = [[o.block_id, o.size, o.chunk_size, o.root] for o in msg.offers]
+    elif isinstance(msg, SnapshotManifestRequest):
+        fields = [msg.block_id]
+    elif isinstance(msg, SnapshotManifest):
+        fields = [msg.block_id, b"".join(msg.hashes)]
+    elif isinstance(msg, SnapshotChunkRequest):
+        fields = [msg.block_id, msg.index]
+    elif isinstance(msg, SnapshotChunk):
+        fields = [msg.block_id, msg.index, msg.data]
     else:
         fields = [msg.start, msg.end]
     return pack(fields)
@@ -269,6 +297,66 @@ def _vote(payload: bytes) -> VoteMessage:
     return VoteMessage(vote_from_wire(unpack(payload, "vote")))
 
 
+def _snapshot_list_request(payload: bytes) -> SnapshotListRequest:
+    _fields(payload, "snapshot_list_request", 0)
+    return SnapshotListRequest()
+
+
+def _offer(value: Any) -> SnapshotOffer:
+    if type(value) is not list or len(value) != 4:
+        raise MalformedMessage("snapshot_list: an offer needs 4 fields")
+    offer = SnapshotOffer(
+        BlockId(check_bytes(value[0], 32, "snapshot_offer.block_id")),
+        check_int(value[1], 1, 2**48, "snapshot_offer.size"),
+        check_int(value[2], MIN_CHUNK, MAX_CHUNK, "snapshot_offer.chunk_size"),
+        check_bytes(value[3], 32, "snapshot_offer.root"),
+    )
+    if offer.chunks > MAX_CHUNKS:
+        raise MalformedMessage("snapshot_offer: too many chunks")
+    return offer
+
+
+def _snapshot_list(payload: bytes) -> SnapshotList:
+    raw = unpack(payload, "snapshot_list")
+    if type(raw) is not list or len(raw) > MAX_OFFERS:
+        raise MalformedMessage(f"snapshot_list: at most {MAX_OFFERS} offers")
+    return SnapshotList(tuple(_offer(o) for o in raw))
+
+
+def _snapshot_manifest_request(payload: bytes) -> SnapshotManifestRequest:
+    r = _fields(payload, "snapshot_manifest_request", 1)
+    return SnapshotManifestRequest(BlockId(check_bytes(r[0], 32, "snapshot_manifest.block_id")))
+
+
+def _snapshot_manifest(payload: bytes) -> SnapshotManifest:
+    r = _fields(payload, "snapshot_manifest", 2)
+    joined = r[1]
+    if type(joined) is not bytes or len(joined) % 32 or not 0 < len(joined) <= 32 * MAX_CHUNKS:
+        raise MalformedMessage("snapshot_manifest: hashes must be 1 to 200,000 times 32 bytes")
+    hashes = tuple(joined[i : i + 32] for i in range(0, len(joined), 32))
+    return SnapshotManifest(BlockId(check_bytes(r[0], 32, "snapshot_manifest.block_id")), hashes)
+
+
+def _snapshot_chunk_request(payload: bytes) -> SnapshotChunkRequest:
+    r = _fields(payload, "snapshot_chunk_request", 2)
+    return SnapshotChunkRequest(
+        BlockId(check_bytes(r[0], 32, "snapshot_chunk_request.block_id")),
+        check_int(r[1], 0, MAX_CHUNKS - 1, "snapshot_chunk_request.index"),
+    )
+
+
+def _snapshot_chunk(payload: bytes) -> SnapshotChunk:
+    r = _fields(payload, "snapshot_chunk", 3)
+    data = r[2]
+    if type(data) is not bytes or not 0 < len(data) <= MAX_CHUNK:
+        raise MalformedMessage("snapshot_chunk: data must be 1 byte to 4 MiB")
+    return SnapshotChunk(
+        BlockId(check_bytes(r[0], 32, "snapshot_chunk.block_id")),
+        check_int(r[1], 0, MAX_CHUNKS - 1, "snapshot_chunk.index"),
+        data,
+    )
+
+
 _DECODERS: dict[int, Callable[[bytes], Message]] = {
     0: _hello,
     1: _handshake,
@@ -282,6 +370,12 @@ _DECODERS: dict[int, Callable[[bytes], Message]] = {
     9: _rdma_setup,
     10: _rdma_sync_request,
     11: _vote,
+    12: _snapshot_list_request,
+    13: _snapshot_list,
+    14: _snapshot_manifest_request,
+    15: _snapshot_manifest,
+    16: _snapshot_chunk_request,
+    17: _snapshot_chunk,
 }
 
 

@@ -170,6 +170,57 @@ class VoteMessage:
     vote: Vote
 
 
+@dataclass(frozen=True, slots=True)
+class SnapshotOffer:
+    """A snapshot a peer serves: its block, its size, how it is cut into chunks, and the
+    BLAKE3 of the chunks' BLAKE3 hashes in order (the root a manifest must hash to)."""
+
+    block_id: BlockId
+    size: int
+    chunk_size: int
+    root: bytes
+
+    @property
+    def chunks(self) -> int:
+        return -(-self.size // self.chunk_size)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotListRequest:
+    """Which snapshots do you serve? (state sync, ``p2p.statesync``)"""
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotList:
+    offers: tuple[SnapshotOffer, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotManifestRequest:
+    block_id: BlockId
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotManifest:
+    """The chunk hashes of a snapshot, in order."""
+
+    block_id: BlockId
+    hashes: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotChunkRequest:
+    block_id: BlockId
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotChunk:
+    block_id: BlockId
+    index: int
+    data: bytes
+
+
 class RdmaStep(IntEnum):
     OFFER = 1  # the dialling side: here is my queue pair and ring
     ACCEPT = 2  # the listening side: and here is mine
@@ -212,5 +263,11 @@ Message = (
     | VoteMessage
     | RdmaSetup
     | RdmaSyncRequest
+    | SnapshotListRequest
+    | SnapshotList
+    | SnapshotManifestRequest
+    | SnapshotManifest
+    | SnapshotChunkRequest
+    | SnapshotChunk
 )
 Outbound = Message | RawBlock

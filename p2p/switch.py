@@ -154,6 +154,7 @@ class Switch:
             head=hs.head_num,
             lib=hs.lib_num,
             direction="outbound" if peer.dialed else "inbound",
+            transport=peer.channel.stats().transport,
         )
         for reactor in self.reactors:
             reactor.add_peer(peer)
@@ -175,7 +176,13 @@ class Switch:
             for reactor in self.reactors:
                 reactor.remove_peer(peer)
             await peer.channel.close()
-            log.info("peer_disconnected", reason=None if reason is None else reason.name)
+            stats = peer.channel.stats()
+            log.info(
+                "peer_disconnected",
+                reason=None if reason is None else reason.name,
+                transport=stats.transport,
+                bytes_received=stats.bytes_received,
+            )
         return SessionEnd(reason, peer.silent, isinstance(peer.broken, ChannelBroken))
 
     async def disconnect(self, peer_id: str) -> bool:

@@ -108,3 +108,27 @@ def test_snapshot_made_verified_refused_and_started_from(nodes: Nodes, tmp_path:
         "import-snapshot", str(snap), "--data-dir", str(fresh), "--genesis-json", str(genesis)
     )
     assert occupied.returncode == 2 and "holds" in occupied.stderr
+
+
+def test_periodic_snapshots_are_written_pruned_and_listed(nodes: Nodes) -> None:
+    """With snapshot-interval-blocks = 4 a producing node writes a snapshot each time its LIB
+    passes a multiple of 4, keeps the newest two, and lists them at /v1/node/snapshots."""
+    devnet = nodes.devnet("periodic").start(wait_head=1)
+    assert devnet.stop() == 0
+    node_dir = devnet.data_dir / "node1"
+    with (node_dir / "config.ini").open("a") as ini:
+        ini.write("snapshot-interval-blocks = 4\nsnapshot-keep = 2\n")
+    devnet.start()
+    lib = devnet.info()["last_irreversible_block_num"]
+    wait_for(
+        lambda: devnet.info()["last_irreversible_block_num"] >= lib + 14, 60, "14 more final blocks"
+    )
+    wait_for(
+        lambda: len(devnet.rpc("/v1/node/snapshots")["snapshots"]) == 2, 20, "two listed snapshots"
+    )
+    files = sorted((node_dir / "snapshots").glob("snapshot-*.bin"))
+    assert len(files) == 2, files
+    assert "snapshot_pruned" in devnet.log.read_text()
+    nums = sorted(s["block_num"] for s in devnet.rpc("/v1/node/snapshots")["snapshots"])
+    assert [int(f.name.split("-")[1]) for f in files] == nums
+    assert _cli("snapshot", "verify", str(files[-1])).returncode == 0

@@ -273,6 +273,9 @@ class FakeNetwork:
     def sync_status(self) -> dict[str, Any]:
         return {"stage": "in_sync", "target": 3}
 
+    def snapshots(self) -> dict[str, Any]:
+        return {"snapshots": []}
+
     def summary(self) -> dict[str, Any]:
         return {"peer_count": 1, "sync_stage": "in_sync", "rdma": {"available": False}}
 
@@ -324,6 +327,7 @@ def test_no_route_touches_the_chain_off_its_thread(tmp_path: Path) -> None:
             ("/v1/chain/get_finalizer_info", {}, 200),
             ("/v1/node/health", {}, 200),
             ("/v1/node/sync", {}, 200),
+            ("/v1/node/snapshots", {}, 200),
             ("/v1/net/peers", {}, 200),
             ("/v1/net/connect", {"address": "127.0.0.1:9876"}, 200),
             ("/v1/net/disconnect", {"peer": "p1"}, 200),

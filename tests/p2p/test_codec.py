@@ -32,6 +32,13 @@ from p2p.messages import (
     RdmaStep,
     RdmaSyncRequest,
     Request,
+    SnapshotChunk,
+    SnapshotChunkRequest,
+    SnapshotList,
+    SnapshotListRequest,
+    SnapshotManifest,
+    SnapshotManifestRequest,
+    SnapshotOffer,
     SyncRequest,
     Time,
     TransactionMessage,
@@ -103,6 +110,15 @@ def ordered(draw: st.DrawFn, bound: int = U32) -> tuple[int, int]:
     """Two numbers, the first at most the second (a range, or a LIB and a head)."""
     low, high = sorted((draw(st.integers(0, bound)), draw(st.integers(0, bound))))
     return low, high
+
+
+offers = st.builds(
+    SnapshotOffer,
+    block_ids,
+    st.integers(1, 800_000_000),  # at most 200,000 chunks of the smallest size
+    st.integers(4096, 4 << 20),
+    hash32,
+)
 
 
 @st.composite
@@ -196,6 +212,16 @@ STRATEGIES: dict[type[Any], st.SearchStrategy[Message]] = {
         u32,
         st.integers(1, 0xFFFF),
     ),
+    SnapshotListRequest: st.just(SnapshotListRequest()),
+    SnapshotList: st.lists(offers, max_size=8).map(lambda o: SnapshotList(tuple(o))),
+    SnapshotManifestRequest: st.builds(SnapshotManifestRequest, block_ids),
+    SnapshotManifest: st.builds(
+        SnapshotManifest, block_ids, st.lists(hash32, min_size=1, max_size=20).map(tuple)
+    ),
+    SnapshotChunkRequest: st.builds(SnapshotChunkRequest, block_ids, st.integers(0, 199_999)),
+    SnapshotChunk: st.builds(
+        SnapshotChunk, block_ids, st.integers(0, 199_999), st.binary(min_size=1, max_size=64)
+    ),
 }
 
 
@@ -258,3 +284,13 @@ def test_a_first_block_above_the_lib_is_refused() -> None:
     hs = Handshake(2, b"c" * 32, b"n" * 32, b"", b"", "", 10, zero, 20, zero, "", 1, False, b"", 11)
     with pytest.raises(MalformedMessage, match="first block above the LIB"):
         decode_frame(encode_frame(hs))
+
+
+def test_a_snapshot_offer_of_too_many_chunks_and_an_empty_chunk_are_refused() -> None:
+    """A peer cannot make us expect a manifest of millions of hashes, nor send empty chunks."""
+    zero = BlockId(b"\x00" * 32)
+    huge = SnapshotList((SnapshotOffer(zero, 2**40, 4096, b"r" * 32),))
+    with pytest.raises(MalformedMessage, match="too many chunks"):
+        decode_frame(encode_frame(huge))
+    with pytest.raises(MalformedMessage, match="snapshot_chunk"):
+        decode_frame(encode_frame(SnapshotChunk(zero, 0, b"")))

@@ -1,0 +1,105 @@
+"""State sync between real node processes: a fresh node fetches the snapshot of a trusted
+block from three peers in verified chunks, though one serves corrupted chunks (it is banned)
+and one dies mid-transfer; killed with -9 itself mid-sync, it resumes without refetching
+what it held, then follows the chain from the snapshot."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+from scripts.make_history import make_history
+from tests.integration.conftest import NodeProcess, Nodes, wait_for
+
+CHUNK = 4096
+
+
+def _server(nodes: Nodes, source: Path, data: Path, snapshot: Path) -> NodeProcess:
+    shutil.copytree(source, data)
+    (data / "snapshots").mkdir(exist_ok=True)
+    shutil.copy(snapshot, data / "snapshots" / snapshot.name)
+    return nodes.run(data, "--snapshot-chunk-bytes", str(CHUNK))
+
+
+def _served(node: NodeProcess) -> bool:
+    return "snapshot_served" in node.log.read_text()
+
+
+def _state_sync(node: NodeProcess) -> dict[str, Any]:
+    status: dict[str, Any] = node.rpc("/v1/node/sync")
+    return dict(status.get("state_sync") or {})
+
+
+def test_state_sync_from_three_peers_one_corrupt_one_killed_and_resume(
+    nodes: Nodes, tmp_path: Path
+) -> None:
+    """Three servers hold the same snapshot; one's file is damaged behind its (correct)
+    manifest, one is killed mid-transfer; the fresh node, itself killed with -9 mid-sync,
+    resumes with the chunks it held, verifies the snapshot against the trusted block, bans
+    the corrupt server and ends at the history's head."""
+    history = make_history(tmp_path / "history", txs=8000, per_block=20, accounts=1000)
+    head = int(history["head"])  # type: ignore[call-overload]
+    origin = nodes.run(tmp_path / "history").start()
+    made = origin.admin("/v1/producer/create_snapshot", {})
+    snapshot = Path(made["snapshot_name"])
+    trusted = made["head_block_id"]
+    assert origin.stop() == 0
+    for extra in snapshot.parent.glob("*.chunks"):
+        extra.unlink()
+
+    good = _server(nodes, tmp_path / "history", tmp_path / "good", snapshot).start()
+    doomed = _server(nodes, tmp_path / "history", tmp_path / "doomed", snapshot).start()
+    liar = _server(nodes, tmp_path / "history", tmp_path / "liar", snapshot).start()
+    for server in (good, doomed, liar):
+        wait_for(lambda s=server: _served(s), 30, f"{server.data_dir.name} to serve")  # type: ignore[misc]
+    listed = good.rpc("/v1/node/snapshots")["snapshots"]
+    assert [(s["block_id"], s["chunks"]) for s in listed] == [
+        (trusted, -(-snapshot.stat().st_size // CHUNK))
+    ], "an operator reads the trusted block id here"
+    liar.stop()
+    damaged = tmp_path / "liar" / "snapshots" / snapshot.name
+    data = bytearray(damaged.read_bytes())
+    for at in range(CHUNK // 2, len(data), CHUNK * 3):  # every third chunk, behind its hash
+        data[at] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    liar.start()
+    wait_for(lambda: _served(liar), 30, "the liar to serve")
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    shutil.copy(tmp_path / "history" / "genesis.json", fresh / "genesis.json")
+    peers = [
+        arg
+        for server in (good, doomed, liar)
+        for arg in ("--p2p-peer-address", f"127.0.0.1:{nodes.p2p_ports[server.data_dir]}")
+    ]
+    syncer = nodes.run(
+        fresh, "--state-sync", "on", "--state-sync-trusted-block", trusted, *peers
+    ).start()
+    wait_for(lambda: _state_sync(syncer).get("chunks", 0) > 0, 60, "the first chunks")
+    for server in (good, doomed, liar):
+        assert server.proc is not None
+        server.proc.send_signal(signal.SIGSTOP)  # hold the transfer where it is
+    status = _state_sync(syncer)
+    assert 0 < status["chunks"] < status["chunks_total"], status
+    assert syncer.stop(signal.SIGKILL) == -signal.SIGKILL
+    for server in (good, liar):
+        assert server.proc is not None
+        server.proc.send_signal(signal.SIGCONT)
+    assert doomed.proc is not None
+    doomed.proc.send_signal(signal.SIGKILL)  # it dies: its share goes to the others
+    doomed.proc.wait()
+
+    syncer.start()
+    wait_for(lambda: syncer.info()["head_block_num"] >= head, 120, "the node to reach the head")
+    log = syncer.log.read_text()
+    resumed = [json.loads(line) for line in log.splitlines() if "state_sync_resuming" in line]
+    assert resumed and resumed[-1]["held"] > 0, "the restart kept what it had fetched"
+    assert "state_sync_bad_chunk" in log, "the corrupt server's chunks were caught"
+    assert "state_sync_done" in log and "state_sync_imported" in log
+    assert syncer.info()["head_block_id"] == good.info()["head_block_id"]
+    assert syncer.info()["sync_stage"] == "in_sync"
+    assert syncer.rpc("/v1/chain/get_info")["last_irreversible_block_num"] >= made["head_block_num"]

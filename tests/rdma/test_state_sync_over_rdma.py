@@ -1,0 +1,61 @@
+"""State sync over RDMA (Soft-RoCE in the VM; skipped where there is none): the snapshot's
+chunks travel on the RDMA session between two real node processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from p2p.rdma.device import detect
+from scripts.make_history import make_history
+from tests.integration.conftest import Nodes, wait_for
+
+
+@pytest.fixture(autouse=True)
+def need_rdma() -> None:
+    info = detect()
+    if not info.available:
+        if os.environ.get("BOR_RDMA_REQUIRED"):
+            pytest.fail(f"RDMA required but unavailable: {info.reason}")
+        pytest.skip(f"no RDMA here: {info.reason}")
+
+
+def test_a_fresh_node_state_syncs_over_rdma(nodes: Nodes, tmp_path: Path) -> None:
+    """A fresh node fetches a snapshot in chunks from its RDMA peer (the session that carried
+    them was RDMA and received more than the snapshot's bytes), then follows the chain."""
+    history = make_history(tmp_path / "history", txs=600, per_block=4, accounts=50)
+    server = nodes.run(
+        tmp_path / "history", "--signature-workers", "0", "--snapshot-chunk-bytes", "8192"
+    ).start()
+    assert server.info()["rdma"]["available"], server.info()["rdma"]
+    made = server.admin("/v1/producer/create_snapshot", {})
+    size = Path(made["snapshot_name"]).stat().st_size
+    wait_for(lambda: server.rpc("/v1/node/snapshots")["snapshots"] != [], 30, "the offer")
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    shutil.copy(tmp_path / "history" / "genesis.json", fresh / "genesis.json")
+    syncer = nodes.run(
+        fresh,
+        "--signature-workers",
+        "0",
+        "--state-sync",
+        "on",
+        "--state-sync-trusted-block",
+        made["head_block_id"],
+        "--p2p-peer-address",
+        f"127.0.0.1:{nodes.p2p_ports[tmp_path / 'history']}",
+    ).start()
+    head = int(history["head"])  # type: ignore[call-overload]
+    wait_for(lambda: syncer.info()["head_block_num"] >= head, 300, "the history's head")
+    assert syncer.info()["head_block_id"] == server.info()["head_block_id"]
+    lines = [json.loads(x) for x in syncer.log.read_text().splitlines() if x.startswith("{")]
+    assert any(x["event"] == "state_sync_imported" for x in lines)
+    fetch_sessions = [
+        x for x in lines if x["event"] == "peer_disconnected" and x.get("bytes_received", 0) > size
+    ]
+    assert fetch_sessions and fetch_sessions[0]["transport"] == "rdma", fetch_sessions
