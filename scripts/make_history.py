@@ -51,8 +51,12 @@ CANDIDATES = 4
 
 
 def _name(prefix: str, i: int) -> AccountName:
+    """Three letters for the first 17,576 names, more beyond (``useraaa``, ``userbaaab``)."""
     out = ""
     for _ in range(3):
+        out += LETTERS[i % 26]
+        i //= 26
+    while i:
         out += LETTERS[i % 26]
         i //= 26
     return AccountName(prefix + out)
@@ -118,8 +122,10 @@ class HistoryBuilder:
             self._produce(slot, txs)
             slot += 1
         # Fund everyone, register and approve candidates, stake and vote them in.
+        # 10^6 each, or what half the three dev users' balances allow among many accounts.
+        welcome = min(10**6, 15 * 10**9 // len(fresh + cands))
         funding = [
-            self._tx(slot, Transfer(self.users[i % 3], n, 10**6, "welcome"))
+            self._tx(slot, Transfer(self.users[i % 3], n, welcome, "welcome"))
             for i, n in enumerate(fresh + cands)
         ]
         for i in range(0, len(funding), 1000):
