@@ -52,7 +52,7 @@ from chain.transaction import SignedTransaction
 from chain.transition import Context, apply_transaction, settle
 from chain.types import AccountName, BlockId, BlockNum, PublicKey, TxId
 from chain.view import ChainView
-from chain.votes import VoteOutcome, VotePool
+from chain.votes import DoubleVote, VoteOutcome, VotePool
 
 __all__ = ["Chain", "PushResult", "WrongProducerKey"]
 
@@ -180,6 +180,10 @@ class Chain:
     def evidence(self) -> list[SignedBlock]:
         return self.store.evidence()
 
+    def vote_evidence(self) -> list[DoubleVote]:
+        """Double votes seen (kept in the store, so they survive restarts), oldest first."""
+        return self.store.vote_evidence()
+
     def header_state(self, block_id: BlockId) -> HeaderState | None:
         """The header state of a reversible block (or of the LIB), if we hold it."""
         fb = self._fork.get(block_id)
@@ -204,6 +208,8 @@ class Chain:
             return VoteOutcome(VoteResult.UNKNOWN_KEY)  # a dpos chain has no finalizers
         policy = finalizer_policy(self.params, state.active)
         outcome = self.votes.add(vote, policy, state.slot, now_ms)
+        if outcome.evidence is not None:
+            self.store.put_vote_evidence(outcome.evidence)
         agg = self.votes.aggregator(vote.block_id)
         on_our_chain = self.store.block_id_at(state.num) == state.id
         if outcome.new_qc and agg is not None and agg.strong_quorum and on_our_chain:

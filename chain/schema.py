@@ -23,6 +23,7 @@ HEADER_STATE = b"h"  # + id -> encoded header state (reversible blocks and the L
 UNDO = b"u"  # + num(8) -> undo record of that block
 TX_INDEX = b"t"  # + tx id -> num(8)
 EVIDENCE = b"e"  # + producer + slot(8) + id -> encoded block (double signing)
+VOTE_EVIDENCE = b"v"  # + finalizer key(33) + slot(8) -> encoded pair of votes (double voting)
 
 # state
 STATE = b"s"
@@ -77,6 +78,10 @@ def tx_index_key(tx_id: TxId) -> bytes:
 
 def evidence_key(producer: str, slot: int, block_id: BlockId) -> bytes:
     return EVIDENCE + producer.encode() + b"/" + be(slot, 8) + block_id
+
+
+def vote_evidence_key(key: bytes, slot: int) -> bytes:
+    return VOTE_EVIDENCE + key + be(slot, 8)
 
 
 def account_key(name: str) -> bytes:

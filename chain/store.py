@@ -19,12 +19,18 @@ from chain.dpos import HeaderState, decode_header_state
 from chain.encoding import pack, unpack
 from chain.errors import SnapshotError, StoreError
 from chain.initial_state import InitialState
+from chain.qc import vote_from_wire
 from chain.snapshot import SnapshotHead
 from chain.state import Changes
 from chain.state_hash import StateHash
 from chain.types import BlockId, BlockNum, TxId, block_num_of
+from chain.votes import DoubleVote
 
-__all__ = ["BlockStore", "Changes"]
+__all__ = ["MAX_VOTE_EVIDENCE_PER_FINALIZER", "BlockStore", "Changes"]
+
+# Double votes kept per finalizer (each ~300 bytes). A hundred prove the misbehaviour as well
+# as more would; a finalizer double-voting at every slot must not fill the disk.
+MAX_VOTE_EVIDENCE_PER_FINALIZER = 100
 
 
 def _reason(err: Exception) -> str:
@@ -149,6 +155,12 @@ class BlockStore:
     def evidence(self) -> list[SignedBlock]:
         end = schema.prefix_end(schema.EVIDENCE)
         return [decode_block(v) for _, v in self.iterate(schema.EVIDENCE, end)]
+
+    def vote_evidence(self) -> list[DoubleVote]:
+        """The double votes kept, oldest slot first."""
+        end = schema.prefix_end(schema.VOTE_EVIDENCE)
+        found = [_decode_double_vote(v) for _, v in self.iterate(schema.VOTE_EVIDENCE, end)]
+        return sorted(found, key=lambda e: (e.slot, e.key))
 
     # --- writes -----------------------------------------------------------------------------
 
@@ -340,6 +352,23 @@ class BlockStore:
             for b in (first, second)
         ]
         self._write(puts, [])
+
+    def put_vote_evidence(self, evidence: DoubleVote) -> bool:
+        """Keep a double vote, unless its finalizer has ``MAX_VOTE_EVIDENCE_PER_FINALIZER``
+        kept already; True if it was written."""
+        prefix = schema.VOTE_EVIDENCE + evidence.key
+        held = sum(1 for _ in self.iterate(prefix, prefix + b"\xff" * 9))
+        if held >= MAX_VOTE_EVIDENCE_PER_FINALIZER:
+            return False
+        value = pack([evidence.slot, evidence.first.to_wire(), evidence.second.to_wire()])
+        self._write([(schema.vote_evidence_key(evidence.key, evidence.slot), value)], [])
+        return True
+
+
+def _decode_double_vote(raw: bytes) -> DoubleVote:
+    slot, first, second = unpack(raw, "vote evidence")
+    a, b = vote_from_wire(first), vote_from_wire(second)
+    return DoubleVote(a.key, slot, a, b)
 
 
 def _overlaid(

@@ -6,7 +6,7 @@ next block), what finality needs (a strong QC formed from votes makes the block 
 claimed final at once, before any block carries that QC, as in Spring) and what operators
 ask (who voted last on what). An honest finalizer votes once per block and once per slot
 (its votes move forward in time): two valid votes of one finalizer on one block (strong and
-weak), or on two blocks of one slot, are kept as evidence.
+weak), or on two blocks of one slot, are evidence, which the chain keeps in its store.
 """
 
 from __future__ import annotations
@@ -18,11 +18,6 @@ from chain.qc import FinalizerPolicy, QuorumCertificate, Vote, VoteAggregator, V
 from chain.types import BlockId, BlockNum, PublicKey
 
 __all__ = ["DoubleVote", "FinalizerActivity", "VoteOutcome", "VotePool"]
-
-# Double votes kept in memory (each is two votes, ~260 bytes); beyond it the oldest go. The
-# node also logs each one; a finalizer that double-votes at every slot would otherwise grow
-# this without bound.
-MAX_EVIDENCE = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +59,6 @@ class VotePool:
         self._slots: dict[BlockId, int] = {}
         self._by_slot: dict[tuple[PublicKey, int], Vote] = {}
         self.activity: dict[PublicKey, FinalizerActivity] = {}
-        self.evidence: list[DoubleVote] = []
 
     def __len__(self) -> int:
         return len(self._blocks)
@@ -81,7 +75,7 @@ class VotePool:
         quorum, strong_quorum = agg.quorum, agg.strong_quorum
         result = agg.add(vote)
         if result is VoteResult.CONFLICTING and held is not None:
-            return VoteOutcome(result, self._keep(DoubleVote(vote.key, slot, held, vote)))
+            return VoteOutcome(result, DoubleVote(vote.key, slot, held, vote))
         if result is not VoteResult.ADDED:
             return VoteOutcome(result)
         new_qc = (agg.quorum and not quorum) or (agg.strong_quorum and not strong_quorum)
@@ -94,12 +88,7 @@ class VotePool:
         earlier = self._by_slot.setdefault((vote.key, slot), vote)
         if earlier.block_id == vote.block_id:
             return VoteOutcome(result, None, new_qc)
-        return VoteOutcome(result, self._keep(DoubleVote(vote.key, slot, earlier, vote)), new_qc)
-
-    def _keep(self, evidence: DoubleVote) -> DoubleVote:
-        self.evidence.append(evidence)
-        del self.evidence[:-MAX_EVIDENCE]
-        return evidence
+        return VoteOutcome(result, DoubleVote(vote.key, slot, earlier, vote), new_qc)
 
     def aggregator(self, block_id: BlockId) -> VoteAggregator | None:
         return self._blocks.get(block_id)

@@ -313,6 +313,7 @@ class Node:
             for f in finalizer_policy(view.params, view.head.active).finalizers:
                 if f.key == vote.key:
                     self.metrics.finalizer_last_vote.labels(finalizer=f.name).set(vote.block_num)
+                    self.metrics.finalizer_votes.labels(finalizer=f.name).inc()
 
     def _on_final(self, lib: int, age_ms: float) -> None:
         """The LIB rose to ``lib``, a block whose slot began ``age_ms`` ago."""

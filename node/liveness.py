@@ -2,11 +2,13 @@
 
 On a finality = votes chain, a producer that keeps building while no QC forms only makes
 a longer branch that nothing can finalize (and that a partition's other side may discard).
-Like Spring's ``production-pause-vote-timeout-ms``, production pauses once finality has not
-moved for that long. It moves when the LIB rises, when the head claims a newer QC, or when
-votes reaching this node complete a QC — the last is what restarts production after a
-partition heals: the finalizers of the other side vote on the head all can vote on, their
-votes complete a QC here, and the next block carries it.
+Like Spring's ``production-pause-vote-timeout-ms``, production pauses once a block has gone
+unanswered for that long: the clock starts at the first new head after finality last moved,
+not at the move itself, so a stretch with no blocks at all (a crashed producer's turn)
+pauses nothing and the next producer builds on. Finality moves when the LIB rises, when the
+head claims a newer QC, or when votes reaching this node complete a QC — the last is what
+restarts production after a partition heals: the finalizers of the other side vote on the
+head all can vote on, their votes complete a QC here, and the next block carries it.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ class FinalityProgress:
         self.timeout_ms = timeout_ms
         self.votes_chain = votes_chain
         self._clock = clock
-        self._moved = clock()  # a node just started gets the whole timeout
+        self._waiting_since: float | None = None  # the first head since finality moved
+        self._head: bytes | None = None
         self._lib = -1
         self._claim: QcClaim | None = None
         self._on_final = on_final
@@ -40,23 +43,31 @@ class FinalityProgress:
     def view_changed(self, view: ChainView) -> None:
         core = view.head.core
         claim = None if core is None else core.claim
+        moved = False
         if view.lib_num > self._lib:
             if self._lib >= 0:
                 age_ms = time.time() * 1000 - slot_start_ms(view.lib_slot)
                 self._on_final(view.lib_num, age_ms)
             self._lib = view.lib_num
-            self._moved = self._clock()
+            moved = True
         if claim is not None and (self._claim is None or claim > self._claim):
             self._claim = claim
-            self._moved = self._clock()
+            moved = True
+        new_head = view.head.id != self._head
+        self._head = view.head.id
+        if moved:
+            self._waiting_since = None
+        elif new_head and self._waiting_since is None:
+            self._waiting_since = self._clock()
 
     def vote_counted(self, outcome: VoteOutcome) -> None:
         if outcome.new_qc:
-            self._moved = self._clock()
+            self._waiting_since = None
 
     @property
     def idle_ms(self) -> float:
-        return (self._clock() - self._moved) * 1000
+        """How long the oldest block not followed by finality has waited (0: none waits)."""
+        return 0.0 if self._waiting_since is None else (self._clock() - self._waiting_since) * 1000
 
     @property
     def paused(self) -> bool:

@@ -75,6 +75,12 @@ class NodeMetrics:
             ["finalizer"],
             registry=r,
         )
+        self.finalizer_votes = Counter(
+            "bor_finalizer_votes",
+            "Votes counted from each finalizer (its participation)",
+            ["finalizer"],
+            registry=r,
+        )
         self.production_paused = Gauge(
             "bor_production_paused", "1 while production waits for finality votes", registry=r
         )

@@ -95,7 +95,7 @@ def finalizer_info_json(chain: Chain, now_ms: int) -> dict[str, Any]:
                     for v in (e.first, e.second)
                 ],
             }
-            for e in chain.votes.evidence[-100:]
+            for e in chain.vote_evidence()[-100:]
         ],
     }
     if core is None:

@@ -197,8 +197,8 @@ def test_votes_on_unknown_stale_or_foreign_blocks_are_not_counted(
 def test_a_strong_and_a_weak_vote_on_one_block_are_kept_as_evidence(
     net: DevNet, tmp_path: Path
 ) -> None:
-    """An honest finalizer votes once per block: both kinds from one key are evidence, and
-    only the first vote counts."""
+    """An honest finalizer votes once per block: both kinds from one key are evidence, kept
+    in the store across a restart, and only the first vote counts."""
     x = net.open(tmp_path)
     block = net.produce(x)
     key = net.keys["producera"]
@@ -208,9 +208,11 @@ def test_a_strong_and_a_weak_vote_on_one_block_are_kept_as_evidence(
     evidence = outcome.evidence
     assert outcome.result is VoteResult.CONFLICTING
     assert evidence is not None and (evidence.first, evidence.second) == (strong, weak)
-    assert x.votes.evidence == [evidence]
+    assert x.vote_evidence() == [evidence]
     forged = dataclasses.replace(weak, signature=strong.signature)
     assert x.add_vote(forged, now_ms()).result is VoteResult.INVALID_SIGNATURE
+    x.store.close()
+    assert net.open(tmp_path).vote_evidence() == [evidence]
 
 
 def test_finality_state_survives_a_restart(net: DevNet, tmp_path: Path) -> None:

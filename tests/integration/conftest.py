@@ -7,13 +7,20 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from chain.actions import Transfer
+from chain.crypto import PrivateKey
+from chain.transaction import SignedTransaction, Transaction, tapos_of
+from chain.types import AccountName, BlockId
 
 BIN = Path(sys.executable).parent
 _next_port = [20000 + (os.getpid() % 200) * 100]
@@ -55,6 +62,40 @@ def rpc(url: str, path: str, body: dict[str, Any] | None = None, timeout: float 
 # Timeouts scale by this factor where everything runs slower (the Soft-RoCE VM emulates its
 # CPU: BOR_TEST_SLOWDOWN=10 there).
 SLOWDOWN = float(os.environ.get("BOR_TEST_SLOWDOWN", "1"))
+
+
+def push_transfers(
+    node: Any,
+    keys: dict[str, PrivateKey],
+    stop: threading.Event,
+    sent: list[int],
+    pause: float = 0.0,
+) -> None:
+    """Push transfers among the dev users in async mode, 50 per head read and ``pause``
+    seconds between such rounds, until ``stop`` is set or the node goes away."""
+    info = node.rpc("/v1/chain/get_info")
+    chain_id = bytes.fromhex(info["chain_id"])
+    users = ["alice", "bob", "carol"]
+    n = 0
+    while not stop.is_set():
+        try:
+            head = node.rpc("/v1/chain/get_info")
+        except (urllib.error.URLError, OSError):
+            return  # the node was killed
+        ref = tapos_of(BlockId(bytes.fromhex(head["head_block_id"])))
+        for _ in range(50):
+            n += 1
+            sender, recipient = users[n % 3], users[(n + 1) % 3]
+            action = Transfer(AccountName(sender), AccountName(recipient), 1 + n % 97, str(n))
+            tx = Transaction(int(time.time()) + 120, ref[0], ref[1], (action,))
+            stx = SignedTransaction.sign(tx, chain_id, [keys[sender]])
+            body = {"packed_trx": stx.packed.hex(), "signatures": [stx.signatures[0].hex()]}
+            try:
+                node.rpc("/v1/chain/push_transaction", body | {"mode": "async"})
+            except (urllib.error.URLError, OSError):
+                return  # the node was killed
+            sent.append(n)
+        stop.wait(pause)
 
 
 def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:

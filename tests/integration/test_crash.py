@@ -5,46 +5,15 @@ from __future__ import annotations
 import json
 import signal
 import threading
-import time
-import urllib.error
 from pathlib import Path
-from typing import Any
 
-from chain.actions import Transfer
 from chain.controller import Chain
 from chain.crypto import PrivateKey
 from chain.state import decode_account
 from chain.store import BlockStore
 from chain.testing import now_ms, state_dump
-from chain.transaction import SignedTransaction, Transaction, tapos_of
-from chain.types import AccountName, BlockId
 from genesis.model import load_genesis
-from tests.integration.conftest import Nodes
-
-
-def _load(node: Any, keys: dict[str, PrivateKey], stop: threading.Event, sent: list[int]) -> None:
-    info = node.rpc("/v1/chain/get_info")
-    chain_id = bytes.fromhex(info["chain_id"])
-    users = ["alice", "bob", "carol"]
-    n = 0
-    while not stop.is_set():
-        try:
-            head = node.rpc("/v1/chain/get_info")
-        except (urllib.error.URLError, OSError):
-            return  # the node was killed
-        ref = tapos_of(BlockId(bytes.fromhex(head["head_block_id"])))
-        for _ in range(50):
-            n += 1
-            sender, recipient = users[n % 3], users[(n + 1) % 3]
-            action = Transfer(AccountName(sender), AccountName(recipient), 1 + n % 97, str(n))
-            tx = Transaction(int(time.time()) + 120, ref[0], ref[1], (action,))
-            stx = SignedTransaction.sign(tx, chain_id, [keys[sender]])
-            body = {"packed_trx": stx.packed.hex(), "signatures": [stx.signatures[0].hex()]}
-            try:
-                node.rpc("/v1/chain/push_transaction", body | {"mode": "async"})
-            except (urllib.error.URLError, OSError):
-                return  # the node was killed
-            sent.append(n)
+from tests.integration.conftest import Nodes, push_transfers
 
 
 def test_kill_9_under_load_leaves_whole_blocks(nodes: Nodes, tmp_path: Path) -> None:
@@ -56,7 +25,7 @@ def test_kill_9_under_load_leaves_whole_blocks(nodes: Nodes, tmp_path: Path) -> 
         for name, text in json.loads((node.data_dir / "keys.json").read_text()).items()
     }
     stop, sent = threading.Event(), []  # type: ignore[var-annotated]
-    loader = threading.Thread(target=_load, args=(node, keys, stop, sent), daemon=True)
+    loader = threading.Thread(target=push_transfers, args=(node, keys, stop, sent), daemon=True)
     loader.start()
     node.wait_for_head(node.rpc("/v1/chain/get_info")["head_block_num"] + 6)
     assert node.stop(signal.SIGKILL) == -signal.SIGKILL

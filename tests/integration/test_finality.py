@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from chain.block import SignedBlock, decode_block
-from chain.crypto import PrivateKey
+from chain.crypto import PrivateKey, public_key_to_text
 from chain.qc import Vote
 from chain.store import BlockStore
 from chain.types import BlockId, block_num_of
@@ -23,7 +24,7 @@ from p2p.handshake import ChainPosition, make_handshake
 from p2p.messages import PROTOCOL_VERSION, BlockMessage, Handshake, Hello, VoteMessage
 from p2p.testing import dial
 from scripts.make_history import make_history
-from tests.integration.conftest import NodeProcess, Nodes, free_port, wait_for
+from tests.integration.conftest import NodeProcess, Nodes, free_port, push_transfers, wait_for
 
 
 def four_producers(
@@ -69,15 +70,36 @@ def lib_lag(proc: NodeProcess) -> int:
 def test_four_producers_keep_the_lib_within_three_blocks_of_the_head(
     nodes: Nodes, tmp_path: Path
 ) -> None:
-    """With every finalizer voting, each node's LIB stays within 3 blocks of its head (the
-    2/3+1 producer rule would trail by ~25 here); every finalizer shows as voting."""
+    """Under a load of transfers, with every finalizer voting, each node's LIB stays within 3
+    blocks of its head (the 2/3+1 producer rule would trail by ~25 here); every finalizer
+    shows as voting, in get_finalizer_info and in its participation counter."""
     _, procs = four_producers(nodes, tmp_path)
     wait_for(lambda: procs[0].info()["last_irreversible_block_num"] > 4, 40, "a first LIB")
+    keys = {
+        name: PrivateKey.from_text(text)
+        for name, text in json.loads((tmp_path / "keys.json").read_text()).items()
+    }
+    stop, sent = threading.Event(), []  # type: ignore[var-annotated]
+    loader = threading.Thread(
+        target=push_transfers, args=(procs[1], keys, stop, sent, 0.2), daemon=True
+    )
+    loader.start()
+    start_head = procs[1].info()["head_block_num"]
     lags = []
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        lags += [lib_lag(p) for p in procs]
-        time.sleep(0.25)
+    try:
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            lags += [lib_lag(p) for p in procs]
+            time.sleep(0.25)
+    finally:
+        stop.set()
+        loader.join(timeout=10)
+    assert len(sent) >= 500, "the network was under load"
+    loaded = [
+        procs[1].rpc("/v1/chain/get_block", {"block_num_or_id": n})
+        for n in range(start_head + 1, procs[1].info()["head_block_num"] + 1)
+    ]
+    assert sum(len(b["transactions"]) for b in loaded) >= 300, "blocks carried the load"
     assert max(lags) <= 3, sorted(lags)[-10:]
     info = procs[3].rpc("/v1/chain/get_finalizer_info")
     assert info["finality"] == "votes" and info["policy"]["threshold"] == 3
@@ -87,6 +109,8 @@ def test_four_producers_keep_the_lib_within_three_blocks_of_the_head(
     assert info["double_votes"] == [] and info["production_paused"] is False
     metrics = procs[0].rpc_text("/metrics")
     assert "bor_finality_latency_seconds_count" in metrics
+    for name in ("producera", "producerb", "producerc", "producerd"):
+        assert f'bor_finalizer_votes_total{{finalizer="{name}"}}' in metrics, name
 
 
 def test_a_two_two_partition_finalizes_nothing_and_heals_without_reverting(
@@ -320,3 +344,69 @@ def test_a_block_whose_qc_is_forged_duplicated_or_below_threshold_is_refused(
     asyncio.run(_push_blocks(port, "127.0.9.20", chain_id, genesis_id, [*before, block]))
     wait_for(lambda: node.info()["head_block_num"] >= block.num, 10, "the genuine block")
     assert node.rpc("/v1/chain/get_block", {"block_num_or_id": block.num})["id"] == block.id.hex()
+
+
+def test_a_finalizer_that_does_not_produce_votes_and_its_votes_count(
+    nodes: Nodes, tmp_path: Path
+) -> None:
+    """A node with a finalizer key and no producer votes on every block; with one of the
+    three producers killed, its vote is what completes a quorum (3 of 4), so blocks keep
+    becoming final."""
+    plan = [
+        DevNode(
+            f"node{i + 1}",
+            f"producer{'abc'[i]}",
+            ("127.0.0.1", free_port()),
+            ("127.0.0.1", free_port()),
+            ("127.0.0.1", free_port()),
+        )
+        for i in range(3)
+    ]
+    prepare(tmp_path, plan, {"finality": "votes"})
+    keys = json.loads((tmp_path / "keys.json").read_text())
+    watcher = PrivateKey.generate()
+    genesis_path = tmp_path / "genesis.json"
+    genesis = json.loads(genesis_path.read_text())
+    genesis["finalizers"] = [
+        {
+            "name": n.producer,
+            "key": public_key_to_text(PrivateKey.from_text(keys[n.producer]).public_key),
+        }
+        for n in plan
+    ] + [{"name": "watcher", "key": public_key_to_text(watcher.public_key)}]
+    genesis_path.write_text(json.dumps(genesis))
+    for node in plan:
+        with (tmp_path / node.name / "config.ini").open("a") as ini:
+            ini.write("signature-workers = 0\n")
+    (tmp_path / "watcher").mkdir()
+    (tmp_path / "watcher" / "config.ini").write_text(
+        "\n".join(
+            [
+                f"genesis-json = {genesis_path}",
+                f"finalizer-key = {watcher.to_text()}",
+                "p2p-max-per-address = 0",
+                "signature-workers = 0",
+                *(f"p2p-peer-address = 127.0.0.1:{n.p2p[1]}" for n in plan),
+            ]
+        )
+        + "\n"
+    )
+    procs = [
+        nodes.run(tmp_path / n.name, rpc_port=n.rpc[1], admin_port=n.admin and n.admin[1])
+        for n in plan
+    ]
+    procs.append(nodes.run(tmp_path / "watcher"))
+    for p in procs:
+        p.start()
+    wait_for(lib_above(procs[0], 4), 40, "a first LIB")
+    info = procs[0].rpc("/v1/chain/get_finalizer_info")
+    assert info["policy"]["threshold"] == 3
+    rows = {row["name"]: row for row in info["policy"]["finalizers"]}
+    assert rows["watcher"]["last_vote"]["block_num"] >= info["head_block_num"] - 3, rows
+    mine = procs[3].rpc("/v1/chain/get_finalizer_info")["local_finalizers"]
+    assert [f["key"] for f in mine] == [public_key_to_text(watcher.public_key)]
+
+    procs[2].stop(signal.SIGKILL)
+    lib = int(procs[0].info()["last_irreversible_block_num"])
+    wait_for(lib_above(procs[0], lib + 6), 40, "finality with the watcher's votes")
+    assert lib_lag(procs[0]) <= 3

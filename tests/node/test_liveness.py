@@ -23,14 +23,19 @@ class Clock:
         return self.now
 
 
-def test_no_progress_for_the_timeout_pauses_and_a_new_qc_resumes(tmp_path: Path) -> None:
-    """Without a LIB rise, a newer claim or a QC from votes for longer than the timeout,
+def test_a_block_unanswered_for_the_timeout_pauses_and_a_new_qc_resumes(tmp_path: Path) -> None:
+    """Time with no blocks at all pauses nothing (a crashed producer's turn); once a block
+    has waited longer than the timeout without a LIB rise, a newer claim or a QC from votes,
     production pauses; a vote that completes a QC ends the pause, as a LIB rise does."""
     net = DevNet.create(4, blocks_per_turn=1, finality="votes")
     chain = net.open(tmp_path / "chain")
     clock = Clock()
     ages: list[float] = []
     progress = FinalityProgress(6000, True, lambda lib, age: ages.append(age), clock)
+    progress.view_changed(chain.view())
+    clock.now += 60
+    assert not progress.paused and progress.idle_ms == 0, "no block waits"
+    net.produce(chain)
     progress.view_changed(chain.view())
     clock.now += 5.9
     assert not progress.paused
@@ -41,8 +46,8 @@ def test_no_progress_for_the_timeout_pauses_and_a_new_qc_resumes(tmp_path: Path)
     progress.vote_counted(VoteOutcome(VoteResult.ADDED, new_qc=True))
     assert not progress.paused
     clock.now += 7
-    first = net.produce(chain)
-    for vote in net.votes(chain, first.id):
+    assert not progress.paused, "the QC answered the block that waited"
+    for vote in net.votes(chain, chain.head.id):
         chain.add_vote(vote, 0)
     net.produce(chain)
     for vote in net.votes(chain, chain.head.id):
