@@ -35,10 +35,12 @@ from chain.errors import ChainError, SnapshotError
 from chain.state_hash import StateHash
 
 __all__ = [
+    "HEAD_PREFIX",
     "MAGIC",
     "VERSION",
     "SnapshotHead",
     "SnapshotSummary",
+    "head_size",
     "read_head",
     "read_snapshot",
     "write_snapshot",
@@ -49,6 +51,7 @@ VERSION = 1
 CHUNK_ENTRIES = 2048
 MAX_FRAME = 64 << 20  # a chunk of 2,048 entries is far below; more means damage
 _HEAD, _CHUNK, _END = 0, 1, 2
+HEAD_PREFIX = len(MAGIC) + 8  # the magic, the version and the head frame's length
 
 Progress = Callable[[int, int], None]  # (entries so far, bytes so far)
 
@@ -187,20 +190,39 @@ def _bytes(value: Any, what: str) -> bytes:
     return value
 
 
-def read_head(inp: BinaryIO) -> tuple[_Reader, SnapshotHead]:
-    reader = _Reader(inp)
-    start = inp.read(len(MAGIC) + 4)
-    reader.offset = len(start)
+def _check_start(start: bytes) -> None:
+    """The magic and the format version (``start``: the file's first bytes, up to 4 past
+    the magic)."""
     if not start or not MAGIC.startswith(start[: len(MAGIC)]):
         raise SnapshotError("not a BoR snapshot (the file does not start with its magic)")
     if len(start) < len(MAGIC) + 4:
         raise SnapshotError("truncated: the file ends inside its header")
-    version = int.from_bytes(start[len(MAGIC) :], "big")
+    version = int.from_bytes(start[len(MAGIC) : len(MAGIC) + 4], "big")
     if version != VERSION:
         raise SnapshotError(
             f"snapshot format version {version}; this node reads version {VERSION} "
             "(use a BoR release of that format, or make a new snapshot)"
         )
+
+
+def head_size(start: bytes) -> int:
+    """How many bytes the magic, version and head frame of a snapshot take, from its first
+    ``HEAD_PREFIX`` bytes: a download reads its head (``read_head``) as soon as it holds
+    that many, long before the whole file. SnapshotError if ``start`` is not that of a
+    snapshot of this version."""
+    assert len(start) >= HEAD_PREFIX
+    _check_start(start)
+    length = int.from_bytes(start[len(MAGIC) + 4 : HEAD_PREFIX], "big")
+    if length > MAX_FRAME:
+        raise SnapshotError(f"damaged: a frame of {length} bytes at byte {len(MAGIC) + 4}")
+    return HEAD_PREFIX + length
+
+
+def read_head(inp: BinaryIO) -> tuple[_Reader, SnapshotHead]:
+    reader = _Reader(inp)
+    start = inp.read(len(MAGIC) + 4)
+    reader.offset = len(start)
+    _check_start(start)
     reader.hasher.update(start)
     frame = reader.frame()
     try:

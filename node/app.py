@@ -114,8 +114,20 @@ STATE_SYNC_DIR = "state-sync"
 
 def restart_from_snapshot(config: NodeConfig, fetched: Path) -> None:
     """After state sync: replace the data dir's chain (genesis only) by the fetched snapshot,
-    and keep the file among the snapshots this node serves."""
+    and keep the file among the snapshots this node serves. The snapshot must be of the
+    trusted block (state sync checked it; this is the last word before the chain is
+    replaced): one that is not is deleted, so that the next start fetches it again."""
+    trusted = config.state_sync_trusted
+    assert trusted is not None, "only state sync fetches snapshots"
     genesis = load_genesis(config.genesis_json)
+    named = read_snapshot_head(fetched)
+    if named.block.id != trusted:
+        shutil.rmtree(config.data_dir / STATE_SYNC_DIR, ignore_errors=True)
+        raise NodeError(
+            f"state sync fetched the snapshot of block {named.num} "
+            f"({named.block.id.hex()[:16]}…), not of the trusted block {trusted.hex()[:16]}…;"
+            " it is deleted and the next start fetches again"
+        )
     blocks = config.data_dir / "blocks"
     shutil.rmtree(blocks)
     store = BlockStore(str(blocks))

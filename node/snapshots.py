@@ -10,6 +10,7 @@ for a data dir: a snapshot starts an empty store only.
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import shutil
 import sys
@@ -22,13 +23,21 @@ from pathlib import Path
 import structlog
 from blake3 import blake3
 
-from chain.encoding import pack, unpack
+from chain.encoding import check_bytes, check_int, pack, unpack
 from chain.errors import ChainError, SnapshotError
-from chain.snapshot import SnapshotHead, SnapshotSummary, read_head, read_snapshot, write_snapshot
+from chain.snapshot import (
+    HEAD_PREFIX,
+    SnapshotHead,
+    SnapshotSummary,
+    head_size,
+    read_head,
+    read_snapshot,
+    write_snapshot,
+)
 from chain.store import BlockStore
 from chain.types import BlockId
 from p2p.messages import SnapshotOffer
-from p2p.statesync import manifest_root
+from p2p.statesync import chunk_length, manifest_root, offer_problem
 
 log = structlog.get_logger("snapshots")
 
@@ -125,6 +134,13 @@ def import_snapshot(
         return Verified(head, count, inp.tell())
 
 
+def _not_trusted(head: SnapshotHead, trusted: BlockId) -> str:
+    return (
+        f"the snapshot is of block {head.num} ({head.block.id.hex()[:16]}…), "
+        f"not of the trusted block {trusted.hex()[:16]}…"
+    )
+
+
 def _open(path: Path) -> BufferedReader:
     try:
         return path.open("rb")
@@ -195,12 +211,27 @@ class SnapshotDir:
         return None if known is None else known[2]
 
     async def chunk(self, block_id: BlockId, index: int) -> bytes | None:
+        """Chunk ``index`` of the snapshot of ``block_id``; None if it is not served, or no
+        longer: a file pruned (or cut) while it was served is forgotten, and the requester
+        told so goes to other peers."""
         known = self._known.get(block_id)
-        if known is None or index >= len(known[2]):
+        if known is None or not 0 <= index < len(known[2]):
             return None
-        return await asyncio.to_thread(
-            _read_range, known[0], index * self.chunk_size, self.chunk_size
-        )
+        path, offer, _ = known
+        try:
+            data = await asyncio.to_thread(
+                _read_range, path, index * offer.chunk_size, offer.chunk_size
+            )
+        except OSError as err:
+            data, why = None, err.strerror
+        else:
+            why = "the file is shorter than its chunks"
+        if data is None or len(data) != chunk_length(offer, index):
+            log.info("snapshot_not_served", file=path.name, why=why)
+            self._known.pop(block_id, None)
+            self._seen.discard(path)
+            return None
+        return data
 
     async def refresh(self) -> None:
         for block_id, (path, _, _) in list(self._known.items()):
@@ -223,18 +254,30 @@ class SnapshotDir:
 
     def _describe(self, path: Path) -> tuple[BlockId, SnapshotOffer, tuple[bytes, ...]]:
         head = read_snapshot_head(path)
-        size = path.stat().st_size
+        stat = path.stat()
+        # The hashes are reused only for the very file they were made of: same size and
+        # modification time (a file rewritten with its size kept is hashed again).
+        key = [self.chunk_size, stat.st_size, stat.st_mtime_ns]
         sidecar = path.with_name(path.name + ".chunks")
-        hashes: tuple[bytes, ...] | None = None
-        if sidecar.exists():
-            raw = unpack(sidecar.read_bytes(), "chunk hashes")
-            if raw[0] == self.chunk_size and raw[1] == size:
-                hashes = tuple(raw[2])
+        hashes = _read_sidecar(sidecar, key, -(-stat.st_size // self.chunk_size))
         if hashes is None:
             hashes = tuple(_chunk_hashes(path, self.chunk_size))
-            sidecar.write_bytes(pack([self.chunk_size, size, list(hashes)]))
-        offer = SnapshotOffer(head.block.id, size, self.chunk_size, manifest_root(hashes))
+            tmp = sidecar.with_name(sidecar.name + ".tmp")
+            tmp.write_bytes(pack([*key, list(hashes)]))
+            tmp.replace(sidecar)
+        offer = SnapshotOffer(head.block.id, stat.st_size, self.chunk_size, manifest_root(hashes))
         return head.block.id, offer, hashes
+
+
+def _read_sidecar(sidecar: Path, key: list[int], chunks: int) -> tuple[bytes, ...] | None:
+    """The chunk hashes kept in ``sidecar`` if they were made for ``key``; else None."""
+    try:
+        raw = unpack(sidecar.read_bytes(), "chunk hashes")
+        if raw[:3] != key or len(raw[3]) != chunks:
+            return None
+        return tuple(check_bytes(h, 32, "chunk hash") for h in raw[3])
+    except (OSError, ChainError, IndexError, TypeError):
+        return None  # none, an older format or damaged: hashed again
 
 
 def _read_range(path: Path, offset: int, size: int) -> bytes:
@@ -254,15 +297,26 @@ class FileDownload:
     offer and manifest (``manifest``), and the chunks written (``held``: one 4-byte index
     per chunk, appended once the chunk's bytes are on disk). After a kill -9 the next start
     reads these back and checks each held chunk against its hash, so it fetches only what
-    it lacks."""
+    it lacks; a download it cannot read back whole (killed while it was being reset, say)
+    is started over. As soon as the chunks held from the first on cover the snapshot's head,
+    ``head_id`` names its block, so that a snapshot of another block than the offer's is
+    refused long before the whole file is in."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._offer: SnapshotOffer | None = None
         self._hashes: tuple[bytes, ...] = ()
         self._held: set[int] = set()
-        self._lock = asyncio.Lock()
-        self._load()
+        self._prefix = 0  # chunks 0 .. _prefix - 1 are all held
+        self._head: BlockId | None = None
+        self._lock = asyncio.Lock()  # writes, starts and resets, one at a time
+        try:
+            self._load()
+        except (ChainError, IndexError, TypeError, OSError) as err:
+            log.warning("state_sync_download_discarded", why=str(err))
+            self._offer, self._hashes, self._held = None, (), set()
+            self._prefix, self._head = 0, None
+            self._discard()
 
     @property
     def part(self) -> Path:
@@ -272,17 +326,21 @@ class FileDownload:
         manifest = self.directory / "manifest"
         if not manifest.exists():
             return
-        try:
-            raw = unpack(manifest.read_bytes(), "download manifest")
-            offer = SnapshotOffer(BlockId(raw[0]), raw[1], raw[2], raw[3])
-            hashes = tuple(raw[4])
-        except (ChainError, IndexError, TypeError) as err:
-            log.warning("state_sync_download_unreadable", why=str(err))
-            return
-        self._offer, self._hashes = offer, hashes
+        raw = unpack(manifest.read_bytes(), "download manifest")
+        offer = SnapshotOffer(
+            BlockId(check_bytes(raw[0], 32, "block id")),
+            check_int(raw[1], 1, 2**63, "size"),
+            check_int(raw[2], 1, 2**63, "chunk size"),
+            check_bytes(raw[3], 32, "root"),
+        )
+        hashes = tuple(check_bytes(h, 32, "chunk hash") for h in raw[4])
+        _check_download(offer, hashes)
+        if self.part.stat().st_size != offer.size:
+            raise SnapshotError(f"{self.part.name} is not {offer.size} bytes long")
         held_file = self.directory / "held"
         indices = held_file.read_bytes() if held_file.exists() else b""
         claimed = {int.from_bytes(indices[i : i + 4], "big") for i in range(0, len(indices) - 3, 4)}
+        self._offer, self._hashes = offer, hashes
         with self.part.open("rb") as f:
             for index in sorted(claimed):
                 if index >= len(hashes):
@@ -290,6 +348,10 @@ class FileDownload:
                 f.seek(index * offer.chunk_size)
                 if blake3(f.read(offer.chunk_size)).digest() == hashes[index]:
                     self._held.add(index)
+        self._advance_prefix()
+        self._head = self._read_head_id(offer)
+        if self._head is not None and self._head != offer.block_id:
+            raise SnapshotError(f"it is the snapshot of block {self._head.hex()[:16]}…")
         log.info("state_sync_resuming", held=len(self._held), of=len(hashes))
 
     def offer(self) -> SnapshotOffer | None:
@@ -301,23 +363,28 @@ class FileDownload:
     def held(self) -> set[int]:
         return self._held
 
+    def head_id(self) -> BlockId | None:
+        return self._head
+
     async def start(self, offer: SnapshotOffer, hashes: tuple[bytes, ...]) -> None:
-        if self._offer == offer:
-            return
-        await self.reset()
-        self.directory.mkdir(parents=True, exist_ok=True)
+        _check_download(offer, hashes)  # before a file of offer.size is made
+        async with self._lock:
+            if self._offer == offer:
+                return
+            await self._reset()
 
-        def begin() -> None:
-            with self.part.open("wb") as f:
-                f.truncate(offer.size)
-            (self.directory / "held").write_bytes(b"")
-            record = [offer.block_id, offer.size, offer.chunk_size, offer.root, list(hashes)]
-            tmp = self.directory / "manifest.tmp"
-            tmp.write_bytes(pack(record))
-            os.replace(tmp, self.directory / "manifest")
+            def begin() -> None:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                with self.part.open("wb") as f:
+                    f.truncate(offer.size)
+                (self.directory / "held").write_bytes(b"")
+                record = [offer.block_id, offer.size, offer.chunk_size, offer.root, list(hashes)]
+                tmp = self.directory / "manifest.tmp"
+                tmp.write_bytes(pack(record))
+                os.replace(tmp, self.directory / "manifest")
 
-        await asyncio.to_thread(begin)
-        self._offer, self._hashes = offer, hashes
+            await asyncio.to_thread(begin)
+            self._offer, self._hashes = offer, hashes
 
     async def write(self, index: int, data: bytes) -> None:
         offer = self._offer
@@ -336,13 +403,62 @@ class FileDownload:
                 os.fsync(held.fileno())
 
         async with self._lock:
+            if self._offer is not offer:
+                return  # reset (or restarted) while this waited: not this download's chunk
             await asyncio.to_thread(put)
-        self._held.add(index)
+            self._held.add(index)
+            if self._head is None and index == self._prefix:
+                self._advance_prefix()
+                self._head = await asyncio.to_thread(self._read_head_id, offer)
+
+    def _advance_prefix(self) -> None:
+        while self._prefix in self._held:
+            self._prefix += 1
+
+    def _read_head_id(self, offer: SnapshotOffer) -> BlockId | None:
+        """The block named by the head of the file, if the chunks held from the first on
+        cover it; SnapshotError if they show it is no snapshot."""
+        have = min(self._prefix * offer.chunk_size, offer.size)
+        if have < HEAD_PREFIX:
+            return None
+        with self.part.open("rb") as f:
+            need = head_size(f.read(HEAD_PREFIX))
+            if have < need:
+                return None
+            f.seek(0)
+            _, head = read_head(io.BytesIO(f.read(need)))
+        return head.block.id
 
     async def finish(self) -> Path:
-        await asyncio.to_thread(verify_snapshot, self.part)
+        offer = self._offer
+        assert offer is not None
+        verified = await asyncio.to_thread(verify_snapshot, self.part)
+        if verified.head.block.id != offer.block_id:
+            raise SnapshotError(_not_trusted(verified.head, offer.block_id))
         return self.part
 
     async def reset(self) -> None:
+        async with self._lock:
+            await self._reset()
+
+    async def _reset(self) -> None:
         self._offer, self._hashes, self._held = None, (), set()
-        await asyncio.to_thread(shutil.rmtree, self.directory, True)
+        self._prefix, self._head = 0, None
+        await asyncio.to_thread(self._discard)
+
+    def _discard(self) -> None:
+        # The manifest goes first: a reset cut short leaves nothing that looks resumable.
+        (self.directory / "manifest").unlink(missing_ok=True)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _check_download(offer: SnapshotOffer, hashes: tuple[bytes, ...]) -> None:
+    """An offer and manifest sane enough to make a file of ``offer.size`` for."""
+    problem = offer_problem(offer)
+    if problem is not None:
+        raise SnapshotError(f"snapshot offer refused: {problem}")
+    if len(hashes) != offer.chunks:
+        raise SnapshotError(
+            f"a manifest of {len(hashes)} chunks for {offer.chunks} chunks of "
+            f"{offer.chunk_size} bytes"
+        )

@@ -7,26 +7,38 @@ manifest (those hashes) and each chunk are fetched by request. A fresh node star
 state sync fetches the snapshot of the block the operator trusts (``trusted``):
 
 - it asks every peer for its list and takes the offers of the trusted block whose root the
-  most peers agree on, fetches the manifest from one of them and checks it against the root;
+  most peers agree on (ignoring offers too large to be a state, ``MAX_SNAPSHOT_BYTES``),
+  fetches the manifest from one of them and checks it against the root;
 - it keeps up to ``per_peer`` chunk requests in flight at each such peer, checks every chunk
-  against its hash as it arrives, and writes it through ``SnapshotDownload``, which keeps
-  what is verified across restarts (a kill -9 refetches nothing it had);
+  against its hash and length as it arrives, and writes it through ``SnapshotDownload``,
+  which keeps what is verified across restarts (a kill -9 refetches nothing it had);
 - a peer that sends a chunk not matching its hash, or a manifest not matching its root, is
-  banned, and its requests go to the others; one that stays silent past ``timeout`` loses
-  its requests and, after ``max_strikes`` of them, its session;
+  banned (that peer only: the root came from the offers), and its requests go to the
+  others; one that stays silent past ``timeout`` loses its requests (or the manifest
+  request) and, after ``max_strikes`` chunk requests, its session; one that no longer lists
+  the snapshot (it pruned it) loses its requests to the others, unpunished;
+- as soon as the chunks held from the first on hold the snapshot's head, the block it names
+  must be the trusted one: a root whose content is the snapshot of another block (a forger
+  can make a self-consistent one) is refused and every peer offering it banned;
 - with every chunk held, the download checks the whole file as a snapshot (its state
-  against the trusted block's state root) and ``on_done`` is called with it.
+  against its block's state root, and that block against the trusted id) and ``on_done``
+  is called with it.
 
 Nothing here trusts a peer's word: the root only decides which manifest to check chunks
-against, and the last word is the snapshot's own verification.
+against; the trusted block id and the snapshot's own verification have the last word.
+
+Serving is bounded per peer: at most ``MAX_SERVING`` answers being read or waiting, and an
+answer enters the peer's outbox only while fewer than ``MAX_QUEUED`` messages wait there
+(else it waits, at most ``send_wait``, then is dropped), so a peer that asks and never
+reads pins a few chunks, not an outbox of them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,7 +46,9 @@ from typing import Any, Protocol
 import structlog
 from blake3 import blake3
 
+from chain.errors import SnapshotError
 from chain.types import BlockId
+from p2p.codec import MAX_CHUNK, MAX_CHUNKS, MIN_CHUNK
 from p2p.messages import (
     GoAwayReason,
     Message,
@@ -51,12 +65,47 @@ from p2p.reactor import Reactor
 
 log = structlog.get_logger("statesync")
 
-MAX_SERVING = 8  # chunk requests of one peer being answered at once; more are dropped
+# Answers (chunks, manifests) to one peer being read or waiting for room at once; more
+# requests are dropped (the requester times out and asks elsewhere). A requester keeps 4
+# chunk requests in flight, so one that follows the protocol is never dropped.
+MAX_SERVING = 8
+# An answer enters a peer's outbox only while fewer than this many messages wait there, so
+# at most this many of our chunks sit in it: with MAX_SERVING more read or waiting, a peer
+# that asks and never reads pins 16 chunks (16 MiB at the default chunk size) instead of an
+# outbox of 2,000 (p2p.peer.OUTBOX_SIZE), ~2 GB.
+MAX_QUEUED = 8
+# How long an answer waits for room: the requester gives a request up after 10 s, so an
+# answer later than that is of no use to it.
+SEND_WAIT_S = 10.0
+# asyncio.Queue tells when it is not full, not when it is below MAX_QUEUED: a waiting
+# answer looks again after this, doubling up to ROOM_POLL_MAX_S.
+ROOM_POLL_S, ROOM_POLL_MAX_S = 0.001, 0.05
 ASK_EVERY_S = 5.0
+# The largest snapshot fetched. The codec lets an offer claim 200,000 chunks of 4 MiB
+# (800 GB, and a disk's worth of sparse file); a snapshot holds the state only, about 0.5 KB
+# per account (1,000 accounts and the dedup set of 8,000 transactions: 520 KB in
+# tests/integration/test_state_sync.py), so 64 GiB is room for some 100 million accounts.
+MAX_SNAPSHOT_BYTES = 64 << 30
 
 
 def manifest_root(hashes: Sequence[bytes]) -> bytes:
     return blake3(b"".join(hashes)).digest()
+
+
+def offer_problem(offer: SnapshotOffer) -> str | None:
+    """Why ``offer`` is not worth fetching (its size and chunking), or None."""
+    if not MIN_CHUNK <= offer.chunk_size <= MAX_CHUNK:
+        return f"a chunk size of {offer.chunk_size} bytes"
+    if not 0 < offer.size <= MAX_SNAPSHOT_BYTES:
+        return f"a size of {offer.size} bytes (at most {MAX_SNAPSHOT_BYTES})"
+    if offer.chunks > MAX_CHUNKS:
+        return f"{offer.chunks} chunks (at most {MAX_CHUNKS})"
+    return None
+
+
+def chunk_length(offer: SnapshotOffer, index: int) -> int:
+    """The length chunk ``index`` of ``offer`` must have: the chunk size, but for the last."""
+    return min(offer.chunk_size, offer.size - index * offer.chunk_size)
 
 
 class SnapshotProvider(Protocol):
@@ -90,12 +139,20 @@ class SnapshotDownload(Protocol):
         """The chunks written and verified so far."""
         ...
 
+    def head_id(self) -> BlockId | None:
+        """The block the snapshot's head names, once the chunks held from the first on hold
+        it (chunk 0, but for a head larger than a chunk); None before."""
+        ...
+
     async def write(self, index: int, data: bytes) -> None:
-        """Keep chunk ``index`` (already checked against its hash) durably."""
+        """Keep chunk ``index`` (already checked against its hash) durably; SnapshotError if
+        the chunks held now show the file's head is not a snapshot's. A write for a download
+        reset meanwhile is dropped."""
         ...
 
     async def finish(self) -> Path:
-        """Check the whole file as a snapshot; its path, or SnapshotError."""
+        """Check the whole file as a snapshot of the offer's block; its path, or
+        SnapshotError."""
         ...
 
     async def reset(self) -> None:
@@ -139,17 +196,26 @@ class Fetcher:
         self.clock = clock
         self.sources: dict[str, _Source] = {}
         self.asked: dict[int, _Asked] = {}
-        self.manifest_from: str | None = None
+        # Chunks neither held nor asked, in the order to ask them (those given back first);
+        # built when the offer is known, so that scheduling costs O(1) per chunk.
+        self.todo: deque[int] | None = None
+        self.manifest_asked: _Asked | None = None
+        self.accepting = False  # a manifest is being written down (download.start)
         self.bad_roots: set[bytes] = set()
         self.done = False
         self.finishing = False
         self.started_at = clock()
         self.fetched_bytes = 0
+        self.fetched_chunks = 0
+        self.resumed_chunks = 0 if self.offer is None else len(download.held())
         self._last_log = 0.0
 
     @property
     def offer(self) -> SnapshotOffer | None:
-        return self.download.offer()
+        """The offer being fetched; one of another block (a download kept from a run that
+        trusted another block) is none: the next manifest accepted replaces it."""
+        offer = self.download.offer()
+        return offer if offer is not None and offer.block_id == self.trusted else None
 
     def status(self) -> dict[str, Any]:
         offer = self.offer
@@ -164,6 +230,8 @@ class Fetcher:
             "block_num": int.from_bytes(self.trusted[:4], "big"),
             "chunks": held,
             "chunks_total": total,
+            "chunks_fetched": self.fetched_chunks,  # by this run (the rest it resumed with)
+            "chunks_resumed": self.resumed_chunks,
             "bytes": min(held * (offer.chunk_size if offer else 0), offer.size if offer else 0),
             "bytes_total": 0 if offer is None else offer.size,
             "bytes_per_s": round(rate),
@@ -188,9 +256,16 @@ class StateSync(Reactor):
         SnapshotChunk,
     )
 
-    def __init__(self, provider: SnapshotProvider, fetcher: Fetcher | None = None) -> None:
+    def __init__(
+        self,
+        provider: SnapshotProvider,
+        fetcher: Fetcher | None = None,
+        *,
+        send_wait: float = SEND_WAIT_S,
+    ) -> None:
         self.provider = provider
         self.fetcher = fetcher
+        self.send_wait = send_wait
         self._serving: dict[str, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -205,19 +280,17 @@ class StateSync(Reactor):
         f = self.fetcher
         if f is not None:
             _release(f, peer.id)
-            if f.manifest_from == peer.id:
-                f.manifest_from = None
+            asked = f.manifest_asked
+            if asked is not None and asked.peer == peer.id:
+                f.manifest_asked = None
+                self._ask_manifest(f)
             self._schedule()
 
     async def receive(self, peer: Peer, message: Message) -> None:
         if isinstance(message, SnapshotListRequest):
-            peer.offer(SnapshotList(tuple(self.provider.offers()[:8])))
-        elif isinstance(message, SnapshotManifestRequest):
-            hashes = self.provider.manifest(message.block_id)
-            if hashes is not None:
-                peer.offer(SnapshotManifest(message.block_id, hashes))
-        elif isinstance(message, SnapshotChunkRequest):
-            self._serve_chunk(peer, message)
+            peer.offer(self._list())
+        elif isinstance(message, SnapshotManifestRequest | SnapshotChunkRequest):
+            self._serve(peer, message)
         elif self.fetcher is not None and not self.fetcher.done:
             if isinstance(message, SnapshotList):
                 self._on_list(peer, message)
@@ -236,22 +309,48 @@ class StateSync(Reactor):
 
     # --- serving ----------------------------------------------------------------------------
 
-    def _serve_chunk(self, peer: Peer, request: SnapshotChunkRequest) -> None:
+    def _list(self) -> SnapshotList:
+        return SnapshotList(tuple(self.provider.offers()[:8]))
+
+    def _serve(self, peer: Peer, request: SnapshotManifestRequest | SnapshotChunkRequest) -> None:
         busy = self._serving.get(peer.id, 0)
         if busy >= MAX_SERVING:
-            return  # it asks faster than it reads: it will time out and ask again
+            return  # it asks faster than it reads: it will time out and ask elsewhere
         self._serving[peer.id] = busy + 1
+        self._spawn(self._answer(peer, request))
 
-        async def serve() -> None:
-            try:
+    async def _answer(
+        self, peer: Peer, request: SnapshotManifestRequest | SnapshotChunkRequest
+    ) -> None:
+        try:
+            answer: Message
+            if isinstance(request, SnapshotManifestRequest):
+                hashes = self.provider.manifest(request.block_id)
+                answer = (
+                    self._list() if hashes is None else SnapshotManifest(request.block_id, hashes)
+                )
+            else:
                 data = await self.provider.chunk(request.block_id, request.index)
-                if data is not None:
-                    await peer.outbox.put(SnapshotChunk(request.block_id, request.index, data))
-            finally:
-                if peer.id in self._serving:
-                    self._serving[peer.id] -= 1
+                # Not (or no longer: pruned) served: our list, without it, tells the
+                # requester to ask the others.
+                answer = (
+                    self._list()
+                    if data is None
+                    else SnapshotChunk(request.block_id, request.index, data)
+                )
+            try:
+                async with asyncio.timeout(self.send_wait):
+                    await _room(peer)
+            except TimeoutError:
+                log.info("snapshot_answer_dropped", peer=peer.id, why="the peer does not read")
+                return
+            peer.offer(answer)  # no await since _room: fewer than MAX_QUEUED wait before it
+        finally:
+            if peer.id in self._serving:
+                self._serving[peer.id] -= 1
 
-        task = asyncio.get_running_loop().create_task(serve())
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -261,41 +360,64 @@ class StateSync(Reactor):
         f = self.fetcher
         assert f is not None
         offer = next((o for o in message.offers if o.block_id == f.trusted), None)
+        problem = None if offer is None else offer_problem(offer)
+        if problem is not None:
+            log.info("state_sync_offer_ignored", peer=peer.id, why=problem)
+            offer = None
         if offer is None or offer.root in f.bad_roots:
+            if peer.id in f.sources:  # it no longer serves the snapshot (pruned it)
+                _release(f, peer.id)
+                self._schedule()
             return
         known = f.sources.get(peer.id)
         if known is None or known.offer != offer:
+            _release(f, peer.id)
             f.sources[peer.id] = _Source(offer)
-        if f.offer is None and f.manifest_from is None:
-            self._ask_manifest(f)
+        self._ask_manifest(f)
         self._schedule()
 
     def _ask_manifest(self, f: Fetcher) -> None:
-        """Ask for the manifest of the root most sources agree on."""
+        """Ask for the manifest of the root most sources agree on, unless one is known or
+        asked already."""
+        if f.offer is not None or f.manifest_asked is not None or f.accepting:
+            return
         roots = Counter(s.offer.root for s in f.sources.values())
         if not roots:
             return
         root = roots.most_common(1)[0][0]
+        # The first to offer it: one that let a request time out re-enters last.
         peer_id = next(p for p, s in f.sources.items() if s.offer.root == root)
         peer = self.switch.get(peer_id)
-        if peer is not None:
-            f.manifest_from = peer_id
-            peer.offer(SnapshotManifestRequest(f.trusted))
+        if peer is not None and peer.offer(SnapshotManifestRequest(f.trusted)):
+            f.manifest_asked = _Asked(peer_id, f.clock())
 
     async def _on_manifest(self, peer: Peer, message: SnapshotManifest) -> None:
         f = self.fetcher
         assert f is not None
+        asked = f.manifest_asked
         source = f.sources.get(peer.id)
-        if f.offer is not None or f.manifest_from != peer.id or source is None:
+        if f.offer is not None or asked is None or asked.peer != peer.id or source is None:
             return
-        f.manifest_from = None
+        if message.block_id != f.trusted:
+            return
+        f.manifest_asked = None
         offer = source.offer
         if len(message.hashes) != offer.chunks or manifest_root(message.hashes) != offer.root:
-            f.bad_roots.add(offer.root)
-            self._drop_root(offer.root, "snapshot manifest does not match its root")
+            # The root came from the offers, the hashes from this peer alone: it lied, not
+            # (necessarily) the others offering that root.
+            log.warning("state_sync_bad_manifest", peer=peer.id)
+            _release(f, peer.id)
+            self.switch.punish(
+                peer.id, GoAwayReason.VALIDATION, "snapshot manifest does not match its root"
+            )
             self._ask_manifest(f)
             return
-        await f.download.start(offer, message.hashes)
+        f.accepting = True  # until it is written down, no other manifest is asked for
+        try:
+            await f.download.start(offer, message.hashes)
+        finally:
+            f.accepting = False
+        f.todo = None
         log.info(
             "state_sync_manifest",
             block=int.from_bytes(offer.block_id[:4], "big"),
@@ -318,17 +440,34 @@ class StateSync(Reactor):
         source = f.sources.get(peer.id)
         if source is not None:
             source.in_flight.discard(message.index)
-        expected = f.download.hashes()[message.index]
-        if blake3(message.data).digest() != expected:
-            log.warning("state_sync_bad_chunk", peer=peer.id, index=message.index)
+        why = _chunk_problem(offer, f.download.hashes(), message)
+        if why is not None:
+            log.warning("state_sync_bad_chunk", peer=peer.id, index=message.index, why=why)
             _release(f, peer.id)
+            _give_back(f, message.index)
             self.switch.punish(peer.id, GoAwayReason.VALIDATION, "corrupt snapshot chunk")
             self._schedule()
             return
         if source is not None:
             source.strikes = 0
-        await f.download.write(message.index, message.data)
+        try:
+            await f.download.write(message.index, message.data)
+        except SnapshotError as err:
+            await self._refuse(f, offer, str(err))
+            return
+        if f.offer != offer:
+            return  # refused (and reset) while this chunk was being written
         f.fetched_bytes += len(message.data)
+        f.fetched_chunks += 1
+        head = f.download.head_id()
+        if head is not None and head != f.trusted:
+            num = int.from_bytes(head[:4], "big")
+            await self._refuse(
+                f,
+                offer,
+                f"it is the snapshot of block {num} ({head.hex()[:16]}…), not the trusted one",
+            )
+            return
         self._log_progress(f)
         self._schedule()
 
@@ -342,11 +481,11 @@ class StateSync(Reactor):
         held = f.download.held()
         if len(held) == offer.chunks:
             f.finishing = True
-            task = asyncio.get_running_loop().create_task(self._finish(f))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn(self._finish(f))
             return
-        missing = (i for i in range(offer.chunks) if i not in held and i not in f.asked)
+        if f.todo is None:
+            f.todo = deque(i for i in range(offer.chunks) if i not in held and i not in f.asked)
+        todo = f.todo
         now = f.clock()
         # Peers that kept up first, then the least busy.
         ranked = sorted(f.sources.items(), key=lambda kv: (kv[1].strikes, len(kv[1].in_flight)))
@@ -357,10 +496,11 @@ class StateSync(Reactor):
             if peer is None:
                 continue
             while len(source.in_flight) < f.per_peer:
-                index = next(missing, None)
+                index = _next_missing(todo, held, f.asked)
                 if index is None:
                     return
                 if not peer.offer(SnapshotChunkRequest(f.trusted, index)):
+                    todo.appendleft(index)
                     break
                 source.in_flight.add(index)
                 f.asked[index] = _Asked(peer_id, now)
@@ -368,9 +508,10 @@ class StateSync(Reactor):
     def _tick(self, f: Fetcher) -> None:
         now = f.clock()
         for index, asked in list(f.asked.items()):
-            if now - asked.sent_at < f.timeout:
-                continue
+            if now - asked.sent_at < f.timeout or f.asked.get(index) is not asked:
+                continue  # not late, or given back already with its silent peer's others
             del f.asked[index]
+            _give_back(f, index)
             source = f.sources.get(asked.peer)
             if source is None:
                 continue
@@ -380,12 +521,17 @@ class StateSync(Reactor):
                 log.info("state_sync_peer_silent", peer=asked.peer)
                 _release(f, asked.peer)
                 self.switch.send_away(asked.peer, GoAwayReason.BENIGN_OTHER, "snapshot chunks late")
+        manifest = f.manifest_asked
+        if manifest is not None and now - manifest.sent_at >= f.timeout:
+            # Asked again of another; this one re-enters the sources (last) with its next list.
+            log.info("state_sync_manifest_late", peer=manifest.peer)
+            f.manifest_asked = None
+            _release(f, manifest.peer)
         if now - f._last_log >= ASK_EVERY_S:
             for peer in self.switch.peers():
                 if peer.id not in f.sources:
                     peer.offer(SnapshotListRequest())
-        if f.offer is None and f.manifest_from is None:
-            self._ask_manifest(f)
+        self._ask_manifest(f)
         self._log_progress(f)
         self._schedule()
 
@@ -404,29 +550,78 @@ class StateSync(Reactor):
             sources=len(status["sources"]),
         )
 
-    def _drop_root(self, root: bytes, why: str) -> None:
-        f = self.fetcher
-        assert f is not None
+    async def _refuse(self, f: Fetcher, offer: SnapshotOffer, why: str) -> None:
+        """The content under ``offer``'s root is not a snapshot of the trusted block: every
+        peer offering that root vouched for it, so all are banned and the download starts
+        over from another root."""
+        if offer.root in f.bad_roots:
+            return  # refused already (by another chunk's handler)
+        log.error("state_sync_snapshot_refused", root=offer.root.hex()[:16], why=why)
+        f.bad_roots.add(offer.root)
         for peer_id, source in list(f.sources.items()):
-            if source.offer.root == root:
+            if source.offer.root == offer.root:
                 _release(f, peer_id)
-                self.switch.punish(peer_id, GoAwayReason.VALIDATION, why)
+                self.switch.punish(peer_id, GoAwayReason.VALIDATION, f"snapshot refused: {why}")
+        f.asked.clear()
+        f.todo = None
+        await f.download.reset()
+        f.finishing = False
+        self._ask_manifest(f)
 
     async def _finish(self, f: Fetcher) -> None:
+        offer = f.offer
+        if offer is None:  # refused between _schedule and now
+            f.finishing = False
+            return
         try:
             path = await f.download.finish()
         except Exception as err:  # SnapshotError: the agreed root led to a bad snapshot
-            offer = f.offer
-            log.error("state_sync_snapshot_refused", why=str(err))
-            await f.download.reset()
-            if offer is not None:
-                f.bad_roots.add(offer.root)
-                self._drop_root(offer.root, f"snapshot refused: {err}")
+            await self._refuse(f, offer, str(err))
             f.finishing = False
             return
         f.done = True
-        log.info("state_sync_done", file=str(path))
+        log.info(
+            "state_sync_done",
+            file=str(path),
+            chunks=offer.chunks,
+            fetched=f.fetched_chunks,
+            resumed=f.resumed_chunks,
+        )
         f.on_done(path)
+
+
+async def _room(peer: Peer) -> None:
+    """Return once fewer than MAX_QUEUED messages wait in ``peer``'s outbox."""
+    pause = ROOM_POLL_S
+    while peer.outbox.qsize() >= MAX_QUEUED:
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, ROOM_POLL_MAX_S)
+
+
+def _chunk_problem(
+    offer: SnapshotOffer, hashes: tuple[bytes, ...], chunk: SnapshotChunk
+) -> str | None:
+    """What is wrong with a chunk, as its offer and manifest say it must be, or None."""
+    expected = chunk_length(offer, chunk.index)
+    if len(chunk.data) != expected:
+        return f"{len(chunk.data)} bytes, not {expected}"
+    if blake3(chunk.data).digest() != hashes[chunk.index]:
+        return "hash mismatch"
+    return None
+
+
+def _next_missing(todo: deque[int], held: set[int], asked: dict[int, _Asked]) -> int | None:
+    while todo:
+        index = todo.popleft()
+        if index not in held and index not in asked:
+            return index
+    return None
+
+
+def _give_back(f: Fetcher, index: int) -> None:
+    """Chunk ``index`` is to be asked again, before the others."""
+    if f.todo is not None:
+        f.todo.appendleft(index)
 
 
 def _release(f: Fetcher, peer_id: str) -> None:
@@ -437,3 +632,4 @@ def _release(f: Fetcher, peer_id: str) -> None:
             asked = f.asked.get(index)
             if asked is not None and asked.peer == peer_id:
                 del f.asked[index]
+                _give_back(f, index)

@@ -13,7 +13,15 @@ from chain import schema
 from chain.actions import Transfer
 from chain.controller import Chain
 from chain.errors import SnapshotError
-from chain.snapshot import MAGIC, SnapshotHead, read_snapshot, write_snapshot
+from chain.snapshot import (
+    HEAD_PREFIX,
+    MAGIC,
+    SnapshotHead,
+    head_size,
+    read_head,
+    read_snapshot,
+    write_snapshot,
+)
 from chain.state_hash import StateHash
 from chain.store import BlockStore
 from chain.testing import now_ms, state_dump
@@ -160,3 +168,21 @@ def test_an_import_cut_short_leaves_no_chain_and_the_next_import_succeeds(
     assert store.chain_id() == chain.chain_id
     assert store.state_hash() == head.state_hash
     store.close()
+
+
+def test_the_head_reads_from_the_first_bytes_of_a_file_alone(net: DevNet, tmp_path: Path) -> None:
+    """The first HEAD_PREFIX bytes tell how long the head is, and that many bytes give the
+    head (what a download checks against the trusted block before the rest arrives); a
+    start that is not a snapshot's is refused at once."""
+    chain = _grown(net, tmp_path / "a")
+    head, data = _snapshot_bytes(chain)
+    need = head_size(data[:HEAD_PREFIX])
+    assert HEAD_PREFIX < need < len(data)
+    _, read = read_head(io.BytesIO(data[:need]))
+    assert read.block.id == head.block.id
+    with pytest.raises(SnapshotError, match="truncated"):
+        read_head(io.BytesIO(data[: need - 1]))
+    with pytest.raises(SnapshotError, match="format version 9"):
+        head_size(MAGIC + (9).to_bytes(4, "big") + data[len(MAGIC) + 4 : HEAD_PREFIX])
+    with pytest.raises(SnapshotError, match="damaged: a frame of"):
+        head_size(data[: len(MAGIC) + 4] + (1 << 30).to_bytes(4, "big"))

@@ -1,11 +1,12 @@
 """State sync between real node processes: a fresh node fetches the snapshot of a trusted
 block from three peers in verified chunks, though one serves corrupted chunks (it is banned)
 and one dies mid-transfer; killed with -9 itself mid-sync, it resumes without refetching
-what it held, then follows the chain from the snapshot."""
+what it held (and fetches none of it again), then follows the chain from the snapshot."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 from pathlib import Path
@@ -31,6 +32,10 @@ def _served(node: NodeProcess) -> bool:
 def _state_sync(node: NodeProcess) -> dict[str, Any]:
     status: dict[str, Any] = node.rpc("/v1/node/sync")
     return dict(status.get("state_sync") or {})
+
+
+def _events(log: str, event: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.splitlines() if f'"{event}"' in line]
 
 
 def test_state_sync_from_three_peers_one_corrupt_one_killed_and_resume(
@@ -64,9 +69,15 @@ def test_state_sync_from_three_peers_one_corrupt_one_killed_and_resume(
     data = bytearray(damaged.read_bytes())
     for at in range(CHUNK // 2, len(data), CHUNK * 3):  # every third chunk, behind its hash
         data[at] ^= 0xFF
+    kept = damaged.stat()
     damaged.write_bytes(bytes(data))
+    # Damage on disk that leaves the file's time alone (bit rot): the liar goes on serving
+    # the hashes it made of the good file.
+    os.utime(damaged, ns=(kept.st_atime_ns, kept.st_mtime_ns))
     liar.start()
     wait_for(lambda: _served(liar), 30, "the liar to serve")
+    liar_id = str(liar.rpc("/v1/net/peers")["node_id"])[:16]
+    good_id = str(good.rpc("/v1/net/peers")["node_id"])[:16]
 
     fresh = tmp_path / "fresh"
     fresh.mkdir()
@@ -96,10 +107,16 @@ def test_state_sync_from_three_peers_one_corrupt_one_killed_and_resume(
     syncer.start()
     wait_for(lambda: syncer.info()["head_block_num"] >= head, 120, "the node to reach the head")
     log = syncer.log.read_text()
-    resumed = [json.loads(line) for line in log.splitlines() if "state_sync_resuming" in line]
+    resumed = _events(log, "state_sync_resuming")
     assert resumed and resumed[-1]["held"] > 0, "the restart kept what it had fetched"
-    assert "state_sync_bad_chunk" in log, "the corrupt server's chunks were caught"
-    assert "state_sync_done" in log and "state_sync_imported" in log
+    (done,) = _events(log, "state_sync_done")
+    assert done["resumed"] == resumed[-1]["held"], "the chunks held were counted as held"
+    assert done["fetched"] == done["chunks"] - done["resumed"], "none was fetched again"
+    bad = {e["peer"] for e in _events(log, "state_sync_bad_chunk")}
+    assert bad == {liar_id}, "the corrupt server's chunks were caught"
+    banned = {e["node"] for e in _events(log, "peer_banned")}
+    assert liar_id in banned and good_id not in banned, "the corrupt server alone was banned"
+    assert "state_sync_imported" in log
     assert syncer.info()["head_block_id"] == good.info()["head_block_id"]
     assert syncer.info()["sync_stage"] == "in_sync"
     assert syncer.rpc("/v1/chain/get_info")["last_irreversible_block_num"] >= made["head_block_num"]

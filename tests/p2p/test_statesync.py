@@ -1,6 +1,8 @@
-"""The state sync reactor with fake peers: a manifest must hash to the root most peers offer,
-each chunk to its hash (else its sender is banned and the chunk asked of another), a silent
-peer's requests move on after the timeout, and the download ends verified, once."""
+"""The state sync reactor with fake peers: a manifest must hash to the root most peers offer
+(else its sender, and only it, is banned), each chunk to its hash and length (else its
+sender is banned and the chunk asked of another), the snapshot's head must name the trusted
+block, a silent peer's requests (chunks or manifest) move on after the timeout, and the
+download ends verified, once. Serving holds a bounded number of answers per peer."""
 
 from __future__ import annotations
 
@@ -24,9 +26,10 @@ from p2p.messages import (
     SnapshotOffer,
 )
 from p2p.peer import Peer
-from p2p.statesync import Fetcher, StateSync, manifest_root
+from p2p.statesync import MAX_QUEUED, MAX_SERVING, Fetcher, StateSync, manifest_root
 
 TRUSTED = BlockId((7).to_bytes(4, "big") + b"t" * 28)
+FORGED = BlockId((7).to_bytes(4, "big") + b"f" * 28)
 CHUNK = 4096
 DATA = bytes(range(256)) * 40  # 10,240 bytes: three chunks
 CHUNKS = [DATA[i : i + CHUNK] for i in range(0, len(DATA), CHUNK)]
@@ -67,11 +70,16 @@ class FakeSwitch:
 
 
 class MemoryDownload:
-    def __init__(self) -> None:
+    """A download in memory whose snapshot's head (in chunk 0) names ``head``."""
+
+    def __init__(self, head: BlockId = TRUSTED) -> None:
         self._offer: SnapshotOffer | None = None
         self._hashes: tuple[bytes, ...] = ()
         self.chunks: dict[int, bytes] = {}
         self.finished = 0
+        self.resets = 0
+        self.head = head
+        self.gate: asyncio.Event | None = None  # set: start waits for it
 
     def offer(self) -> SnapshotOffer | None:
         return self._offer
@@ -80,10 +88,15 @@ class MemoryDownload:
         return self._hashes
 
     async def start(self, offer: SnapshotOffer, hashes: tuple[bytes, ...]) -> None:
+        if self.gate is not None:
+            await self.gate.wait()
         self._offer, self._hashes = offer, hashes
 
     def held(self) -> set[int]:
         return set(self.chunks)
+
+    def head_id(self) -> BlockId | None:
+        return self.head if 0 in self.chunks else None
 
     async def write(self, index: int, data: bytes) -> None:
         self.chunks[index] = data
@@ -95,6 +108,7 @@ class MemoryDownload:
 
     async def reset(self) -> None:
         self._offer, self.chunks = None, {}
+        self.resets += 1
 
 
 class NoSnapshots:
@@ -120,10 +134,11 @@ class Clock:
 
 def rig(
     names: tuple[str, ...] = ("a", "b"),
+    download: MemoryDownload | None = None,
 ) -> tuple[StateSync, Fetcher, FakeSwitch, dict[str, FakePeer], MemoryDownload, list[Path]]:
     peers = {n: FakePeer(n) for n in names}
     switch = FakeSwitch(list(peers.values()))
-    download, done = MemoryDownload(), list[Path]()
+    download, done = download or MemoryDownload(), list[Path]()
     fetcher = Fetcher(TRUSTED, download, done.append, per_peer=2, timeout=10, clock=Clock())
     reactor = StateSync(NoSnapshots(), fetcher)
     reactor.bind(switch)
@@ -160,17 +175,236 @@ def test_a_good_download_from_two_peers_ends_verified_once() -> None:
     asyncio.run(scenario())
 
 
-def test_a_manifest_not_matching_its_root_bans_every_peer_offering_that_root() -> None:
-    """A manifest whose hashes do not hash to the offered root: the peers offering that root
-    are banned and nothing is asked of them."""
+def _manifest_asked_of(peers: dict[str, FakePeer]) -> list[FakePeer]:
+    return [p for p in peers.values() for m in p.offered if isinstance(m, SnapshotManifestRequest)]
+
+
+async def _started(
+    reactor: StateSync, peers: dict[str, FakePeer], offer: SnapshotOffer = OFFER
+) -> None:
+    """Every peer offers ``offer``; the one asked sends the manifest of HASHES."""
+    for peer in peers.values():
+        await _recv(reactor, peer, SnapshotList((offer,)))
+    (asked,) = _manifest_asked_of(peers)
+    await _recv(reactor, asked, SnapshotManifest(TRUSTED, HASHES))
+
+
+def test_a_peer_silent_past_its_strikes_loses_its_session_and_all_its_requests() -> None:
+    """With more requests in flight than strikes allowed, a silent peer is sent away at its
+    last strike, and every request it held (counted or not) goes to the other peer."""
 
     async def scenario() -> None:
-        reactor, fetcher, switch, peers, _, _ = rig(("a",))
-        await _recv(reactor, peers["a"], SnapshotList((OFFER,)))
+        peers = {n: FakePeer(n) for n in ("a", "b")}
+        switch = FakeSwitch(list(peers.values()))
+        data = bytes(range(256)) * 16 * 8  # eight chunks
+        chunks = [data[i : i + CHUNK] for i in range(0, len(data), CHUNK)]
+        hashes = tuple(blake3(c).digest() for c in chunks)
+        offer = SnapshotOffer(TRUSTED, len(data), CHUNK, manifest_root(hashes))
+        fetcher = Fetcher(TRUSTED, MemoryDownload(), print, per_peer=4, clock=Clock())
+        reactor = StateSync(NoSnapshots(), fetcher)
+        reactor.bind(switch)
+        for peer in peers.values():
+            await _recv(reactor, peer, SnapshotList((offer,)))
+        (asked,) = _manifest_asked_of(peers)
+        await _recv(reactor, asked, SnapshotManifest(TRUSTED, hashes))
+        silent, other = peers["a"], peers["b"]
+        for i in other.asked():
+            await _recv(reactor, other, SnapshotChunk(TRUSTED, i, chunks[i]))
+        assert len(silent.asked()) == 4
+        cast(Clock, fetcher.clock).now += 11
+        reactor._tick(fetcher)
+        assert switch.sent_away == ["a"] and "a" not in fetcher.sources
+        assert set(silent.asked()) <= set(other.asked())
+
+    asyncio.run(scenario())
+
+
+def test_a_manifest_not_matching_its_root_bans_only_its_sender() -> None:
+    """A manifest whose hashes do not hash to the offered root is its sender's lie (the root
+    came from every offer): the sender alone is banned, and the manifest is asked of the
+    other peer offering that root, whose good one starts the download."""
+
+    async def scenario() -> None:
+        reactor, fetcher, switch, peers, _, _ = rig()
+        for peer in peers.values():
+            await _recv(reactor, peer, SnapshotList((OFFER,)))
+        (liar,) = _manifest_asked_of(peers)
         forged = (HASHES[0], HASHES[1], blake3(b"x").digest())
-        await _recv(reactor, peers["a"], SnapshotManifest(TRUSTED, forged))
-        assert [(p, r) for p, r, _ in switch.punished] == [("a", GoAwayReason.VALIDATION)]
-        assert fetcher.offer is None and peers["a"].asked() == []
+        await _recv(reactor, liar, SnapshotManifest(TRUSTED, forged))
+        assert [(p, r) for p, r, _ in switch.punished] == [(liar.id, GoAwayReason.VALIDATION)]
+        assert fetcher.offer is None and liar.asked() == []
+        (honest,) = [p for p in _manifest_asked_of(peers) if p is not liar]
+        await _recv(reactor, honest, SnapshotManifest(TRUSTED, HASHES))
+        assert fetcher.offer == OFFER and len(switch.punished) == 1
+        assert sorted(honest.asked()) == [0, 1]
+
+    asyncio.run(scenario())
+
+
+def test_a_snapshot_whose_head_names_another_block_is_refused_at_chunk_0() -> None:
+    """A forger's snapshot, offered (and consistent with its root) under the trusted id but
+    whose head is another block: as soon as chunk 0 is written its root is refused, every
+    peer offering it banned, and the download reset, without fetching the rest."""
+
+    async def scenario() -> None:
+        reactor, fetcher, switch, peers, download, done = rig(download=MemoryDownload(FORGED))
+        await _started(reactor, peers)
+        holder = next(p for p in peers.values() if 0 in p.asked())
+        await _recv(reactor, holder, SnapshotChunk(TRUSTED, 0, CHUNKS[0]))
+        assert sorted(p for p, _, _ in switch.punished) == ["a", "b"]
+        assert all(r == GoAwayReason.VALIDATION for _, r, _ in switch.punished)
+        assert download.resets == 1 and fetcher.offer is None and fetcher.sources == {}
+        assert OFFER.root in fetcher.bad_roots and done == [] and download.finished == 0
+        asked_before = sum(len(p.asked()) for p in peers.values())
+        await _recv(reactor, peers["a"], SnapshotList((OFFER,)))  # offered again: ignored
+        reactor._tick(fetcher)
+        assert sum(len(p.asked()) for p in peers.values()) == asked_before
+        assert len(_manifest_asked_of(peers)) == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_silent_manifest_request_goes_to_another_peer_after_the_timeout() -> None:
+    """The peer asked for the manifest never answers: after the timeout the next peer
+    offering the root is asked, and its answer starts the download."""
+
+    async def scenario() -> None:
+        reactor, fetcher, _, peers, _, _ = rig()
+        for peer in peers.values():
+            await _recv(reactor, peer, SnapshotList((OFFER,)))
+        (silent,) = _manifest_asked_of(peers)
+        cast(Clock, fetcher.clock).now += 5
+        reactor._tick(fetcher)
+        assert _manifest_asked_of(peers) == [silent], "not before the timeout"
+        cast(Clock, fetcher.clock).now += 6
+        reactor._tick(fetcher)
+        (other,) = [p for p in _manifest_asked_of(peers) if p is not silent]
+        await _recv(reactor, other, SnapshotManifest(TRUSTED, HASHES))
+        assert fetcher.offer == OFFER
+
+    asyncio.run(scenario())
+
+
+def test_no_second_manifest_is_asked_while_the_first_is_written_down() -> None:
+    """While the accepted manifest is being written (download.start awaits), a tick does not
+    ask another peer for one."""
+
+    async def scenario() -> None:
+        download = MemoryDownload()
+        download.gate = asyncio.Event()
+        reactor, fetcher, _, peers, _, _ = rig(download=download)
+        for peer in peers.values():
+            await _recv(reactor, peer, SnapshotList((OFFER,)))
+        (asked,) = _manifest_asked_of(peers)
+        accepting = asyncio.create_task(
+            reactor.receive(cast(Peer, asked), SnapshotManifest(TRUSTED, HASHES))
+        )
+        await asyncio.sleep(0)
+        cast(Clock, fetcher.clock).now += 11
+        reactor._tick(fetcher)
+        assert len(_manifest_asked_of(peers)) == 1
+        download.gate.set()
+        await accepting
+        assert fetcher.offer == OFFER and len(_manifest_asked_of(peers)) == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_chunk_of_the_wrong_length_is_refused_even_matching_its_hash() -> None:
+    """A manifest consistent with its root but made of a short chunk: the short chunk, which
+    matches its hash, is not written and its sender is banned."""
+
+    async def scenario() -> None:
+        short = CHUNKS[1][:-1]
+        hashes = (HASHES[0], blake3(short).digest(), HASHES[2])
+        offer = SnapshotOffer(TRUSTED, len(DATA), CHUNK, manifest_root(hashes))
+        reactor, _, switch, peers, download, _ = rig()
+        for peer in peers.values():
+            await _recv(reactor, peer, SnapshotList((offer,)))
+        (asked,) = _manifest_asked_of(peers)
+        await _recv(reactor, asked, SnapshotManifest(TRUSTED, hashes))
+        sender = next(p for p in peers.values() if 1 in p.asked())
+        await _recv(reactor, sender, SnapshotChunk(TRUSTED, 1, short))
+        assert 1 not in download.chunks
+        assert switch.punished == [(sender.id, GoAwayReason.VALIDATION, "corrupt snapshot chunk")]
+
+    asyncio.run(scenario())
+
+
+def test_an_offer_too_large_to_be_a_state_is_not_fetched() -> None:
+    """An offer of 700 GiB (which the codec lets through: 175,000 chunks of 4 MiB) is
+    ignored: no manifest is asked for, nothing allocated."""
+
+    async def scenario() -> None:
+        huge = SnapshotOffer(TRUSTED, 700 << 30, 4 << 20, OFFER.root)
+        reactor, fetcher, _, peers, _, _ = rig(("a",))
+        await _recv(reactor, peers["a"], SnapshotList((huge,)))
+        assert _manifest_asked_of(peers) == [] and fetcher.sources == {}
+
+    asyncio.run(scenario())
+
+
+def test_a_peer_that_stops_listing_the_snapshot_loses_its_requests_unpunished() -> None:
+    """A server that pruned the snapshot answers with its list, without it: the chunks asked
+    of it go to the other peer at once, and it is not banned."""
+
+    async def scenario() -> None:
+        reactor, _, switch, peers, _, _ = rig()
+        await _started(reactor, peers)
+        gone, other = peers["a"], peers["b"]
+        pending = list(gone.asked())
+        for i in other.asked():
+            await _recv(reactor, other, SnapshotChunk(TRUSTED, i, CHUNKS[i]))
+        await _recv(reactor, gone, SnapshotList(()))
+        assert set(pending) <= set(other.asked()) and switch.punished == []
+
+    asyncio.run(scenario())
+
+
+class CountingSet(set[int]):
+    lookups = 0
+
+    def __contains__(self, item: object) -> bool:
+        CountingSet.lookups += 1
+        return super().__contains__(item)
+
+
+class HeldDownload(MemoryDownload):
+    """Holds the first ``held`` of ``chunks`` identical chunks (as after a restart)."""
+
+    def __init__(self, chunks: int, held: int) -> None:
+        super().__init__()
+        self.set = CountingSet(range(held))
+        self.chunks = dict.fromkeys(range(held), b"")
+
+    def held(self) -> set[int]:
+        return self.set
+
+    async def write(self, index: int, data: bytes) -> None:
+        self.set.add(index)
+
+
+def test_scheduling_costs_no_scan_of_the_chunks_held() -> None:
+    """With 20,000 of 30,000 chunks held, each chunk fetched schedules the next without
+    looking at the held ones again (the old scan made a download quadratic)."""
+
+    async def scenario() -> None:
+        n, zero = 30_000, bytes(CHUNK)
+        hashes = (blake3(zero).digest(),) * n
+        offer = SnapshotOffer(TRUSTED, n * CHUNK, CHUNK, manifest_root(hashes))
+        download = HeldDownload(n, 20_000)
+        reactor, _, _, peers, _, _ = rig(download=download)
+        for peer in peers.values():
+            await _recv(reactor, peer, SnapshotList((offer,)))
+        (asked,) = _manifest_asked_of(peers)
+        await _recv(reactor, asked, SnapshotManifest(TRUSTED, hashes))
+        CountingSet.lookups = 0
+        for _ in range(100):
+            for peer in peers.values():
+                index = next(i for i in reversed(peer.asked()) if i not in download.set)
+                await _recv(reactor, peer, SnapshotChunk(TRUSTED, index, zero))
+        assert len(download.set) == 20_200
+        assert CountingSet.lookups < 2_000, CountingSet.lookups
 
     asyncio.run(scenario())
 
@@ -223,5 +457,94 @@ def test_a_silent_peer_loses_its_requests_after_the_timeout() -> None:
         reactor._tick(fetcher)
         assert set(pending) <= set(other.asked()), "the silent peer's chunks were re-asked"
         assert fetcher.sources["a"].strikes == len(pending)
+
+    asyncio.run(scenario())
+
+
+# --- serving ----------------------------------------------------------------------------------
+
+
+class ReadingPeer(FakePeer):
+    """A peer with a real outbox (as ``p2p.peer.Peer``) that nobody drains."""
+
+    def __init__(self, peer_id: str, outbox: int = 2000) -> None:
+        super().__init__(peer_id)
+        self.outbox: asyncio.Queue[Message] = asyncio.Queue(outbox)
+
+    def offer(self, message: Message) -> bool:
+        try:
+            self.outbox.put_nowait(message)
+        except asyncio.QueueFull:
+            return False
+        return True
+
+
+class OneSnapshot(NoSnapshots):
+    def __init__(self) -> None:
+        self.gone = False
+
+    def offers(self) -> list[SnapshotOffer]:
+        return [] if self.gone else [OFFER]
+
+    def manifest(self, block_id: BlockId) -> tuple[bytes, ...] | None:
+        return None if self.gone else HASHES
+
+    async def chunk(self, block_id: BlockId, index: int) -> bytes | None:
+        return None if self.gone else CHUNKS[index]
+
+
+def _server(peer: ReadingPeer) -> tuple[StateSync, OneSnapshot]:
+    provider = OneSnapshot()
+    reactor = StateSync(provider, send_wait=0.2)
+    reactor.bind(FakeSwitch([peer]))
+    return reactor, provider
+
+
+def test_a_peer_that_asks_and_never_reads_pins_a_bounded_number_of_answers() -> None:
+    """Two hundred chunk and manifest requests from a peer that reads nothing: at most
+    MAX_QUEUED answers enter its outbox, at most MAX_SERVING more wait, and those give up
+    after the send wait instead of waiting forever."""
+
+    async def scenario() -> None:
+        peer = ReadingPeer("r")
+        reactor, _ = _server(peer)
+        for k in range(100):
+            await reactor.receive(cast(Peer, peer), SnapshotChunkRequest(TRUSTED, k % 3))
+            await reactor.receive(cast(Peer, peer), SnapshotManifestRequest(TRUSTED))
+            await asyncio.sleep(0)
+        assert peer.outbox.qsize() <= MAX_QUEUED
+        assert len(reactor._tasks) <= MAX_SERVING
+        await asyncio.sleep(0.5)
+        assert reactor._tasks == set() and reactor._serving["r"] == 0
+        assert peer.outbox.qsize() <= MAX_QUEUED
+
+    asyncio.run(scenario())
+
+
+def test_an_answer_to_a_peer_with_a_full_outbox_is_dropped_after_the_send_wait() -> None:
+    """A dead peer's outbox is full: the chunk answer does not wait on it forever."""
+
+    async def scenario() -> None:
+        peer = ReadingPeer("r", outbox=1)
+        peer.offer(SnapshotListRequest())
+        reactor, _ = _server(peer)
+        await reactor.receive(cast(Peer, peer), SnapshotChunkRequest(TRUSTED, 0))
+        await asyncio.sleep(0.5)
+        assert reactor._tasks == set() and reactor._serving["r"] == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_chunk_no_longer_served_is_answered_with_the_list_without_it() -> None:
+    """Asked for a chunk of a snapshot pruned meanwhile, the server answers with its list
+    (which no longer offers it), so the requester goes elsewhere at once."""
+
+    async def scenario() -> None:
+        peer = ReadingPeer("r")
+        reactor, provider = _server(peer)
+        provider.gone = True
+        await reactor.receive(cast(Peer, peer), SnapshotChunkRequest(TRUSTED, 1))
+        await asyncio.sleep(0.05)
+        assert peer.outbox.qsize() == 1 and peer.outbox.get_nowait() == SnapshotList(())
 
     asyncio.run(scenario())
