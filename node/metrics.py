@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from chain.view import ChainView
@@ -109,6 +111,39 @@ class NodeMetrics:
             ["peer"],
             registry=r,
         )
+        # State sync, as /v1/node/sync's "state_sync" says (0 unless the node fetches a
+        # snapshot); the ETA is (snapshot_bytes - bytes_done) / bytes_per_second.
+        self.state_sync_chunks = Gauge(
+            "bor_state_sync_chunks_done",
+            "Snapshot chunks held, verified and written (those resumed with included)",
+            registry=r,
+        )
+        self.state_sync_chunks_total = Gauge(
+            "bor_state_sync_snapshot_chunks", "Chunks of the snapshot being fetched", registry=r
+        )
+        self.state_sync_bytes = Gauge(
+            "bor_state_sync_bytes_done", "Bytes of the snapshot held", registry=r
+        )
+        self.state_sync_bytes_total = Gauge(
+            "bor_state_sync_snapshot_bytes", "Size of the snapshot being fetched", registry=r
+        )
+        self.state_sync_rate = Gauge(
+            "bor_state_sync_bytes_per_second",
+            "Snapshot bytes fetched per second, on average since this run began",
+            registry=r,
+        )
+        self.state_sync_banned = Counter(
+            "bor_state_sync_peers_banned",
+            "Peers banned for what they served: a chunk or a manifest not matching its hash,"
+            " or a snapshot (every peer offering it) not of the trusted block",
+            ["reason"],
+            registry=r,
+        )
+        for reason in ("chunk", "manifest", "snapshot"):
+            self.state_sync_banned.labels(reason=reason)
+        # The fetcher counts bans itself; the counter goes up by what it counted since the
+        # last scrape.
+        self._banned_seen: dict[str, int] = {}
 
     def observe_network(self, network: Network | None) -> None:
         if network is None:
@@ -121,6 +156,9 @@ class NodeMetrics:
         for stage in Stage:
             self.sync_stage.labels(stage=str(stage)).set(1 if stage == sync.stage else 0)
         self.rdma_available.set(1 if network.rdma is not None else 0)
+        state_sync = network.sync_status().get("state_sync")
+        if state_sync is not None:
+            self.observe_state_sync(state_sync)
         for gauge in (self.peer_sent, self.peer_received, self.rdma_writes, self.rdma_completions):
             gauge.clear()  # peers come and go
         for peer in network.switch.peers():
@@ -132,6 +170,19 @@ class NodeMetrics:
                 self.peer_received.labels(peer.id, "tcp").set(stats.tcp_bytes_received)
                 self.rdma_writes.labels(peer.id).set(stats.rdma_writes)
                 self.rdma_completions.labels(peer.id).set(stats.rdma_completions)
+
+    def observe_state_sync(self, status: dict[str, Any]) -> None:
+        """Take the fetcher's progress (``p2p.statesync.Fetcher.status``)."""
+        self.state_sync_chunks.set(status["chunks"])
+        self.state_sync_chunks_total.set(status["chunks_total"])
+        self.state_sync_bytes.set(status["bytes"])
+        self.state_sync_bytes_total.set(status["bytes_total"])
+        self.state_sync_rate.set(status["bytes_per_s"])
+        for reason, count in status["peers_banned"].items():
+            seen = self._banned_seen.get(reason, 0)
+            if count > seen:
+                self.state_sync_banned.labels(reason=reason).inc(count - seen)
+                self._banned_seen[reason] = count
 
     def observe_chain(self, view: ChainView) -> None:
         self.head.set(view.head.num)

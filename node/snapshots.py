@@ -188,7 +188,7 @@ def prune_snapshots(directory: Path, keep: int) -> None:
 
 
 class SnapshotDir:
-    """The snapshots in a node's snapshot directory, served to peers (``p2p.statesync``).
+    """The snapshots in a node's snapshot directory, served to peers (``p2p.snapshot_serving``).
 
     A file is offered once its chunk hashes are known: they are computed off the event loop
     the first time the file is seen and kept beside it (``NAME.chunks``), so that a restart

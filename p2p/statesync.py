@@ -1,10 +1,9 @@
-"""State sync: serving snapshots in verified chunks, and fetching one from several peers.
+"""State sync: fetching the trusted block's snapshot from several peers in verified chunks.
 
-Every node serves the snapshots its ``SnapshotProvider`` holds (CometBFT's statesync and
-Bitcoin Core's UTXO-set sharing proposal work the same way): asked, it lists them, each with
-its size, chunk size and a root, the BLAKE3 of the chunks' BLAKE3 hashes in order; the
-manifest (those hashes) and each chunk are fetched by request. A fresh node started with
-state sync fetches the snapshot of the block the operator trusts (``trusted``):
+Peers serve their snapshots (``p2p.snapshot_serving``): a list of offers, each with its size,
+chunk size and a root, the BLAKE3 of the chunks' BLAKE3 hashes in order; the manifest (those
+hashes) and each chunk are fetched by request. A fresh node started with state sync fetches
+the snapshot of the block the operator trusts (``trusted``):
 
 - it asks every peer for its list and takes the offers of the trusted block whose root the
   most peers agree on (ignoring offers too large to be a state, ``MAX_SNAPSHOT_BYTES``),
@@ -13,10 +12,11 @@ state sync fetches the snapshot of the block the operator trusts (``trusted``):
   against its hash and length as it arrives, and writes it through ``SnapshotDownload``,
   which keeps what is verified across restarts (a kill -9 refetches nothing it had);
 - a peer that sends a chunk not matching its hash, or a manifest not matching its root, is
-  banned (that peer only: the root came from the offers), and its requests go to the
-  others; one that stays silent past ``timeout`` loses its requests (or the manifest
-  request) and, after ``max_strikes`` chunk requests, its session; one that no longer lists
-  the snapshot (it pruned it) loses its requests to the others, unpunished;
+  banned (that peer only: the root came from the offers; counted in ``peers_banned``), and
+  its requests go to the others; one that stays silent past ``timeout`` loses its requests
+  (or the manifest request) and, after ``max_strikes`` chunk requests, its session; one
+  that no longer lists the snapshot (it pruned it) loses its requests to the others,
+  unpunished;
 - as soon as the chunks held from the first on hold the snapshot's head, the block it names
   must be the trusted one: a root whose content is the snapshot of another block (a forger
   can make a self-consistent one) is refused and every peer offering it banned;
@@ -27,10 +27,8 @@ state sync fetches the snapshot of the block the operator trusts (``trusted``):
 Nothing here trusts a peer's word: the root only decides which manifest to check chunks
 against; the trusted block id and the snapshot's own verification have the last word.
 
-Serving is bounded per peer: at most ``MAX_SERVING`` answers being read or waiting, and an
-answer enters the peer's outbox only while fewer than ``MAX_QUEUED`` messages wait there
-(else it waits, at most ``send_wait``, then is dropped), so a peer that asks and never
-reads pins a few chunks, not an outbox of them.
+``StateSync`` is the one reactor owning the snapshot messages: it hands requests to its
+``SnapshotServer`` and answers to its ``Fetcher``, and its ``run`` owns both sides' tasks.
 """
 
 from __future__ import annotations
@@ -38,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -62,25 +60,12 @@ from p2p.messages import (
 )
 from p2p.peer import Peer
 from p2p.reactor import Reactor
+from p2p.snapshot_serving import SEND_WAIT_S, SnapshotProvider, SnapshotServer
 
 log = structlog.get_logger("statesync")
 
-# Answers (chunks, manifests) to one peer being read or waiting for room at once; more
-# requests are dropped (the requester times out and asks elsewhere). A requester keeps 4
-# chunk requests in flight, so one that follows the protocol is never dropped.
-MAX_SERVING = 8
-# An answer enters a peer's outbox only while fewer than this many messages wait there, so
-# at most this many of our chunks sit in it: with MAX_SERVING more read or waiting, a peer
-# that asks and never reads pins 16 chunks (16 MiB at the default chunk size) instead of an
-# outbox of 2,000 (p2p.peer.OUTBOX_SIZE), ~2 GB.
-MAX_QUEUED = 8
-# How long an answer waits for room: the requester gives a request up after 10 s, so an
-# answer later than that is of no use to it.
-SEND_WAIT_S = 10.0
-# asyncio.Queue tells when it is not full, not when it is below MAX_QUEUED: a waiting
-# answer looks again after this, doubling up to ROOM_POLL_MAX_S.
-ROOM_POLL_S, ROOM_POLL_MAX_S = 0.001, 0.05
 ASK_EVERY_S = 5.0
+TICK_S = 1.0  # how often late requests are looked for
 # The largest snapshot fetched. The codec lets an offer claim 200,000 chunks of 4 MiB
 # (800 GB, and a disk's worth of sparse file); a snapshot holds the state only, about 0.5 KB
 # per account (1,000 accounts and the dedup set of 8,000 transactions: 520 KB in
@@ -106,20 +91,6 @@ def offer_problem(offer: SnapshotOffer) -> str | None:
 def chunk_length(offer: SnapshotOffer, index: int) -> int:
     """The length chunk ``index`` of ``offer`` must have: the chunk size, but for the last."""
     return min(offer.chunk_size, offer.size - index * offer.chunk_size)
-
-
-class SnapshotProvider(Protocol):
-    """The snapshots this node serves (the node's snapshot directory)."""
-
-    def offers(self) -> list[SnapshotOffer]: ...
-
-    def manifest(self, block_id: BlockId) -> tuple[bytes, ...] | None: ...
-
-    async def chunk(self, block_id: BlockId, index: int) -> bytes | None: ...
-
-    async def refresh(self) -> None:
-        """Look for new snapshots (and hash their chunks) off the event loop."""
-        ...
 
 
 class SnapshotDownload(Protocol):
@@ -208,6 +179,9 @@ class Fetcher:
         self.fetched_bytes = 0
         self.fetched_chunks = 0
         self.resumed_chunks = 0 if self.offer is None else len(download.held())
+        # Peers banned, by what they sent: "chunk", "manifest", or "snapshot" (every peer
+        # offering a root whose content is not the trusted block's snapshot).
+        self.banned: Counter[str] = Counter()
         self._last_log = 0.0
 
     @property
@@ -237,6 +211,7 @@ class Fetcher:
             "bytes_per_s": round(rate),
             "eta_s": round(left / rate, 1) if rate > 0 and offer is not None else None,
             "sources": sorted(p for p, s in self.sources.items() if s.offer.root == self._root()),
+            "peers_banned": dict(self.banned),
         }
 
     def _root(self) -> bytes | None:
@@ -245,7 +220,8 @@ class Fetcher:
 
 
 class StateSync(Reactor):
-    """Serves our snapshots; with a ``Fetcher``, fetches the trusted one."""
+    """Serves our snapshots (through a ``SnapshotServer``); with a ``Fetcher``, fetches the
+    trusted one."""
 
     accepts = (
         SnapshotListRequest,
@@ -264,10 +240,12 @@ class StateSync(Reactor):
         send_wait: float = SEND_WAIT_S,
     ) -> None:
         self.provider = provider
+        self.server = SnapshotServer(provider, send_wait=send_wait)
         self.fetcher = fetcher
-        self.send_wait = send_wait
-        self._serving: dict[str, int] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        # Checks of the whole file (``Fetcher.download.finish``: seconds for a large state)
+        # run apart from the peers' messages; ``run`` reraises a crash of one and cancels
+        # them when it ends. One at a time, but for one refused while another starts.
+        self._finishing: set[asyncio.Task[None]] = set()
 
     # --- Reactor ----------------------------------------------------------------------------
 
@@ -276,7 +254,7 @@ class StateSync(Reactor):
             peer.offer(SnapshotListRequest())
 
     def remove_peer(self, peer: Peer) -> None:
-        self._serving.pop(peer.id, None)
+        self.server.peer_gone(peer.id)
         f = self.fetcher
         if f is not None:
             _release(f, peer.id)
@@ -288,9 +266,9 @@ class StateSync(Reactor):
 
     async def receive(self, peer: Peer, message: Message) -> None:
         if isinstance(message, SnapshotListRequest):
-            peer.offer(self._list())
+            peer.offer(self.server.listing())
         elif isinstance(message, SnapshotManifestRequest | SnapshotChunkRequest):
-            self._serve(peer, message)
+            self.server.serve(peer, message)
         elif self.fetcher is not None and not self.fetcher.done:
             if isinstance(message, SnapshotList):
                 self._on_list(peer, message)
@@ -300,59 +278,22 @@ class StateSync(Reactor):
                 await self._on_chunk(peer, message)
 
     async def run(self) -> None:
-        while True:
-            await self.provider.refresh()
-            f = self.fetcher
-            if f is not None and not f.done:
-                self._tick(f)
-            await asyncio.sleep(1.0)
-
-    # --- serving ----------------------------------------------------------------------------
-
-    def _list(self) -> SnapshotList:
-        return SnapshotList(tuple(self.provider.offers()[:8]))
-
-    def _serve(self, peer: Peer, request: SnapshotManifestRequest | SnapshotChunkRequest) -> None:
-        busy = self._serving.get(peer.id, 0)
-        if busy >= MAX_SERVING:
-            return  # it asks faster than it reads: it will time out and ask elsewhere
-        self._serving[peer.id] = busy + 1
-        self._spawn(self._answer(peer, request))
-
-    async def _answer(
-        self, peer: Peer, request: SnapshotManifestRequest | SnapshotChunkRequest
-    ) -> None:
+        """Serve (the server's task group owns the answers) and, fetching, look for late
+        requests every second; a crash on either side ends both."""
         try:
-            answer: Message
-            if isinstance(request, SnapshotManifestRequest):
-                hashes = self.provider.manifest(request.block_id)
-                answer = (
-                    self._list() if hashes is None else SnapshotManifest(request.block_id, hashes)
-                )
-            else:
-                data = await self.provider.chunk(request.block_id, request.index)
-                # Not (or no longer: pruned) served: our list, without it, tells the
-                # requester to ask the others.
-                answer = (
-                    self._list()
-                    if data is None
-                    else SnapshotChunk(request.block_id, request.index, data)
-                )
-            try:
-                async with asyncio.timeout(self.send_wait):
-                    await _room(peer)
-            except TimeoutError:
-                log.info("snapshot_answer_dropped", peer=peer.id, why="the peer does not read")
-                return
-            peer.offer(answer)  # no await since _room: fewer than MAX_QUEUED wait before it
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(self.server.run(), name="snapshot-serving")
+                while True:
+                    f = self.fetcher
+                    if f is not None and not f.done:
+                        self._tick(f)
+                    for task in [t for t in self._finishing if t.done()]:
+                        self._finishing.discard(task)
+                        task.result()  # its crash ends the reactor, as in a task group
+                    await asyncio.sleep(TICK_S)
         finally:
-            if peer.id in self._serving:
-                self._serving[peer.id] -= 1
-
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+            for task in self._finishing:
+                task.cancel()
 
     # --- fetching ---------------------------------------------------------------------------
 
@@ -407,6 +348,7 @@ class StateSync(Reactor):
             # (necessarily) the others offering that root.
             log.warning("state_sync_bad_manifest", peer=peer.id)
             _release(f, peer.id)
+            f.banned["manifest"] += 1
             self.switch.punish(
                 peer.id, GoAwayReason.VALIDATION, "snapshot manifest does not match its root"
             )
@@ -445,6 +387,7 @@ class StateSync(Reactor):
             log.warning("state_sync_bad_chunk", peer=peer.id, index=message.index, why=why)
             _release(f, peer.id)
             _give_back(f, message.index)
+            f.banned["chunk"] += 1
             self.switch.punish(peer.id, GoAwayReason.VALIDATION, "corrupt snapshot chunk")
             self._schedule()
             return
@@ -481,7 +424,7 @@ class StateSync(Reactor):
         held = f.download.held()
         if len(held) == offer.chunks:
             f.finishing = True
-            self._spawn(self._finish(f))
+            self._finishing.add(asyncio.get_running_loop().create_task(self._finish(f)))
             return
         if f.todo is None:
             f.todo = deque(i for i in range(offer.chunks) if i not in held and i not in f.asked)
@@ -561,6 +504,7 @@ class StateSync(Reactor):
         for peer_id, source in list(f.sources.items()):
             if source.offer.root == offer.root:
                 _release(f, peer_id)
+                f.banned["snapshot"] += 1
                 self.switch.punish(peer_id, GoAwayReason.VALIDATION, f"snapshot refused: {why}")
         f.asked.clear()
         f.todo = None
@@ -588,14 +532,6 @@ class StateSync(Reactor):
             resumed=f.resumed_chunks,
         )
         f.on_done(path)
-
-
-async def _room(peer: Peer) -> None:
-    """Return once fewer than MAX_QUEUED messages wait in ``peer``'s outbox."""
-    pause = ROOM_POLL_S
-    while peer.outbox.qsize() >= MAX_QUEUED:
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, ROOM_POLL_MAX_S)
 
 
 def _chunk_problem(

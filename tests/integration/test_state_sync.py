@@ -1,7 +1,8 @@
 """State sync between real node processes: a fresh node fetches the snapshot of a trusted
 block from three peers in verified chunks, though one serves corrupted chunks (it is banned)
 and one dies mid-transfer; killed with -9 itself mid-sync, it resumes without refetching
-what it held (and fetches none of it again), then follows the chain from the snapshot."""
+what it held (and fetches none of it again), then follows the chain from the snapshot.
+/metrics shows the same progress as /v1/node/sync."""
 
 from __future__ import annotations
 
@@ -32,6 +33,26 @@ def _served(node: NodeProcess) -> bool:
 def _state_sync(node: NodeProcess) -> dict[str, Any]:
     status: dict[str, Any] = node.rpc("/v1/node/sync")
     return dict(status.get("state_sync") or {})
+
+
+def _metrics(node: NodeProcess) -> dict[str, float]:
+    """/metrics, each sample (with its labels) by name."""
+    lines = node.rpc_text("/metrics").splitlines()
+    samples = (line.rpartition(" ") for line in lines if line and not line.startswith("#"))
+    return {name: float(value) for name, _, value in samples}
+
+
+def _metrics_agree(node: NodeProcess) -> bool:
+    """The state sync metrics say what /v1/node/sync says (their text may be a second old)."""
+    status, metrics = _state_sync(node), _metrics(node)
+    expected = {
+        "bor_state_sync_chunks_done": status["chunks"],
+        "bor_state_sync_snapshot_chunks": status["chunks_total"],
+        "bor_state_sync_bytes_done": status["bytes"],
+        "bor_state_sync_snapshot_bytes": status["bytes_total"],
+        'bor_state_sync_peers_banned_total{reason="chunk"}': status["peers_banned"].get("chunk", 0),
+    }
+    return all(metrics.get(name) == value for name, value in expected.items())
 
 
 def _events(log: str, event: str) -> list[dict[str, Any]]:
@@ -96,6 +117,10 @@ def test_state_sync_from_three_peers_one_corrupt_one_killed_and_resume(
         server.proc.send_signal(signal.SIGSTOP)  # hold the transfer where it is
     status = _state_sync(syncer)
     assert 0 < status["chunks"] < status["chunks_total"], status
+    wait_for(lambda: _metrics_agree(syncer), 10, "/metrics to show the state sync's progress")
+    metrics = _metrics(syncer)
+    assert metrics["bor_state_sync_chunks_done"] > 0, "the gauges moved from 0"
+    assert metrics["bor_state_sync_bytes_per_second"] > 0
     assert syncer.stop(signal.SIGKILL) == -signal.SIGKILL
     for server in (good, liar):
         assert server.proc is not None

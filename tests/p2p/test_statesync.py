@@ -2,7 +2,7 @@
 (else its sender, and only it, is banned), each chunk to its hash and length (else its
 sender is banned and the chunk asked of another), the snapshot's head must name the trusted
 block, a silent peer's requests (chunks or manifest) move on after the timeout, and the
-download ends verified, once. Serving holds a bounded number of answers per peer."""
+download ends verified, once. (Serving: ``test_snapshot_serving``.)"""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import cast
 
+import pytest
 from blake3 import blake3
 
 from chain.types import BlockId
@@ -26,7 +27,7 @@ from p2p.messages import (
     SnapshotOffer,
 )
 from p2p.peer import Peer
-from p2p.statesync import MAX_QUEUED, MAX_SERVING, Fetcher, StateSync, manifest_root
+from p2p.statesync import Fetcher, StateSync, manifest_root
 
 TRUSTED = BlockId((7).to_bytes(4, "big") + b"t" * 28)
 FORGED = BlockId((7).to_bytes(4, "big") + b"f" * 28)
@@ -233,6 +234,7 @@ def test_a_manifest_not_matching_its_root_bans_only_its_sender() -> None:
         await _recv(reactor, liar, SnapshotManifest(TRUSTED, forged))
         assert [(p, r) for p, r, _ in switch.punished] == [(liar.id, GoAwayReason.VALIDATION)]
         assert fetcher.offer is None and liar.asked() == []
+        assert fetcher.status()["peers_banned"] == {"manifest": 1}
         (honest,) = [p for p in _manifest_asked_of(peers) if p is not liar]
         await _recv(reactor, honest, SnapshotManifest(TRUSTED, HASHES))
         assert fetcher.offer == OFFER and len(switch.punished) == 1
@@ -254,6 +256,7 @@ def test_a_snapshot_whose_head_names_another_block_is_refused_at_chunk_0() -> No
         assert sorted(p for p, _, _ in switch.punished) == ["a", "b"]
         assert all(r == GoAwayReason.VALIDATION for _, r, _ in switch.punished)
         assert download.resets == 1 and fetcher.offer is None and fetcher.sources == {}
+        assert fetcher.status()["peers_banned"] == {"snapshot": 2}
         assert OFFER.root in fetcher.bad_roots and done == [] and download.finished == 0
         asked_before = sum(len(p.asked()) for p in peers.values())
         await _recv(reactor, peers["a"], SnapshotList((OFFER,)))  # offered again: ignored
@@ -414,7 +417,7 @@ def test_a_corrupt_chunk_bans_its_sender_and_goes_to_another_peer() -> None:
     chunk, with the sender's other requests, is asked of the other peer."""
 
     async def scenario() -> None:
-        reactor, _, switch, peers, download, _ = rig()
+        reactor, fetcher, switch, peers, download, _ = rig()
         for peer in peers.values():
             await _recv(reactor, peer, SnapshotList((OFFER,)))
         manifest_peer = next(
@@ -425,6 +428,7 @@ def test_a_corrupt_chunk_bans_its_sender_and_goes_to_another_peer() -> None:
         index = bad.asked()[0]
         await _recv(reactor, bad, SnapshotChunk(TRUSTED, index, b"\x00" * len(CHUNKS[index])))
         assert switch.punished == [("a", GoAwayReason.VALIDATION, "corrupt snapshot chunk")]
+        assert fetcher.status()["peers_banned"] == {"chunk": 1}
         assert index not in download.chunks
         reactor.remove_peer(cast(Peer, bad))
         for _ in range(3):
@@ -461,90 +465,23 @@ def test_a_silent_peer_loses_its_requests_after_the_timeout() -> None:
     asyncio.run(scenario())
 
 
-# --- serving ----------------------------------------------------------------------------------
+def test_a_crash_while_finishing_ends_the_reactors_run() -> None:
+    """The check of the whole file runs in a task of the reactor's: an error there (here in
+    on_done) is not lost but ends the reactor's run, and so the node."""
 
-
-class ReadingPeer(FakePeer):
-    """A peer with a real outbox (as ``p2p.peer.Peer``) that nobody drains."""
-
-    def __init__(self, peer_id: str, outbox: int = 2000) -> None:
-        super().__init__(peer_id)
-        self.outbox: asyncio.Queue[Message] = asyncio.Queue(outbox)
-
-    def offer(self, message: Message) -> bool:
-        try:
-            self.outbox.put_nowait(message)
-        except asyncio.QueueFull:
-            return False
-        return True
-
-
-class OneSnapshot(NoSnapshots):
-    def __init__(self) -> None:
-        self.gone = False
-
-    def offers(self) -> list[SnapshotOffer]:
-        return [] if self.gone else [OFFER]
-
-    def manifest(self, block_id: BlockId) -> tuple[bytes, ...] | None:
-        return None if self.gone else HASHES
-
-    async def chunk(self, block_id: BlockId, index: int) -> bytes | None:
-        return None if self.gone else CHUNKS[index]
-
-
-def _server(peer: ReadingPeer) -> tuple[StateSync, OneSnapshot]:
-    provider = OneSnapshot()
-    reactor = StateSync(provider, send_wait=0.2)
-    reactor.bind(FakeSwitch([peer]))
-    return reactor, provider
-
-
-def test_a_peer_that_asks_and_never_reads_pins_a_bounded_number_of_answers() -> None:
-    """Two hundred chunk and manifest requests from a peer that reads nothing: at most
-    MAX_QUEUED answers enter its outbox, at most MAX_SERVING more wait, and those give up
-    after the send wait instead of waiting forever."""
+    def boom(path: Path) -> None:
+        raise RuntimeError("a bug of ours")
 
     async def scenario() -> None:
-        peer = ReadingPeer("r")
-        reactor, _ = _server(peer)
-        for k in range(100):
-            await reactor.receive(cast(Peer, peer), SnapshotChunkRequest(TRUSTED, k % 3))
-            await reactor.receive(cast(Peer, peer), SnapshotManifestRequest(TRUSTED))
-            await asyncio.sleep(0)
-        assert peer.outbox.qsize() <= MAX_QUEUED
-        assert len(reactor._tasks) <= MAX_SERVING
-        await asyncio.sleep(0.5)
-        assert reactor._tasks == set() and reactor._serving["r"] == 0
-        assert peer.outbox.qsize() <= MAX_QUEUED
-
-    asyncio.run(scenario())
-
-
-def test_an_answer_to_a_peer_with_a_full_outbox_is_dropped_after_the_send_wait() -> None:
-    """A dead peer's outbox is full: the chunk answer does not wait on it forever."""
-
-    async def scenario() -> None:
-        peer = ReadingPeer("r", outbox=1)
-        peer.offer(SnapshotListRequest())
-        reactor, _ = _server(peer)
-        await reactor.receive(cast(Peer, peer), SnapshotChunkRequest(TRUSTED, 0))
-        await asyncio.sleep(0.5)
-        assert reactor._tasks == set() and reactor._serving["r"] == 0
-
-    asyncio.run(scenario())
-
-
-def test_a_chunk_no_longer_served_is_answered_with_the_list_without_it() -> None:
-    """Asked for a chunk of a snapshot pruned meanwhile, the server answers with its list
-    (which no longer offers it), so the requester goes elsewhere at once."""
-
-    async def scenario() -> None:
-        peer = ReadingPeer("r")
-        reactor, provider = _server(peer)
-        provider.gone = True
-        await reactor.receive(cast(Peer, peer), SnapshotChunkRequest(TRUSTED, 1))
-        await asyncio.sleep(0.05)
-        assert peer.outbox.qsize() == 1 and peer.outbox.get_nowait() == SnapshotList(())
+        peers = {n: FakePeer(n) for n in ("a",)}
+        fetcher = Fetcher(TRUSTED, MemoryDownload(), boom, per_peer=4, clock=Clock())
+        reactor = StateSync(NoSnapshots(), fetcher)
+        reactor.bind(FakeSwitch(list(peers.values())))
+        await _started(reactor, peers)
+        for i in peers["a"].asked():
+            await _recv(reactor, peers["a"], SnapshotChunk(TRUSTED, i, CHUNKS[i]))
+        with pytest.raises(ExceptionGroup) as failed:
+            await asyncio.wait_for(reactor.run(), 5)
+        assert failed.group_contains(RuntimeError, match="a bug of ours")
 
     asyncio.run(scenario())
