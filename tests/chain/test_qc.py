@@ -186,3 +186,57 @@ def test_qc_and_vote_decoders_refuse_garbage_with_encoding_error(data: bytes) ->
             decode(raw)
         except EncodingError:
             pass
+
+
+# Pre-signed votes of 6 weighted finalizers, so that Hypothesis only chooses orders and kinds.
+W_KEYS = [PrivateKey.generate() for _ in range(6)]
+W_POLICY = FinalizerPolicy(
+    1,
+    tuple(
+        Finalizer(AccountName(f"fin{'abcdef'[i]}"), k.public_key, w)
+        for i, (k, w) in enumerate(zip(W_KEYS, (1, 2, 3, 1, 5, 1), strict=True))
+    ),
+)
+W_VOTES = {
+    (i, strong): Vote.sign(CHAIN, BLOCK, strong, key)
+    for i, key in enumerate(W_KEYS)
+    for strong in (True, False)
+}
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.booleans()), max_size=20),
+)
+def test_aggregation_of_any_arrival_order_matches_the_weights(
+    arrivals: list[tuple[int, bool]],
+) -> None:
+    """Whatever votes arrive, in any order and repeated: each finalizer's first vote counts
+    and a later one of the other kind is a conflict; the QC is strong exactly when the strong
+    weight reaches the threshold, weak when only all counted weight does, and it verifies
+    with its voters as counted."""
+    agg = VoteAggregator(W_POLICY, BLOCK, CHAIN)
+    first: dict[int, bool] = {}
+    for i, strong in arrivals:
+        result = agg.add(W_VOTES[(i, strong)], verified=True)
+        if i not in first:
+            first[i] = strong
+            assert result is VoteResult.ADDED
+        else:
+            expected = VoteResult.DUPLICATE if first[i] == strong else VoteResult.CONFLICTING
+            assert result is expected
+    weight = {i: W_POLICY.finalizers[i].weight for i in first}
+    strong_weight = sum(w for i, w in weight.items() if first[i])
+    qc = agg.best_qc()
+    if strong_weight >= W_POLICY.threshold:
+        assert qc is not None and qc.strong
+        assert qc.voters() == (sorted(i for i in first if first[i]), [])
+    elif sum(weight.values()) >= W_POLICY.threshold:
+        assert qc is not None and not qc.strong
+        assert qc.voters() == (
+            sorted(i for i in first if first[i]),
+            sorted(i for i in first if not first[i]),
+        )
+    else:
+        assert qc is None
+        return
+    verify_qc(qc, W_POLICY, CHAIN)
