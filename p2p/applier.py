@@ -34,6 +34,8 @@ class BlockApplier:
         self.light_upto = light_upto
         self.max_ahead = max_ahead
         self._pending: dict[int, list[tuple[str, SignedBlock]]] = {}
+        # The batch the chain is applying now: still held, though no longer pending.
+        self._pushing: list[tuple[str, SignedBlock]] = []
         self._wake = asyncio.Event()
 
     def __len__(self) -> int:
@@ -51,11 +53,16 @@ class BlockApplier:
         return True
 
     def lowest(self) -> tuple[str, int] | None:
-        """The lowest block held and the peer that sent it; None if nothing is held."""
-        if not self._pending:
+        """The lowest block held, waiting or in the batch being pushed, and the peer that sent
+        it; None if nothing is held. A batch takes a second or more to apply: were its blocks
+        left out, the sync manager would see our next block asked for by nobody and ask for
+        the whole batch again (on a one-peer bootstrap, most blocks came twice)."""
+        held: list[tuple[int, str]] = [(b.num, peer) for peer, b in self._pushing]
+        held += [(num, entries[0][0]) for num, entries in self._pending.items()]
+        if not held:
             return None
-        num = min(self._pending)
-        return self._pending[num][0][0], num
+        num, peer = min(held, key=lambda h: h[0])
+        return peer, num
 
     def next_batch(self) -> list[tuple[str, SignedBlock]]:
         """What to push next: anything at or below the head (a fork candidate or a duplicate:
@@ -77,6 +84,10 @@ class BlockApplier:
             await self._wake.wait()
             self._wake.clear()
             while batch := self.next_batch():
-                outcome = await self.chain.push_blocks([b for _, b in batch], self.light_upto())
+                self._pushing = batch
+                try:
+                    outcome = await self.chain.push_blocks([b for _, b in batch], self.light_upto())
+                finally:
+                    self._pushing = []
                 pairs = [(peer, r) for (peer, _), r in zip(batch, outcome.results, strict=True)]
                 await self.on_pushed(pairs, outcome)

@@ -15,6 +15,7 @@ from genesis.testing import DevNet
 from p2p.applier import BATCH, BlockApplier
 from p2p.handshake import ChainPosition
 from p2p.service import BlockResult, Outcome, PushOutcome
+from p2p.sync import Action, FetchRange, Stage, SyncConfig, SyncManager
 
 
 class FakeChain:
@@ -179,3 +180,55 @@ def test_the_lowest_block_held_is_told_with_its_peer() -> None:
     applier.add("p", b2)
     applier.add("q", b2)
     assert applier.lowest() == ("p", 2)
+
+
+class GatedChain(FakeChain):
+    """A fake chain whose pushes wait until ``release`` is set, as a batch of large blocks
+    takes a second or more to apply."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pushing = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def push_blocks(self, blocks: Sequence[SignedBlock], light_upto: int) -> PushOutcome:
+        self.pushing.set()
+        await self.release.wait()
+        return await super().push_blocks(blocks, light_upto)
+
+
+def test_a_batch_being_applied_is_held_and_not_asked_for_again() -> None:
+    """While the chain applies a batch, its blocks are still held: with their range delivered
+    in full, the sync manager's tick (fake clock) asks for none of them again. (Left out, a
+    one-peer bootstrap had most of its blocks sent twice.)"""
+    chain = GatedChain()
+    now = [100.0]
+    sync = SyncManager(SyncConfig(span=100, timeout=5.0), clock=lambda: now[0])
+
+    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
+        sync.chain_advanced(chain.head, chain.head)
+
+    async def main() -> tuple[list[Action], tuple[str, int] | None]:
+        applier = BlockApplier(chain, on_pushed)
+        assert sync.peer_position("a", lib=3, head=3) == [FetchRange("a", 1, 3)]
+        for block in blocks(3):
+            assert applier.add("a", block)
+            sync.block_received("a", block.num)
+        assert sync.ranges == [], "the range is delivered in full"
+        task = asyncio.create_task(applier.run())
+        await chain.pushing.wait()
+        held = applier.lowest()
+        now[0] += 1.0
+        actions = sync.tick() + sync.applier_waits(held)
+        chain.release.set()
+        async with asyncio.timeout(5):
+            while sync.head < 3:
+                await asyncio.sleep(0.01)
+        assert applier.lowest() is None, "applied: no longer held"
+        task.cancel()
+        return actions, held
+
+    actions, held = asyncio.run(main())
+    assert actions == [], "nothing is asked again"
+    assert held == ("a", 1), "the batch in flight is held"
+    assert sync.stage == Stage.IN_SYNC
