@@ -377,6 +377,7 @@ class Node:
             self._on_applied,
             self._on_vote,
             StateSync(snapshots, fetcher),
+            progress.peer_joined,
         )
         finalizer = FinalizerService(
             config.finalizer_keys if votes_chain else {},

@@ -64,6 +64,13 @@ class FinalityProgress:
         if outcome.new_qc:
             self._waiting_since = None
 
+    def peer_joined(self) -> None:
+        """A peer connected: maybe the other half of a healed partition. Its finalizers can
+        vote only on blocks made from now on, so production gets a fresh timeout; were every
+        producer left paused, equal heads on both sides would make no block to vote on and
+        nothing would ever finalize again."""
+        self._waiting_since = None
+
     @property
     def idle_ms(self) -> float:
         """How long the oldest block not followed by finality has waited (0: none waits)."""

@@ -184,10 +184,11 @@ class Network:
         on_applied: OnApplied = lambda blocks, live: None,
         on_vote: OnCounted = lambda vote, outcome, from_peer: None,
         state_sync: StateSync | None = None,
+        on_peer: Callable[[], None] = lambda: None,
     ) -> None:
         """``state_sync`` serves our snapshots; when it holds a fetcher, the node is fetching
         one, and only it runs (no block sync, relay or votes until the node restarts from
-        the snapshot)."""
+        the snapshot). ``on_peer``: a peer joined."""
         self.config = config
         self.node_id = os.urandom(32)
         self.rdma = rdma
@@ -198,7 +199,7 @@ class Network:
             service, config.sync, self.block_relay, on_applied, config.light_validation
         )
         self.txs = TxRelay(service)
-        self.votes = VoteRelay(service, on_vote)
+        self.votes = VoteRelay(service, on_vote, on_peer)
         service.on_requeued = self.txs.relay_requeued
         self.state_sync = state_sync
         reactors: list[Reactor] = [self.blocks, self.block_relay, self.txs, self.votes]

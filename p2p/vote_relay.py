@@ -46,9 +46,16 @@ def vote_key(vote: Vote) -> bytes:
 class VoteRelay(Reactor):
     accepts = (VoteMessage,)
 
-    def __init__(self, chain: ChainService, on_counted: OnCounted = lambda v, o, p: None) -> None:
+    def __init__(
+        self,
+        chain: ChainService,
+        on_counted: OnCounted = lambda v, o, p: None,
+        on_peer: Callable[[], None] = lambda: None,
+    ) -> None:
+        """``on_peer``: a peer joined, maybe the other half of a partition just healed."""
         self.chain = chain
         self.on_counted = on_counted
+        self.on_peer = on_peer
         self._seen = RecentSet(SEEN)
         self._known = KnownIds(KNOWN_VOTES)
         self._queue: asyncio.Queue[tuple[str | None, Vote]] = asyncio.Queue(QUEUE)
@@ -56,6 +63,7 @@ class VoteRelay(Reactor):
 
     def add_peer(self, peer: Peer) -> None:
         self._known.add_peer(peer.id)
+        self.on_peer()
 
     def remove_peer(self, peer: Peer) -> None:
         self._known.remove_peer(peer.id)

@@ -96,3 +96,23 @@ def test_a_paused_producer_skips_its_slots_then_resumes(tmp_path: Path) -> None:
     finally:
         runner.close()
         chain.store.close()
+
+
+def test_a_peer_joining_gives_a_paused_producer_a_fresh_timeout(tmp_path: Path) -> None:
+    """After a partition heals with equal heads on both sides, no block would ever come for
+    the joined finalizers to vote on: a new peer lifts the pause for one timeout."""
+    net = DevNet.create(4, blocks_per_turn=1, finality="votes")
+    chain = net.open(tmp_path / "chain")
+    clock = Clock()
+    progress = FinalityProgress(6000, True, clock=clock)
+    progress.view_changed(chain.view())
+    net.produce(chain)
+    progress.view_changed(chain.view())
+    clock.now += 7
+    assert progress.paused
+    progress.peer_joined()
+    assert not progress.paused
+    net.produce(chain)
+    progress.view_changed(chain.view())
+    clock.now += 7
+    assert progress.paused, "unanswered again, it pauses again"
