@@ -21,6 +21,7 @@ from chain.actions import Transfer
 from chain.crypto import PrivateKey
 from chain.transaction import SignedTransaction, Transaction, tapos_of
 from chain.types import AccountName, BlockId
+from node.devnet import DevNode
 
 BIN = Path(sys.executable).parent
 _next_port = [20000 + (os.getpid() % 200) * 100]
@@ -62,6 +63,21 @@ def rpc(url: str, path: str, body: dict[str, Any] | None = None, timeout: float 
 # Timeouts scale by this factor where everything runs slower (the Soft-RoCE VM emulates its
 # CPU: BOR_TEST_SLOWDOWN=10 there).
 SLOWDOWN = float(os.environ.get("BOR_TEST_SLOWDOWN", "1"))
+
+
+def loopback_plan(count: int) -> list[DevNode]:
+    """``count`` producer nodes (node1/producera, ...) on loopback, each with fresh RPC, P2P
+    and admin ports, for ``node.devnet.prepare``."""
+    return [
+        DevNode(
+            f"node{i + 1}",
+            f"producer{chr(ord('a') + i)}",
+            ("127.0.0.1", free_port()),
+            ("127.0.0.1", free_port()),
+            ("127.0.0.1", free_port()),
+        )
+        for i in range(count)
+    ]
 
 
 def push_transfers(

@@ -24,7 +24,13 @@ from p2p.handshake import ChainPosition, make_handshake
 from p2p.messages import PROTOCOL_VERSION, BlockMessage, Handshake, Hello, VoteMessage
 from p2p.testing import dial
 from scripts.make_history import make_history
-from tests.integration.conftest import NodeProcess, Nodes, free_port, push_transfers, wait_for
+from tests.integration.conftest import (
+    NodeProcess,
+    Nodes,
+    loopback_plan,
+    push_transfers,
+    wait_for,
+)
 
 
 def four_producers(
@@ -32,16 +38,7 @@ def four_producers(
 ) -> tuple[list[DevNode], list[NodeProcess]]:
     """Four producer nodes of a finality = votes chain; node i dials node j for each (i, j)
     in ``links`` (default: a full mesh)."""
-    plan = [
-        DevNode(
-            f"node{i + 1}",
-            f"producer{'abcd'[i]}",
-            ("127.0.0.1", free_port()),
-            ("127.0.0.1", free_port()),
-            ("127.0.0.1", free_port()),
-        )
-        for i in range(4)
-    ]
+    plan = loopback_plan(4)
     prepare(tmp, plan, {"finality": "votes"})
     links = links if links is not None else [(i, j) for i in range(4) for j in range(i)]
     for i, node in enumerate(plan):
@@ -352,16 +349,7 @@ def test_a_finalizer_that_does_not_produce_votes_and_its_votes_count(
     """A node with a finalizer key and no producer votes on every block; with one of the
     three producers killed, its vote is what completes a quorum (3 of 4), so blocks keep
     becoming final."""
-    plan = [
-        DevNode(
-            f"node{i + 1}",
-            f"producer{'abc'[i]}",
-            ("127.0.0.1", free_port()),
-            ("127.0.0.1", free_port()),
-            ("127.0.0.1", free_port()),
-        )
-        for i in range(3)
-    ]
+    plan = loopback_plan(3)
     prepare(tmp_path, plan, {"finality": "votes"})
     keys = json.loads((tmp_path / "keys.json").read_text())
     watcher = PrivateKey.generate()

@@ -14,9 +14,9 @@ from chain.actions import Transfer
 from chain.crypto import PrivateKey
 from chain.transaction import SignedTransaction, Transaction, tapos_of
 from chain.types import AccountName, BlockId
-from node.devnet import DevNode, prepare
+from node.devnet import prepare
 from scripts.make_history import make_history
-from tests.integration.conftest import BIN, Nodes, free_port, rpc, wait_for
+from tests.integration.conftest import BIN, Nodes, loopback_plan, rpc, wait_for
 
 
 def _transfer_body(info: dict[str, Any], key: PrivateKey, memo: str) -> tuple[str, dict[str, Any]]:
@@ -179,16 +179,7 @@ def test_partition_heals_to_one_chain_without_touching_the_old_lib(
 ) -> None:
     """Producers a, b on one side, c alone; both sides produce; on healing every node ends
     on one chain and the blocks up to the LIB from before the split are unchanged."""
-    plan = [
-        DevNode(
-            f"node{i + 1}",
-            f"producer{'abc'[i]}",
-            ("127.0.0.1", free_port()),
-            ("127.0.0.1", free_port()),
-            ("127.0.0.1", free_port()),
-        )
-        for i in range(3)
-    ]
+    plan = loopback_plan(3)
     prepare(tmp_path, plan, {"finality": "dpos"})  # both sides produce on: the dpos rule
     procs = [
         nodes.run(tmp_path / n.name, rpc_port=n.rpc[1], admin_port=n.admin and n.admin[1])

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from node.devnet import DevNode, prepare
+from node.devnet import prepare
 from p2p.rdma.device import detect
-from tests.integration.conftest import Nodes, free_port, wait_for
+from tests.integration.conftest import Nodes, loopback_plan, wait_for
 
 
 @pytest.fixture(autouse=True)
@@ -28,16 +28,7 @@ def test_two_finalizers_finalize_by_votes_sent_over_rdma(nodes: Nodes, tmp_path:
     """Two producers, both finalizers (a QC needs both votes): the LIB keeps within a few
     blocks of the head, so each one's votes reach the other, over the RDMA session (after
     the set-up, TCP carries almost nothing while the LIB moves on)."""
-    plan = [
-        DevNode(
-            f"node{i + 1}",
-            f"producer{'ab'[i]}",
-            ("127.0.0.1", free_port()),
-            ("127.0.0.1", free_port()),
-            ("127.0.0.1", free_port()),
-        )
-        for i in range(2)
-    ]
+    plan = loopback_plan(2)
     prepare(tmp_path, plan, {"finality": "votes"})
     ini = tmp_path / "node2" / "config.ini"
     lines = [x for x in ini.read_text().splitlines() if not x.startswith("p2p-peer-address")]
