@@ -172,7 +172,7 @@ class NodeMetrics:
                 self.rdma_completions.labels(peer.id).set(stats.rdma_completions)
 
     def observe_state_sync(self, status: dict[str, Any]) -> None:
-        """Take the fetcher's progress (``p2p.statesync.Fetcher.status``)."""
+        """Take the fetcher's progress (``p2p.snapshot_fetch.Fetcher.status``)."""
         self.state_sync_chunks.set(status["chunks"])
         self.state_sync_chunks_total.set(status["chunks_total"])
         self.state_sync_bytes.set(status["bytes"])

@@ -37,7 +37,7 @@ from chain.snapshot import (
 from chain.store import BlockStore
 from chain.types import BlockId
 from p2p.messages import SnapshotOffer
-from p2p.statesync import chunk_length, manifest_root, offer_problem
+from p2p.snapshot_fetch import chunk_length, manifest_root, offer_problem
 
 log = structlog.get_logger("snapshots")
 

@@ -29,24 +29,19 @@ against; the trusted block id and the snapshot's own verification have the last 
 
 ``StateSync`` is the one reactor owning the snapshot messages: it hands requests to its
 ``SnapshotServer`` and answers to its ``Fetcher``, and its ``run`` owns both sides' tasks.
+This module is the fetching protocol (what to ask of whom, when a peer is banned or a root
+refused); the ``Fetcher``, one download's state and bookkeeping, and the checks an offer,
+manifest or chunk must pass are ``p2p.snapshot_fetch``'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
 
 import structlog
-from blake3 import blake3
 
 from chain.errors import SnapshotError
-from chain.types import BlockId
-from p2p.codec import MAX_CHUNK, MAX_CHUNKS, MIN_CHUNK
 from p2p.messages import (
     GoAwayReason,
     Message,
@@ -60,163 +55,13 @@ from p2p.messages import (
 )
 from p2p.peer import Peer
 from p2p.reactor import Reactor
+from p2p.snapshot_fetch import Asked, Fetcher, Source, chunk_problem, manifest_root, offer_problem
 from p2p.snapshot_serving import SEND_WAIT_S, SnapshotProvider, SnapshotServer
 
 log = structlog.get_logger("statesync")
 
 ASK_EVERY_S = 5.0
 TICK_S = 1.0  # how often late requests are looked for
-# The largest snapshot fetched. The codec lets an offer claim 200,000 chunks of 4 MiB
-# (800 GB, and a disk's worth of sparse file); a snapshot holds the state only, about 0.5 KB
-# per account (1,000 accounts and the dedup set of 8,000 transactions: 520 KB in
-# tests/integration/test_state_sync.py), so 64 GiB is room for some 100 million accounts.
-MAX_SNAPSHOT_BYTES = 64 << 30
-
-
-def manifest_root(hashes: Sequence[bytes]) -> bytes:
-    return blake3(b"".join(hashes)).digest()
-
-
-def offer_problem(offer: SnapshotOffer) -> str | None:
-    """Why ``offer`` is not worth fetching (its size and chunking), or None."""
-    if not MIN_CHUNK <= offer.chunk_size <= MAX_CHUNK:
-        return f"a chunk size of {offer.chunk_size} bytes"
-    if not 0 < offer.size <= MAX_SNAPSHOT_BYTES:
-        return f"a size of {offer.size} bytes (at most {MAX_SNAPSHOT_BYTES})"
-    if offer.chunks > MAX_CHUNKS:
-        return f"{offer.chunks} chunks (at most {MAX_CHUNKS})"
-    return None
-
-
-def chunk_length(offer: SnapshotOffer, index: int) -> int:
-    """The length chunk ``index`` of ``offer`` must have: the chunk size, but for the last."""
-    return min(offer.chunk_size, offer.size - index * offer.chunk_size)
-
-
-class SnapshotDownload(Protocol):
-    """Where a fetched snapshot goes, kept across restarts."""
-
-    def offer(self) -> SnapshotOffer | None:
-        """The offer whose manifest was accepted before, if any."""
-        ...
-
-    def hashes(self) -> tuple[bytes, ...]: ...
-
-    async def start(self, offer: SnapshotOffer, hashes: tuple[bytes, ...]) -> None:
-        """Begin (or, for the same offer, go on with) the download of ``offer``."""
-        ...
-
-    def held(self) -> set[int]:
-        """The chunks written and verified so far."""
-        ...
-
-    def head_id(self) -> BlockId | None:
-        """The block the snapshot's head names, once the chunks held from the first on hold
-        it (chunk 0, but for a head larger than a chunk); None before."""
-        ...
-
-    async def write(self, index: int, data: bytes) -> None:
-        """Keep chunk ``index`` (already checked against its hash) durably; SnapshotError if
-        the chunks held now show the file's head is not a snapshot's. A write for a download
-        reset meanwhile is dropped."""
-        ...
-
-    async def finish(self) -> Path:
-        """Check the whole file as a snapshot of the offer's block; its path, or
-        SnapshotError."""
-        ...
-
-    async def reset(self) -> None:
-        """Forget the download (it failed its final check)."""
-        ...
-
-
-@dataclass(slots=True)
-class _Asked:
-    peer: str
-    sent_at: float
-
-
-@dataclass(slots=True)
-class _Source:
-    offer: SnapshotOffer
-    strikes: int = 0
-    in_flight: set[int] = field(default_factory=set)
-
-
-class Fetcher:
-    """The fetching side's state (one download of the trusted block's snapshot)."""
-
-    def __init__(
-        self,
-        trusted: BlockId,
-        download: SnapshotDownload,
-        on_done: Callable[[Path], None],
-        *,
-        per_peer: int = 4,
-        timeout: float = 10.0,
-        max_strikes: int = 3,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.trusted = trusted
-        self.download = download
-        self.on_done = on_done
-        self.per_peer = per_peer
-        self.timeout = timeout
-        self.max_strikes = max_strikes
-        self.clock = clock
-        self.sources: dict[str, _Source] = {}
-        self.asked: dict[int, _Asked] = {}
-        # Chunks neither held nor asked, in the order to ask them (those given back first);
-        # built when the offer is known, so that scheduling costs O(1) per chunk.
-        self.todo: deque[int] | None = None
-        self.manifest_asked: _Asked | None = None
-        self.accepting = False  # a manifest is being written down (download.start)
-        self.bad_roots: set[bytes] = set()
-        self.done = False
-        self.finishing = False
-        self.started_at = clock()
-        self.fetched_bytes = 0
-        self.fetched_chunks = 0
-        self.resumed_chunks = 0 if self.offer is None else len(download.held())
-        # Peers banned, by what they sent: "chunk", "manifest", or "snapshot" (every peer
-        # offering a root whose content is not the trusted block's snapshot).
-        self.banned: Counter[str] = Counter()
-        self._last_log = 0.0
-
-    @property
-    def offer(self) -> SnapshotOffer | None:
-        """The offer being fetched; one of another block (a download kept from a run that
-        trusted another block) is none: the next manifest accepted replaces it."""
-        offer = self.download.offer()
-        return offer if offer is not None and offer.block_id == self.trusted else None
-
-    def status(self) -> dict[str, Any]:
-        offer = self.offer
-        total = 0 if offer is None else offer.chunks
-        held = len(self.download.held()) if offer is not None else 0
-        elapsed = max(self.clock() - self.started_at, 1e-9)
-        rate = self.fetched_bytes / elapsed
-        left = 0 if offer is None else max(offer.size - held * offer.chunk_size, 0)
-        return {
-            "stage": "done" if self.done else "state_sync",
-            "block_id": self.trusted.hex(),
-            "block_num": int.from_bytes(self.trusted[:4], "big"),
-            "chunks": held,
-            "chunks_total": total,
-            "chunks_fetched": self.fetched_chunks,  # by this run (the rest it resumed with)
-            "chunks_resumed": self.resumed_chunks,
-            "bytes": min(held * (offer.chunk_size if offer else 0), offer.size if offer else 0),
-            "bytes_total": 0 if offer is None else offer.size,
-            "bytes_per_s": round(rate),
-            "eta_s": round(left / rate, 1) if rate > 0 and offer is not None else None,
-            "sources": sorted(p for p, s in self.sources.items() if s.offer.root == self._root()),
-            "peers_banned": dict(self.banned),
-        }
-
-    def _root(self) -> bytes | None:
-        offer = self.offer
-        return None if offer is None else offer.root
 
 
 class StateSync(Reactor):
@@ -257,7 +102,7 @@ class StateSync(Reactor):
         self.server.peer_gone(peer.id)
         f = self.fetcher
         if f is not None:
-            _release(f, peer.id)
+            f.release(peer.id)
             asked = f.manifest_asked
             if asked is not None and asked.peer == peer.id:
                 f.manifest_asked = None
@@ -307,13 +152,13 @@ class StateSync(Reactor):
             offer = None
         if offer is None or offer.root in f.bad_roots:
             if peer.id in f.sources:  # it no longer serves the snapshot (pruned it)
-                _release(f, peer.id)
+                f.release(peer.id)
                 self._schedule()
             return
         known = f.sources.get(peer.id)
         if known is None or known.offer != offer:
-            _release(f, peer.id)
-            f.sources[peer.id] = _Source(offer)
+            f.release(peer.id)
+            f.sources[peer.id] = Source(offer)
         self._ask_manifest(f)
         self._schedule()
 
@@ -330,7 +175,7 @@ class StateSync(Reactor):
         peer_id = next(p for p, s in f.sources.items() if s.offer.root == root)
         peer = self.switch.get(peer_id)
         if peer is not None and peer.offer(SnapshotManifestRequest(f.trusted)):
-            f.manifest_asked = _Asked(peer_id, f.clock())
+            f.manifest_asked = Asked(peer_id, f.clock())
 
     async def _on_manifest(self, peer: Peer, message: SnapshotManifest) -> None:
         f = self.fetcher
@@ -347,7 +192,7 @@ class StateSync(Reactor):
             # The root came from the offers, the hashes from this peer alone: it lied, not
             # (necessarily) the others offering that root.
             log.warning("state_sync_bad_manifest", peer=peer.id)
-            _release(f, peer.id)
+            f.release(peer.id)
             f.banned["manifest"] += 1
             self.switch.punish(
                 peer.id, GoAwayReason.VALIDATION, "snapshot manifest does not match its root"
@@ -382,11 +227,11 @@ class StateSync(Reactor):
         source = f.sources.get(peer.id)
         if source is not None:
             source.in_flight.discard(message.index)
-        why = _chunk_problem(offer, f.download.hashes(), message)
+        why = chunk_problem(offer, f.download.hashes(), message)
         if why is not None:
             log.warning("state_sync_bad_chunk", peer=peer.id, index=message.index, why=why)
-            _release(f, peer.id)
-            _give_back(f, message.index)
+            f.release(peer.id)
+            f.give_back(message.index)
             f.banned["chunk"] += 1
             self.switch.punish(peer.id, GoAwayReason.VALIDATION, "corrupt snapshot chunk")
             self._schedule()
@@ -439,14 +284,14 @@ class StateSync(Reactor):
             if peer is None:
                 continue
             while len(source.in_flight) < f.per_peer:
-                index = _next_missing(todo, held, f.asked)
+                index = f.next_missing(held)
                 if index is None:
                     return
                 if not peer.offer(SnapshotChunkRequest(f.trusted, index)):
                     todo.appendleft(index)
                     break
                 source.in_flight.add(index)
-                f.asked[index] = _Asked(peer_id, now)
+                f.asked[index] = Asked(peer_id, now)
 
     def _tick(self, f: Fetcher) -> None:
         now = f.clock()
@@ -454,7 +299,7 @@ class StateSync(Reactor):
             if now - asked.sent_at < f.timeout or f.asked.get(index) is not asked:
                 continue  # not late, or given back already with its silent peer's others
             del f.asked[index]
-            _give_back(f, index)
+            f.give_back(index)
             source = f.sources.get(asked.peer)
             if source is None:
                 continue
@@ -462,15 +307,15 @@ class StateSync(Reactor):
             source.strikes += 1
             if source.strikes >= f.max_strikes:
                 log.info("state_sync_peer_silent", peer=asked.peer)
-                _release(f, asked.peer)
+                f.release(asked.peer)
                 self.switch.send_away(asked.peer, GoAwayReason.BENIGN_OTHER, "snapshot chunks late")
         manifest = f.manifest_asked
         if manifest is not None and now - manifest.sent_at >= f.timeout:
             # Asked again of another; this one re-enters the sources (last) with its next list.
             log.info("state_sync_manifest_late", peer=manifest.peer)
             f.manifest_asked = None
-            _release(f, manifest.peer)
-        if now - f._last_log >= ASK_EVERY_S:
+            f.release(manifest.peer)
+        if now - f.last_log >= ASK_EVERY_S:
             for peer in self.switch.peers():
                 if peer.id not in f.sources:
                     peer.offer(SnapshotListRequest())
@@ -480,9 +325,9 @@ class StateSync(Reactor):
 
     def _log_progress(self, f: Fetcher) -> None:
         now = f.clock()
-        if now - f._last_log < ASK_EVERY_S:
+        if now - f.last_log < ASK_EVERY_S:
             return
-        f._last_log = now
+        f.last_log = now
         status = f.status()
         log.info(
             "state_sync_progress",
@@ -503,7 +348,7 @@ class StateSync(Reactor):
         f.bad_roots.add(offer.root)
         for peer_id, source in list(f.sources.items()):
             if source.offer.root == offer.root:
-                _release(f, peer_id)
+                f.release(peer_id)
                 f.banned["snapshot"] += 1
                 self.switch.punish(peer_id, GoAwayReason.VALIDATION, f"snapshot refused: {why}")
         f.asked.clear()
@@ -532,40 +377,3 @@ class StateSync(Reactor):
             resumed=f.resumed_chunks,
         )
         f.on_done(path)
-
-
-def _chunk_problem(
-    offer: SnapshotOffer, hashes: tuple[bytes, ...], chunk: SnapshotChunk
-) -> str | None:
-    """What is wrong with a chunk, as its offer and manifest say it must be, or None."""
-    expected = chunk_length(offer, chunk.index)
-    if len(chunk.data) != expected:
-        return f"{len(chunk.data)} bytes, not {expected}"
-    if blake3(chunk.data).digest() != hashes[chunk.index]:
-        return "hash mismatch"
-    return None
-
-
-def _next_missing(todo: deque[int], held: set[int], asked: dict[int, _Asked]) -> int | None:
-    while todo:
-        index = todo.popleft()
-        if index not in held and index not in asked:
-            return index
-    return None
-
-
-def _give_back(f: Fetcher, index: int) -> None:
-    """Chunk ``index`` is to be asked again, before the others."""
-    if f.todo is not None:
-        f.todo.appendleft(index)
-
-
-def _release(f: Fetcher, peer_id: str) -> None:
-    """Stop counting on ``peer_id``: its requests in flight go back to be asked of others."""
-    source = f.sources.pop(peer_id, None)
-    if source is not None:
-        for index in source.in_flight:
-            asked = f.asked.get(index)
-            if asked is not None and asked.peer == peer_id:
-                del f.asked[index]
-                _give_back(f, index)

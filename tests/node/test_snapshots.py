@@ -28,7 +28,7 @@ from node.config import NodeConfig, load_config
 from node.errors import NodeError
 from node.snapshots import FileDownload, SnapshotDir, create_snapshot, snapshot_name
 from p2p.messages import SnapshotOffer
-from p2p.statesync import MAX_SNAPSHOT_BYTES, manifest_root
+from p2p.snapshot_fetch import MAX_SNAPSHOT_BYTES, manifest_root
 
 A, B = AccountName("alice"), AccountName("bob")
 CHUNK = 4096

@@ -22,8 +22,8 @@ from p2p.messages import (
     SnapshotOffer,
 )
 from p2p.peer import Peer
+from p2p.snapshot_fetch import manifest_root
 from p2p.snapshot_serving import MAX_QUEUED, MAX_SERVING, SnapshotServer
-from p2p.statesync import manifest_root
 
 TRUSTED = BlockId((7).to_bytes(4, "big") + b"t" * 28)
 CHUNK = 4096

@@ -27,7 +27,8 @@ from p2p.messages import (
     SnapshotOffer,
 )
 from p2p.peer import Peer
-from p2p.statesync import Fetcher, StateSync, manifest_root
+from p2p.snapshot_fetch import Fetcher, manifest_root
+from p2p.statesync import StateSync
 
 TRUSTED = BlockId((7).to_bytes(4, "big") + b"t" * 28)
 FORGED = BlockId((7).to_bytes(4, "big") + b"f" * 28)
