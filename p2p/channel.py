@@ -15,8 +15,9 @@ implementation by ``tests/p2p/test_channel_contract.py``):
 
 A channel may carry a message in a form of its own, provided ``recv`` at the other end returns
 the message that was sent. This is the one documented hook for transport tricks: the RDMA
-channel sends a ``SyncRequest`` naming its landing zone and writes the range's blocks
-straight into the zone the peer named (``p2p.rdma.channel``); nothing above a channel sees it.
+channel sends a ``SyncRequest`` or ``SnapshotChunkRequest`` naming its landing zone and writes
+the range's blocks or the chunk straight into the zone the peer named (``p2p.rdma.channel``);
+nothing above a channel sees it.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from p2p.messages import (
     Notice,
     Outbound,
     RawBlock,
+    RdmaChunkRequest,
     RdmaSetup,
     RdmaStep,
     RdmaSyncRequest,
@@ -76,6 +77,7 @@ _TYPES: dict[type[Any], int] = {
     SnapshotManifest: 15,
     SnapshotChunkRequest: 16,
     SnapshotChunk: 17,
+    RdmaChunkRequest: 18,
 }
 MAX_OFFERS = 8
 MAX_CHUNKS = 200_000  # a manifest of 6.4 MB: a 200 GB snapshot in 1 MiB chunks
@@ -131,6 +133,8 @@ def _payload(msg: Outbound) -> bytes:
         fields = [msg.block_id, msg.index]
     elif isinstance(msg, SnapshotChunk):
         fields = [msg.block_id, msg.index, msg.data]
+    elif isinstance(msg, RdmaChunkRequest):
+        fields = [msg.block_id, msg.index, msg.addr, msg.rkey, msg.units]
     else:
         fields = [msg.start, msg.end]
     return pack(fields)
@@ -357,6 +361,17 @@ def _snapshot_chunk(payload: bytes) -> SnapshotChunk:
     )
 
 
+def _rdma_chunk_request(payload: bytes) -> RdmaChunkRequest:
+    r = _fields(payload, "rdma_chunk_request", 5)
+    return RdmaChunkRequest(
+        BlockId(check_bytes(r[0], 32, "rdma_chunk_request.block_id")),
+        check_int(r[1], 0, MAX_CHUNKS - 1, "rdma_chunk_request.index"),
+        check_int(r[2], 0, 2**64 - 1, "rdma_chunk_request.addr"),
+        check_int(r[3], 0, U32, "rdma_chunk_request.rkey"),
+        check_int(r[4], 1, 0xFFFF, "rdma_chunk_request.units"),
+    )
+
+
 _DECODERS: dict[int, Callable[[bytes], Message]] = {
     0: _hello,
     1: _handshake,
@@ -376,6 +391,7 @@ _DECODERS: dict[int, Callable[[bytes], Message]] = {
     15: _snapshot_manifest,
     16: _snapshot_chunk_request,
     17: _snapshot_chunk,
+    18: _rdma_chunk_request,
 }
 
 

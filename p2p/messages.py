@@ -250,6 +250,19 @@ class RdmaSyncRequest:
     units: int
 
 
+@dataclass(frozen=True, slots=True)
+class RdmaChunkRequest:
+    """A snapshot_chunk_request over RDMA, naming the requester's landing zone as
+    ``RdmaSyncRequest`` does, so the chunk is written straight into it. The RDMA channel
+    makes and consumes it; above the channel it is a plain ``SnapshotChunkRequest``."""
+
+    block_id: BlockId
+    index: int
+    addr: int
+    rkey: int
+    units: int
+
+
 Message = (
     Hello
     | Handshake
@@ -263,6 +276,7 @@ Message = (
     | VoteMessage
     | RdmaSetup
     | RdmaSyncRequest
+    | RdmaChunkRequest
     | SnapshotListRequest
     | SnapshotList
     | SnapshotManifestRequest

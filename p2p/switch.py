@@ -182,6 +182,7 @@ class Switch:
                 reason=None if reason is None else reason.name,
                 transport=stats.transport,
                 bytes_received=stats.bytes_received,
+                rdma_landed_bytes=stats.rdma_landed_bytes,
             )
         return SessionEnd(reason, peer.silent, isinstance(peer.broken, ChannelBroken))
 

@@ -1,9 +1,10 @@
 """``RdmaChannel``: typed messages over an RC queue pair, by RDMA WRITE WITH IMMEDIATE.
 
 The bytes on the wire (rings, immediates, landing zones, credits) are described in
-``p2p.rdma.wire``. This module moves them: chunking frames into the peer's ring, landing
-range blocks in the zone the peer named, crediting slots back, and turning completions
-(handed over by the device's poller thread, on the event loop) into received frames.
+``p2p.rdma.wire``. This module moves them: chunking frames into the peer's ring, landing range
+blocks and snapshot chunks in the zone the peer named, crediting slots back, and turning
+completions (handed over by the device's poller thread, on the event loop) into received
+frames.
 """
 
 from __future__ import annotations
@@ -18,7 +19,16 @@ from typing import Any
 from p2p.channel import Channel, ChannelStats
 from p2p.codec import HEADER_SIZE, MAX_FRAME_SIZE, decode_message, encode_frame, frame_length
 from p2p.errors import ChannelBroken, ChannelClosed, MalformedMessage
-from p2p.messages import Message, Outbound, RawBlock, RdmaSyncRequest, SyncRequest
+from p2p.messages import (
+    Message,
+    Outbound,
+    RawBlock,
+    RdmaChunkRequest,
+    RdmaSyncRequest,
+    SnapshotChunk,
+    SnapshotChunkRequest,
+    SyncRequest,
+)
 from p2p.rdma.device import Completion, RdmaDevice
 from p2p.rdma.landing import ZoneReader, ZoneWriter, units_of
 from p2p.rdma.qp import connect_qp, control_wr, write_wr
@@ -127,7 +137,8 @@ class RdmaChannel(Channel):
 
     async def send(self, message: Outbound) -> None:
         frame = encode_frame(self._wire_form(message))
-        if isinstance(message, RawBlock) and self._zone_out.takes(len(frame)):
+        landed = isinstance(message, RawBlock | SnapshotChunk)
+        if landed and self._zone_out.takes(len(frame)):
             async with self._send_lock:
                 await self._land_frame(frame)
             self._sent += len(frame)
@@ -135,22 +146,24 @@ class RdmaChannel(Channel):
         await self._send_frame(frame)
 
     def _wire_form(self, message: Outbound) -> Outbound:
-        """The channel's hook (see ``p2p.channel``): a range request names our landing zone,
-        so the peer writes the range's blocks straight into it. ``_from_wire`` undoes it."""
+        """The channel's hook (see ``p2p.channel``): a range or snapshot chunk request names
+        our landing zone, so the peer writes the blocks or the chunk straight into it.
+        ``_from_wire`` undoes it."""
+        addr = self.device.region_address(self._region) + 2 * self.device.ring_size
+        rkey = self.device.pool.rkey
         if isinstance(message, SyncRequest) and message.end:
-            return RdmaSyncRequest(
-                message.start,
-                message.end,
-                self.device.region_address(self._region) + 2 * self.device.ring_size,
-                self.device.pool.rkey,
-                self.land_units,
-            )
+            return RdmaSyncRequest(message.start, message.end, addr, rkey, self.land_units)
+        if isinstance(message, SnapshotChunkRequest):
+            return RdmaChunkRequest(message.block_id, message.index, addr, rkey, self.land_units)
         return message
 
     def _from_wire(self, message: Message) -> Message:
         if isinstance(message, RdmaSyncRequest):
             self._zone_out.name(message.addr, message.rkey, message.units, self.land_units)
             return SyncRequest(message.start, message.end)
+        if isinstance(message, RdmaChunkRequest):
+            self._zone_out.name(message.addr, message.rkey, message.units, self.land_units)
+            return SnapshotChunkRequest(message.block_id, message.index)
         return message
 
     async def _land_frame(self, frame: bytes) -> None:

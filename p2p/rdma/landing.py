@@ -1,10 +1,11 @@
 """Landing-zone bookkeeping of the RDMA channel, apart from the verbs that move the bytes.
 
-The requester of a block range names a zone of its registered memory; the server writes each
-block frame of the range there whole, contiguously, skipping the zone's tail when a frame
-does not fit in it (``p2p.rdma.wire`` has the format). ``ZoneWriter`` is the server's view of
-the peer's zone (where the next frame goes, how much is free, which writes are in flight);
-``ZoneReader`` is the requester's check that each landed frame is where it must be.
+The requester of a block range or a snapshot chunk names a zone of its registered memory; the
+server writes each block frame of the range (or the chunk's frame) there whole, contiguously,
+skipping the zone's tail when a frame does not fit in it (``p2p.rdma.wire`` has the format).
+``ZoneWriter`` is the server's view of the peer's zone (where the next frame goes, how much is
+free, which writes are in flight); ``ZoneReader`` is the requester's check that each landed
+frame is where it must be.
 """
 
 from __future__ import annotations

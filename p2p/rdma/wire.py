@@ -15,7 +15,8 @@ byte count:
                        2 END   (the last chunk of a frame)
                        3 CREDIT (zero-length; the peer freed ``arg`` slots of its ring)
                        4 CLOSE (zero-length; the peer closed the channel)
-                       5 LAND  (a whole block frame written into our landing zone)
+                       5 LAND  (a whole block or snapshot chunk frame written into our
+                                landing zone)
                        6 LAND_CREDIT (zero-length; the peer freed ``arg`` KiB of its zone)
     bits 15..0   arg   DATA/END: the slot written (checked against the one expected);
                        CREDIT: slots freed; LAND: the KiB offset in the zone where the
@@ -24,8 +25,10 @@ byte count:
 Block ranges skip the ring: a sync_request sent over RDMA names the requester's landing
 zone (address, rkey, size in KiB; ``RdmaSyncRequest``), and the server writes each block
 of the range there whole, contiguously, wrapping to the zone's start when the tail is too
-short (the receiver sees the skip from the offset). Zone space is credited back when
-``recv`` takes the block. A block larger than the zone goes through the ring.
+short (the receiver sees the skip from the offset). Snapshot chunks of state sync do the
+same: a snapshot_chunk_request sent over RDMA names the zone too (``RdmaChunkRequest``), and
+the chunk's frame is written there. Zone space is credited back when ``recv`` takes the
+frame. A frame larger than the zone goes through the ring.
 
 Flow control is by credits: a sender starts with ``slots`` credits, spends one per chunk and
 waits at zero. The receiver copies each chunk out of its ring as it arrives and credits the

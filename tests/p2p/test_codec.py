@@ -28,6 +28,7 @@ from p2p.messages import (
     Message,
     Notice,
     RawBlock,
+    RdmaChunkRequest,
     RdmaSetup,
     RdmaStep,
     RdmaSyncRequest,
@@ -211,6 +212,9 @@ STRATEGIES: dict[type[Any], st.SearchStrategy[Message]] = {
         u64,
         u32,
         st.integers(1, 0xFFFF),
+    ),
+    RdmaChunkRequest: st.builds(
+        RdmaChunkRequest, block_ids, st.integers(0, 199_999), u64, u32, st.integers(1, 0xFFFF)
     ),
     SnapshotListRequest: st.just(SnapshotListRequest()),
     SnapshotList: st.lists(offers, max_size=8).map(lambda o: SnapshotList(tuple(o))),

@@ -23,6 +23,8 @@ from p2p.messages import (
     RawBlock,
     RdmaSetup,
     RdmaStep,
+    SnapshotChunk,
+    SnapshotChunkRequest,
     SyncRequest,
     TransactionMessage,
 )
@@ -182,6 +184,24 @@ def test_a_range_is_written_straight_into_the_zone_its_request_named() -> None:
         assert b.landed_bytes > sum(len(x.raw) for x in blocks), "all of it landed"
 
     run(scenario, slots=5, slot_size=1024)  # a 5 KiB zone: the third block skips its tail
+
+
+def test_a_snapshot_chunk_is_written_straight_into_the_zone_its_request_named() -> None:
+    """State sync's chunk request names the requester's landing zone too: the chunk lands
+    there (not through the ring), and above the channel both are the plain messages."""
+
+    async def scenario(a: RdmaChannel, b: RdmaChannel) -> None:
+        block_id = BlockId(b"\x07" * 32)
+        data = bytes(range(256)) * 12  # 3 KiB: 4 units of the 5 KiB zone with its header
+        for index in range(4):  # the second wraps round the zone's tail
+            await a.send(SnapshotChunkRequest(block_id, index))
+            assert await b.recv() == SnapshotChunkRequest(block_id, index)
+            landed = b.landed_bytes
+            await b.send(SnapshotChunk(block_id, index, data))
+            assert await a.recv() == SnapshotChunk(block_id, index, data)
+            assert b.landed_bytes > landed + len(data), "the chunk landed in the zone"
+
+    run(scenario, slots=5, slot_size=1024)
 
 
 # --- endpoints: what a peer's rdma_setup may carry (pure: runs everywhere) --------------------

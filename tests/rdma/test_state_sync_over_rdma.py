@@ -26,7 +26,8 @@ def need_rdma() -> None:
 
 def test_a_fresh_node_state_syncs_over_rdma(nodes: Nodes, tmp_path: Path) -> None:
     """A fresh node fetches a snapshot in chunks from its RDMA peer (the session that carried
-    them was RDMA and received more than the snapshot's bytes), then follows the chain."""
+    them was RDMA, received more than the snapshot's bytes, and the server wrote them into the
+    syncing node's landing zone), then follows the chain."""
     history = make_history(tmp_path / "history", txs=600, per_block=4, accounts=50)
     server = nodes.run(
         tmp_path / "history", "--signature-workers", "0", "--snapshot-chunk-bytes", "8192"
@@ -59,3 +60,7 @@ def test_a_fresh_node_state_syncs_over_rdma(nodes: Nodes, tmp_path: Path) -> Non
         x for x in lines if x["event"] == "peer_disconnected" and x.get("bytes_received", 0) > size
     ]
     assert fetch_sessions and fetch_sessions[0]["transport"] == "rdma", fetch_sessions
+    # The server wrote the chunks straight into the landing zone the syncer named.
+    served = [json.loads(x) for x in server.log.read_text().splitlines() if x.startswith("{")]
+    landed = [x["rdma_landed_bytes"] for x in served if x["event"] == "peer_disconnected"]
+    assert any(n > size for n in landed), landed
