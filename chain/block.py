@@ -145,6 +145,10 @@ class SignedBlock:
     transactions: tuple[SignedTransaction, ...]
     qc: QuorumCertificate | None = None
     id: BlockId = field(init=False)
+    # The bytes it was decoded from (canonical, checked by decode_block), so that storing a
+    # block from a peer does not encode it again. Not an init field: dataclasses.replace
+    # makes a block that encodes itself.
+    _encoded: bytes | None = field(init=False, default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "id", make_block_id(self.header.num, self.header_bytes))
@@ -167,6 +171,8 @@ class SignedBlock:
         return cls(header, header_bytes, signature, transactions, qc)
 
     def encode(self) -> bytes:
+        if self._encoded is not None:
+            return self._encoded
         fields = [self.header_bytes, self.signature, [t.to_wire() for t in self.transactions]]
         if self.qc is not None:
             fields.append(self.qc.to_wire())
@@ -186,4 +192,6 @@ def decode_block(data: bytes) -> SignedBlock:
     )
     if pack(raw) != data:  # fields were type-checked: re-packing gives the canonical bytes
         raise EncodingError("block", "not in canonical encoding")
+    if type(data) is bytes:  # not a view of a buffer that will be written over
+        object.__setattr__(block, "_encoded", data)
     return block

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from chain import schema
 from chain.block import BlockHeader, Schedule, SignedBlock, header_digest
@@ -87,6 +87,7 @@ class Execution:
     changes: Changes
     originals: Mapping[bytes, bytes | None]  # committed values of every key read or written
     state_hash: StateHash
+    written: Mapping[bytes, Any]  # the changes as the view holds them (decoded objects)
 
     @property
     def state_root(self) -> bytes:
@@ -101,6 +102,7 @@ class BlockTransition:
     changes: Changes
     originals: Mapping[bytes, bytes | None]
     state_hash: StateHash
+    written: Mapping[bytes, Any]
 
 
 class StateReader(KVReader, Protocol):
@@ -229,7 +231,10 @@ def execute_transactions(
         if key not in originals:
             originals[key] = reader.get(key)
     state_hash = next_state_hash(reader.state_hash(), changes, originals)
-    return Execution(tuple(included), tuple(failed), new_producers, changes, originals, state_hash)
+    written = view.written()
+    return Execution(
+        tuple(included), tuple(failed), new_producers, changes, originals, state_hash, written
+    )
 
 
 def next_state_hash(
@@ -304,4 +309,4 @@ def process_block_body(
         raise InvalidBlock(num, "proposed schedule differs from the election result")
     if exe.state_root != block.header.state_root:
         raise InvalidBlock(num, "state root differs: our states diverge")
-    return BlockTransition(state, exe.changes, exe.originals, exe.state_hash)
+    return BlockTransition(state, exe.changes, exe.originals, exe.state_hash, exe.written)

@@ -47,6 +47,7 @@ from chain.params import slot_of_ms, slot_time_s
 from chain.qc import QcClaim, QuorumCertificate, Vote, VoteResult
 from chain.signers import Recoverer, SignerKeys
 from chain.state import Account, Producer, StateView
+from chain.state_cache import CachedState
 from chain.store import BlockStore
 from chain.transaction import SignedTransaction
 from chain.transition import Context, apply_transaction, settle
@@ -83,6 +84,9 @@ class Chain:
         recoverer: Recoverer = recover_many,
     ) -> None:
         self.store = store
+        # What the state transition reads: the store, with recently written accounts held
+        # decoded. Kept equal to the store in _commit and _switch_to_best.
+        self._state = CachedState(store)
         self.params = initial.params
         self.chain_id = initial.chain_id
         self.mempool = mempool or Mempool()
@@ -264,7 +268,7 @@ class Chain:
         so a batch of pushes costs one trip to the worker processes, not one each."""
         slot = max(slot_of_ms(now_ms), self._head.slot + 1)
         ctx = Context(self.params, slot_time_s(slot))
-        view = StateView(self.store)  # shared, so the batch reads each account once
+        view = StateView(self._state)  # shared, so the batch reads each account once
         view.set_block_summary(self._head.num, self._head.id)
         results: list[TransactionError | None] = []
         for stx, keys in zip(txs, self._signers.recover_each(txs), strict=True):
@@ -341,6 +345,7 @@ class Chain:
         for fb in reversed(self._fork.branch(self._head.id, ancestor)):
             assert fb.block is not None
             self.store.pop_block(fb.block)
+            self._state.clear()
             result.popped.append(fb.block)
             self._head = self._fork_state(fb.block.header.previous)
         for fb in self._fork.branch(best.id, ancestor):
@@ -369,7 +374,7 @@ class Chain:
         keys = None if block.num <= self._light_upto else self._block_keys(block)
         # The header was judged when the block arrived (push_block); fb.state is its verdict.
         transition = process_block_body(
-            self.store, self._head, fb.state, block, keys, params=self.params
+            self._state, self._head, fb.state, block, keys, params=self.params
         )
         self._commit(block, transition.state, transition)
 
@@ -387,6 +392,7 @@ class Chain:
         self.store.commit_block(
             block, block.encode(), state, done.changes, done.originals, done.state_hash
         )
+        self._state.committed(done.changes, done.written)
         self._head = state
         self.mempool.remove(t.id for t in block.transactions)
 
@@ -447,7 +453,7 @@ class Chain:
                 break
             candidates.append((pending.tx, pending.keys))
         exe = execute_transactions(
-            self.store, parent, slot, candidates, params=self.params, strict=False
+            self._state, parent, slot, candidates, params=self.params, strict=False
         )
         self.mempool.remove(exe.failed)
         claim, qc = (None, None) if parent.core is None else self._qc_for_next_block(parent)

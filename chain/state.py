@@ -7,6 +7,7 @@ transaction that fails half-way leaves no trace: its child view is simply droppe
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, Protocol
 
@@ -24,6 +25,15 @@ class KVReader(Protocol):
     def get(self, key: bytes) -> bytes | None: ...
 
     def iterate(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]: ...
+
+
+class CachingReader(ABC):
+    """A reader that holds some committed values decoded (``chain.state_cache``): a root
+    view asks it before reading and decoding a key itself."""
+
+    @abstractmethod
+    def cached(self, key: bytes) -> tuple[bytes, Any] | None:
+        """The committed (raw, decoded) value of ``key`` if held, else None."""
 
 
 class Account(NamedTuple):
@@ -88,7 +98,7 @@ class StateView:
     reads each key from LevelDB once and the undo record needs no second read.
     """
 
-    __slots__ = ("_base", "_parent", "_reads", "_root", "_tapos", "_writes")
+    __slots__ = ("_base", "_cached", "_parent", "_reads", "_root", "_tapos", "_writes")
 
     def __init__(self, base: KVReader | StateView) -> None:
         self._base = base
@@ -104,6 +114,10 @@ class StateView:
             self._parent = None
             self._root = None
         self._reads: dict[bytes, tuple[bytes | None, Any]] = {}
+        # A root view over a CachingReader asks it before reading and decoding a key.
+        self._cached: Callable[[bytes], tuple[bytes, Any] | None] | None = None
+        if self._root is None and isinstance(base, CachingReader):
+            self._cached = base.cached
         # (ref_block_num, ref_block_prefix) -> whether it names a block of this chain; most
         # transactions of a block reference the same few blocks.
         self._tapos: dict[tuple[int, int], bool] = {}
@@ -124,6 +138,9 @@ class StateView:
         cached = root._reads.get(key)
         if cached is not None:
             return cached[1]
+        if root._cached is not None and (held := root._cached(key)) is not None:
+            root._reads[key] = held
+            return held[1]
         raw = root._base.get(key)  # type: ignore[union-attr]
         value = None if raw is None else decode(raw)
         root._reads[key] = (raw, value)
@@ -161,6 +178,10 @@ class StateView:
             else:
                 out.append((key, value.encode()))
         return out
+
+    def written(self) -> dict[bytes, Any]:
+        """Every write as it was made: decoded objects, raw bytes, None for a deletion."""
+        return self._writes
 
     def originals(self) -> dict[bytes, bytes | None]:
         """Committed raw values of the keys this block read (the old values for undo)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import msgpack
 from hypothesis import given, settings
@@ -65,7 +66,7 @@ def test_action_json_round_trip(action: Action) -> None:
 @settings(max_examples=50)
 def test_block_round_trip(txs: list[Transaction], num: int, with_schedule: bool) -> None:
     """A signed block, with or without a new schedule, decodes to an equal block whose id starts
-    with its number."""
+    with its number, and encodes as the bytes it came from (a changed copy: as itself)."""
     stxs = tuple(SignedTransaction.sign(t, b"c" * 32, [KEY]) for t in txs)
     schedule = Schedule(3, (ProducerKey(AccountName("pa"), PublicKey(PUB)),))
     header = BlockHeader(
@@ -79,9 +80,13 @@ def test_block_round_trip(txs: list[Transaction], num: int, with_schedule: bool)
         schedule if with_schedule else None,
     )
     block = SignedBlock.sign(header, stxs, b"c" * 32, KEY)
-    again = decode_block(block.encode())
+    data = block.encode()
+    again = decode_block(data)
     assert again == block
     assert again.id[:4] == num.to_bytes(4, "big")
+    assert again.encode() is data, "a decoded block keeps the bytes it came from"
+    changed = dataclasses.replace(again, transactions=stxs[:-1])
+    assert decode_block(changed.encode()).transactions == stxs[:-1], "a copy encodes itself"
 
 
 @given(st.binary(max_size=300))

@@ -1,0 +1,100 @@
+"""The committed values of busy state keys (accounts), raw and decoded, kept across blocks.
+
+A transfer reads two accounts and writes them back, and the next blocks read the same
+accounts again. Reading one from LevelDB and decoding it cost about 5 µs, 14 % of the chain
+thread when importing a 600,000-transaction history (py-spy profile of
+``bor-node import --validation-mode light``). ``CachedState`` is the reader the controller
+hands the state transition: it answers ``StateView`` from memory for the accounts written
+recently and passes every other read to the store.
+
+It must always equal the store. The controller is the store's only writer and tells it
+everything: ``committed`` after each block's write batch (what the block wrote, encoded and
+decoded), ``clear`` when blocks are popped. Decoded values are immutable (``Account`` is a
+NamedTuple of ints, strings and tuples), so every view may share them.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from operator import itemgetter
+from typing import Any, Protocol
+
+from chain import schema
+from chain.state import CachingReader, Changes
+from chain.state_hash import StateHash
+
+__all__ = ["CachedState", "StoreReader"]
+
+# 65,536 accounts at about 0.4 KB each (raw bytes, the NamedTuple and the dict entry): 26 MB.
+MAX_ENTRIES = 1 << 16
+_ACCOUNTS_END = schema.prefix_end(schema.ACCOUNT)
+_key = itemgetter(0)
+
+
+class StoreReader(Protocol):
+    """What the cache reads through to (the block store)."""
+
+    def get(self, key: bytes) -> bytes | None: ...
+
+    def iterate(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]: ...
+
+    def state_hash(self) -> StateHash: ...
+
+
+class CachedState(CachingReader):
+    """The store's committed state, with the values of recently written accounts in memory."""
+
+    __slots__ = ("_entries", "_limit", "_store")
+
+    def __init__(self, store: StoreReader, limit: int = MAX_ENTRIES) -> None:
+        self._store = store
+        self._limit = limit
+        # Oldest written first; an OrderedDict drops its oldest in O(1) (a dict's
+        # next(iter(d)) scans past every key dropped before).
+        self._entries: OrderedDict[bytes, tuple[bytes, Any]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    # --- the reader (StateReader) -------------------------------------------------------------
+
+    def get(self, key: bytes) -> bytes | None:
+        entry = self._entries.get(key)
+        return entry[0] if entry is not None else self._store.get(key)
+
+    def iterate(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]:
+        return self._store.iterate(start, stop)
+
+    def state_hash(self) -> StateHash:
+        return self._store.state_hash()
+
+    def cached(self, key: bytes) -> tuple[bytes, Any] | None:
+        """The committed (raw, decoded) value of ``key`` if it is held; None if not held."""
+        return self._entries.get(key)
+
+    # --- kept equal to the store by the controller --------------------------------------------
+
+    def committed(self, changes: Changes, written: Mapping[bytes, Any]) -> None:
+        """A block's write batch is in the store: ``changes`` encoded and in key order (as
+        ``StateView.changes`` gives them), ``written`` the same values decoded (the view's
+        writes). Accounts written are held from now on,
+        newest last; the oldest go beyond the limit."""
+        entries = self._entries
+        # ``changes`` are in key order: the accounts are one run of it.
+        lo = bisect_left(changes, schema.ACCOUNT, key=_key)
+        hi = bisect_left(changes, _ACCOUNTS_END, lo, key=_key)
+        for key, raw in changes[lo:hi]:
+            value = written[key]
+            if raw is not None and not isinstance(value, bytes):  # decoded, as a view has it
+                entries[key] = (raw, value)
+                entries.move_to_end(key)
+            else:
+                entries.pop(key, None)
+        while len(entries) > self._limit:
+            entries.popitem(last=False)
+
+    def clear(self) -> None:
+        """Forget everything (blocks were popped: their writes are undone in the store)."""
+        self._entries.clear()
