@@ -43,6 +43,7 @@ from chain.store import BlockStore
 from chain.transaction import SignedTransaction, Transaction, tapos_of
 from chain.types import AccountName
 from genesis.model import Genesis, parse_genesis
+from node.cli import tune_gc
 from scripts.benchtools import post_json, process_cpu, push, start_producer
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -259,6 +260,7 @@ def bench_rpc(
 
 
 def main() -> None:
+    tune_gc()  # the chain runs here in-process: collect garbage as a node does
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--blocks", type=int, default=20)
     parser.add_argument("--txs-per-block", type=int, default=1000)
