@@ -16,8 +16,8 @@ NamedTuple of ints, strings and tuples), so every view may share them.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping
+from itertools import islice
 from operator import itemgetter
 from typing import Any, Protocol
 
@@ -51,9 +51,7 @@ class CachedState(CachingReader):
     def __init__(self, store: StoreReader, limit: int = MAX_ENTRIES) -> None:
         self._store = store
         self._limit = limit
-        # Oldest written first; an OrderedDict drops its oldest in O(1) (a dict's
-        # next(iter(d)) scans past every key dropped before).
-        self._entries: OrderedDict[bytes, tuple[bytes, Any]] = OrderedDict()
+        self._entries: dict[bytes, tuple[bytes, Any]] = {}  # in the order first held
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -79,8 +77,9 @@ class CachedState(CachingReader):
     def committed(self, changes: Changes, written: Mapping[bytes, Any]) -> None:
         """A block's write batch is in the store: ``changes`` encoded and in key order (as
         ``StateView.changes`` gives them), ``written`` the same values decoded (the view's
-        writes). Accounts written are held from now on,
-        newest last; the oldest go beyond the limit."""
+        writes). Accounts written are held from now on; past the limit, the half held
+        longest goes (in one sweep: dropping a dict's oldest key one at a time scans past
+        every key dropped before)."""
         entries = self._entries
         # ``changes`` are in key order: the accounts are one run of it.
         lo = bisect_left(changes, schema.ACCOUNT, key=_key)
@@ -89,11 +88,11 @@ class CachedState(CachingReader):
             value = written[key]
             if raw is not None and not isinstance(value, bytes):  # decoded, as a view has it
                 entries[key] = (raw, value)
-                entries.move_to_end(key)
             else:
                 entries.pop(key, None)
-        while len(entries) > self._limit:
-            entries.popitem(last=False)
+        if len(entries) > self._limit:
+            for key in list(islice(entries, len(entries) - self._limit // 2)):
+                del entries[key]
 
     def clear(self) -> None:
         """Forget everything (blocks were popped: their writes are undone in the store)."""
