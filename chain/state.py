@@ -31,6 +31,8 @@ class CachingReader(ABC):
     """A reader that holds some committed values decoded (``chain.state_cache``): a root
     view asks it before reading and decoding a key itself."""
 
+    __slots__ = ()
+
     @abstractmethod
     def cached(self, key: bytes) -> tuple[bytes, Any] | None:
         """The committed (raw, decoded) value of ``key`` if held, else None."""

@@ -19,13 +19,14 @@ from bisect import bisect_left
 from collections.abc import Iterator, Mapping
 from itertools import islice
 from operator import itemgetter
-from typing import Any, Protocol
+from typing import Any
 
 from chain import schema
+from chain.block_transition import StateReader
 from chain.state import CachingReader, Changes
 from chain.state_hash import StateHash
 
-__all__ = ["CachedState", "StoreReader"]
+__all__ = ["CachedState"]
 
 # 65,536 accounts at about 0.4 KB each (raw bytes, the NamedTuple and the dict entry): 26 MB.
 MAX_ENTRIES = 1 << 16
@@ -33,22 +34,12 @@ _ACCOUNTS_END = schema.prefix_end(schema.ACCOUNT)
 _key = itemgetter(0)
 
 
-class StoreReader(Protocol):
-    """What the cache reads through to (the block store)."""
-
-    def get(self, key: bytes) -> bytes | None: ...
-
-    def iterate(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]: ...
-
-    def state_hash(self) -> StateHash: ...
-
-
 class CachedState(CachingReader):
     """The store's committed state, with the values of recently written accounts in memory."""
 
     __slots__ = ("_entries", "_limit", "_store")
 
-    def __init__(self, store: StoreReader, limit: int = MAX_ENTRIES) -> None:
+    def __init__(self, store: StateReader, limit: int = MAX_ENTRIES) -> None:
         self._store = store
         self._limit = limit
         self._entries: dict[bytes, tuple[bytes, Any]] = {}  # in the order first held

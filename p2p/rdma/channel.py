@@ -149,13 +149,16 @@ class RdmaChannel(Channel):
         """The channel's hook (see ``p2p.channel``): a range or snapshot chunk request names
         our landing zone, so the peer writes the blocks or the chunk straight into it.
         ``_from_wire`` undoes it."""
-        addr = self.device.region_address(self._region) + 2 * self.device.ring_size
-        rkey = self.device.pool.rkey
         if isinstance(message, SyncRequest) and message.end:
-            return RdmaSyncRequest(message.start, message.end, addr, rkey, self.land_units)
+            return RdmaSyncRequest(message.start, message.end, *self._our_zone())
         if isinstance(message, SnapshotChunkRequest):
-            return RdmaChunkRequest(message.block_id, message.index, addr, rkey, self.land_units)
+            return RdmaChunkRequest(message.block_id, message.index, *self._our_zone())
         return message
+
+    def _our_zone(self) -> tuple[int, int, int]:
+        """Our landing zone as a request names it: address, rkey, size in units."""
+        addr = self.device.region_address(self._region) + 2 * self.device.ring_size
+        return addr, self.device.pool.rkey, self.land_units
 
     def _from_wire(self, message: Message) -> Message:
         if isinstance(message, RdmaSyncRequest):
