@@ -30,22 +30,36 @@ STATE = b"s"
 ACCOUNT = b"sa"  # + name
 PRODUCER = b"sp"  # + name
 TX_SEEN = b"st"  # + tx id -> expiration(4)
-TX_EXPIRY = b"se"  # + expiration(4) + tx id -> b""
+# + latest expiration(4) + num(8) -> the ids a block applied: expiration(4) + id(32) each
+TX_BLOCK = b"sx"
+TX_BLOCK_ITEM = 4 + 32
+OLD_TX_EXPIRY = b"se"  # one entry per id, before TX_BLOCK: a store holding any is refused
 BLOCK_SUMMARY = b"sb"  # + (num & 0xffff)(2) -> block id, for TaPoS
 
 
 def committed(key: bytes) -> bool:
     """Whether the state commitment covers ``key``: every state key but the de-duplication
-    set's by-id index (``TX_SEEN``), which its expiry index (``TX_EXPIRY``, the same ids with
-    their expirations) determines entry for entry; a snapshot carries the expiry index only
-    and the import rebuilds the other (``seen_entry``)."""
+    set's by-id index (``TX_SEEN``), which the blocks' id lists (``TX_BLOCK``) determine
+    entry for entry; a snapshot carries the lists only and the import rebuilds the index
+    (``seen_entries``). One committed entry per block rather than one per transaction: the
+    commitment then hashes no element per transaction for the set, neither when an id joins
+    it nor when it expires."""
     return not key.startswith(TX_SEEN)
 
 
-def seen_entry(expiry_key: bytes) -> tuple[bytes, bytes]:
-    """The ``TX_SEEN`` entry that goes with a ``TX_EXPIRY`` key."""
-    at = len(TX_EXPIRY)
-    return TX_SEEN + expiry_key[at + 4 :], expiry_key[at : at + 4]
+def tx_block_value(applied: list[tuple[int, bytes]]) -> bytes:
+    """A block's ``TX_BLOCK`` value: each (expiration, id) it applied, in block order."""
+    return b"".join(be(expiration, 4) + tx_id for expiration, tx_id in applied)
+
+
+def seen_entries(tx_block: bytes) -> list[tuple[bytes, bytes]]:
+    """The ``TX_SEEN`` entries (id -> expiration) that go with a ``TX_BLOCK`` value."""
+    if len(tx_block) % TX_BLOCK_ITEM:
+        raise EncodingError("block transaction list", f"{len(tx_block)} bytes")
+    return [
+        (TX_SEEN + tx_block[at + 4 : at + TX_BLOCK_ITEM], tx_block[at : at + 4])
+        for at in range(0, len(tx_block), TX_BLOCK_ITEM)
+    ]
 
 
 def be(n: int, size: int) -> bytes:
@@ -96,8 +110,10 @@ def tx_seen_key(tx_id: bytes) -> bytes:
     return TX_SEEN + tx_id
 
 
-def tx_expiry_key(expiration: int, tx_id: bytes) -> bytes:
-    return TX_EXPIRY + be(expiration, 4) + tx_id
+def tx_block_key(last_expiration: int, num: BlockNum | int) -> bytes:
+    """Ordered by the latest expiration of the block's transactions: the block's list is
+    dropped once all of them have expired."""
+    return TX_BLOCK + be(last_expiration, 4) + be(num, 8)
 
 
 def block_summary_key(num: int) -> bytes:

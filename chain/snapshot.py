@@ -6,7 +6,8 @@ big-endian length and a msgpack array:
 - the head: ``[0, chain id, the block, its header state, the state's lattice hash]``;
 - entry chunks: ``[1, [[key, value], ...]]``, every state entry the commitment covers
   (``chain.schema.committed``: all but the de-duplication set's by-id index, which the
-  import rebuilds from its expiry index) once, in key order;
+  import rebuilds from the blocks' id lists) once, in key order, up to ``CHUNK_ENTRIES``
+  entries or ``CHUNK_BYTES`` of keys and values a chunk;
 - the end: ``[2, entry count, content hash]``, the content hash being the BLAKE3 of every
   byte of the file before this frame.
 
@@ -47,9 +48,10 @@ __all__ = [
 ]
 
 MAGIC = b"BoR snapshot\n\x00"
-VERSION = 1
+VERSION = 2  # 2: the de-duplication set as one id list per block (1: one entry per id)
 CHUNK_ENTRIES = 2048
-MAX_FRAME = 64 << 20  # a chunk of 2,048 entries is far below; more means damage
+CHUNK_BYTES = 1 << 20  # a block's id list is up to 180 KiB (5,000 ids)
+MAX_FRAME = 64 << 20  # a chunk is far below; more means damage
 _HEAD, _CHUNK, _END = 0, 1, 2
 HEAD_PREFIX = len(MAGIC) + 8  # the magic, the version and the head frame's length
 
@@ -120,15 +122,16 @@ def write_snapshot(
             ]
         )
     )
-    count, chunk = 0, []
+    count, chunk, chunk_bytes = 0, [], 0
     seen = StateHash.empty()
     for key, value in entries:
         chunk.append([key, value])
-        if len(chunk) == CHUNK_ENTRIES:
+        chunk_bytes += len(key) + len(value)
+        if len(chunk) == CHUNK_ENTRIES or chunk_bytes >= CHUNK_BYTES:
             seen = seen.plus(chunk_pairs(chunk))
             emit(_frame([_CHUNK, chunk]))
             count += len(chunk)
-            chunk = []
+            chunk, chunk_bytes = [], 0
             if progress is not None:
                 progress(count, size)
     if chunk:

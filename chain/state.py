@@ -213,18 +213,31 @@ class StateView:
 
     def mark_tx(self, tx_id: bytes, expiration: int) -> None:
         self._writes[schema.tx_seen_key(tx_id)] = expiration.to_bytes(4, "big")
-        self._writes[schema.tx_expiry_key(expiration, tx_id)] = b""
+
+    def record_block_txs(self, num: int, applied: list[tuple[int, bytes]]) -> None:
+        """Keep the (expiration, id) of each transaction block ``num`` applied, as one entry
+        that ``prune_expired_txs`` drops, with their ids, once the last of them expired."""
+        if applied:
+            last = max(expiration for expiration, _ in applied)
+            self._writes[schema.tx_block_key(last, num)] = schema.tx_block_value(applied)
 
     def prune_expired_txs(self, now_s: int) -> int:
-        """Forget transaction ids that expired before ``now_s``; returns how many."""
+        """Forget the ids of blocks whose transactions all expired before ``now_s``; returns
+        how many ids. (An id whose own expiration passed may stay a little longer, until the
+        last of its block's: harmless, as a transaction past its expiration is refused
+        before its id is looked up.)"""
         base = self._base
         assert not isinstance(base, StateView), "prune on the block's root view"
-        stop = schema.TX_EXPIRY + now_s.to_bytes(4, "big")
+        stop = schema.TX_BLOCK + now_s.to_bytes(4, "big")
+        writes, reads = self._writes, self._reads
         pruned = 0
-        for key, _ in base.iterate(schema.TX_EXPIRY, stop):
-            self._writes[key] = None
-            self._writes[schema.tx_seen_key(key[len(schema.TX_EXPIRY) + 4 :])] = None
-            pruned += 1
+        for key, value in base.iterate(schema.TX_BLOCK, stop):
+            writes[key] = None
+            reads[key] = (value, value)  # the old values, for undo, without reading them again
+            for seen, expiration in schema.seen_entries(value):
+                writes[seen] = None
+                reads[seen] = (expiration, expiration)
+                pruned += 1
         return pruned
 
     def block_summary(self, num: int) -> BlockId | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
@@ -124,44 +124,38 @@ class StateHash:
         self,
         removed: Iterable[tuple[bytes, bytes]],
         added: Iterable[tuple[bytes, bytes]],
-        remember: Callable[[bytes], bool] | None = None,
+        busy: bytes | None = None,
     ) -> StateHash:
         """The hash after ``removed`` entries left the set and ``added`` ones joined it. The
-        elements of added entries whose key ``remember`` picks (busy keys, such as accounts)
-        are kept for a while: the next change of that key removes exactly that entry.
+        elements of added entries whose key starts with ``busy`` (keys changed again and
+        again, such as accounts) are kept for a while: the next change of that key removes
+        exactly that entry.
 
         The hot path of every block: the loops are written out (no call per entry but the
         hash), which measured 40 % faster than going through ``_sum``."""
         recent, size = _recent, STATE_HASH_BYTES
-        gone = np.zeros(LANES, dtype=np.uint16)
-        batch: list[bytes] = []
+        gone: list[bytes] = []
         for key, value in removed:
             hit = recent.get(key)
             if hit is not None and hit[0] == value:
-                batch.append(hit[1])
+                gone.append(hit[1])
             else:
-                batch.append(blake3(len(key).to_bytes(4, "big") + key + value).digest(size))
-            if len(batch) == _BATCH:
-                gone += _lanes_of(batch)
-                batch = []
-        if batch:
-            gone += _lanes_of(batch)
-        new = np.zeros(LANES, dtype=np.uint16)
-        batch = []
+                gone.append(blake3(len(key).to_bytes(4, "big") + key + value).digest(size))
+        new: list[bytes] = []
         for key, value in added:
             element = blake3(len(key).to_bytes(4, "big") + key + value).digest(size)
-            if remember is not None and remember(key):
+            if busy is not None and key.startswith(busy):
                 recent[key] = (value, element)
                 recent.move_to_end(key)
-                if len(recent) > _RECENT_MAX:
-                    recent.popitem(last=False)
-            batch.append(element)
-            if len(batch) == _BATCH:
-                new += _lanes_of(batch)
-                batch = []
-        if batch:
-            new += _lanes_of(batch)
-        return StateHash(self._lanes - gone + new)
+            new.append(element)
+        while len(recent) > _RECENT_MAX:
+            recent.popitem(last=False)
+        lanes = self._lanes
+        for at in range(0, len(gone), _BATCH):
+            lanes = lanes - _lanes_of(gone[at : at + _BATCH])
+        for at in range(0, len(new), _BATCH):
+            lanes = lanes + _lanes_of(new[at : at + _BATCH])
+        return StateHash(lanes)
 
     def plus(self, entries: Iterable[tuple[bytes, bytes]]) -> StateHash:
         """The hash with ``entries`` (none of them already in the set) added."""

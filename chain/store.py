@@ -188,6 +188,14 @@ class BlockStore:
                 "the data dir was written by a BoR without state commitments (before block "
                 "headers committed to the whole state): move it away and sync or import again"
             )
+        elif any(
+            True
+            for _ in self.iterate(schema.OLD_TX_EXPIRY, schema.prefix_end(schema.OLD_TX_EXPIRY))
+        ):
+            raise StoreError(
+                "the data dir was written by a BoR that kept one state entry per transaction "
+                "id (before the per-block id lists): move it away and sync or import again"
+            )
 
     def init_genesis(self, chain_id: bytes, state: HeaderState, changes: Changes) -> None:
         puts = [(k, v) for k, v in changes if v is not None]
@@ -329,7 +337,9 @@ class BlockStore:
                 leftovers = []
         self._write([], leftovers)
         for chunk in chunks:
-            seen = [schema.seen_entry(k) for k, _ in chunk if k.startswith(schema.TX_EXPIRY)]
+            seen = [
+                e for k, v in chunk if k.startswith(schema.TX_BLOCK) for e in schema.seen_entries(v)
+            ]
             self._write(chunk + seen, [])
         block, state = head.block, head.header_state
         self._write(

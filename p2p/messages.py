@@ -17,7 +17,8 @@ from chain.transaction import SignedTransaction
 from chain.types import BlockId
 
 # 2: handshakes say the first block a node holds (nodes started from a snapshot).
-PROTOCOL_VERSION = 2
+# 3: the de-duplication set in the state commitment as one id list per block.
+PROTOCOL_VERSION = 3
 
 
 class GoAwayReason(IntEnum):

@@ -96,18 +96,19 @@ def _commitment(chain: Chain) -> bytes:
     return StateHash.of((k, v) for k, v in state_dump(chain).items() if schema.committed(k)).root()
 
 
-def test_the_dedup_index_is_left_out_and_rebuilt_from_the_expiry_index(tmp_path: Path) -> None:
-    """After a transfer the store holds a TX_SEEN entry that the commitment leaves out, and
-    ``seen_entry`` of its TX_EXPIRY key gives exactly that entry."""
+def test_the_dedup_index_is_left_out_and_rebuilt_from_the_block_id_lists(tmp_path: Path) -> None:
+    """After a block of two transfers the store holds two TX_SEEN entries that the commitment
+    leaves out and one committed TX_BLOCK list, and ``seen_entries`` of it gives exactly them."""
     net = DevNet.create(3, blocks_per_turn=1)
     chain = net.open(tmp_path)
-    chain.admit_transaction(
-        net.tx(chain, Transfer(AccountName("alice"), AccountName("bob"), 1)), now_ms()
-    )
+    for amount in (1, 2):
+        chain.admit_transaction(
+            net.tx(chain, Transfer(AccountName("alice"), AccountName("bob"), amount)), now_ms()
+        )
     net.produce(chain)
     dump = state_dump(chain)
     seen = {k: v for k, v in dump.items() if k.startswith(schema.TX_SEEN)}
-    expiry = [k for k in dump if k.startswith(schema.TX_EXPIRY)]
-    assert len(seen) == len(expiry) == 1
-    assert not schema.committed(next(iter(seen)))
-    assert dict(schema.seen_entry(k) for k in expiry) == seen
+    lists = [v for k, v in dump.items() if k.startswith(schema.TX_BLOCK)]
+    assert len(seen) == 2 and len(lists) == 1
+    assert not any(schema.committed(k) for k in seen)
+    assert dict(schema.seen_entries(lists[0])) == seen

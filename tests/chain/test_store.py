@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import plyvel
 import pytest
 
 from chain import schema
@@ -191,3 +192,17 @@ class TestLevelDBBlockStore(BlockStoreContract):
 
     def open_store(self, path: Path) -> BlockStore:
         return BlockStore(str(path))
+
+    def test_a_store_with_one_entry_per_transaction_id_is_refused(
+        self, net: DevNet, tmp_path: Path
+    ) -> None:
+        """A data dir from before the per-block id lists (it holds an old per-id expiry entry)
+        is refused with what to do, rather than run on with a state its blocks do not hash."""
+        self.fresh(net, tmp_path / "db").close()
+        db = plyvel.DB(str(tmp_path / "db"))
+        db.put(schema.OLD_TX_EXPIRY + bytes(36), b"")
+        db.close()
+        store = self.open_store(tmp_path / "db")
+        with pytest.raises(StoreError, match="one state entry per transaction id"):
+            store.open_chain(net.genesis.to_initial_state())
+        store.close()

@@ -282,15 +282,23 @@ def test_oversized_transaction_refused(view: StateView) -> None:
         apply_transaction(view, stx, _keys("alice"), small)
 
 
-def test_expired_ids_are_pruned() -> None:
-    """Pruning at a time forgets the ids of transactions that expired before it and keeps the later
-    ones."""
+def test_expired_ids_are_pruned_block_by_block() -> None:
+    """Pruning at a time forgets the ids of a block once the last of its transactions expired
+    before it, and keeps a block's ids while any of them has not; the undo record gets every
+    pruned entry's old value without reading it again."""
     kv = MemoryKV()
     v = StateView(kv)
-    v.mark_tx(b"a" * 32, 100)
-    v.mark_tx(b"b" * 32, 200)
+    for tx_id, expiration in ((b"a" * 32, 100), (b"b" * 32, 120), (b"c" * 32, 200)):
+        v.mark_tx(tx_id, expiration)
+    v.record_block_txs(1, [(100, b"a" * 32), (120, b"b" * 32)])
+    v.record_block_txs(2, [(200, b"c" * 32)])
     kv.data.update({k: val for k, val in v.changes() if val is not None})
     fresh = StateView(kv)
-    assert fresh.prune_expired_txs(150) == 1
-    assert not fresh.tx_seen(b"a" * 32)
-    assert fresh.tx_seen(b"b" * 32)
+    assert fresh.prune_expired_txs(110) == 0, "block 1 still has an unexpired id"
+    assert fresh.prune_expired_txs(150) == 2
+    assert not fresh.tx_seen(b"a" * 32) and not fresh.tx_seen(b"b" * 32)
+    assert fresh.tx_seen(b"c" * 32)
+    deleted = {k for k, val in fresh.changes() if val is None}
+    assert deleted and all(
+        kv.data[k] == old for k, old in fresh.originals().items() if k in deleted
+    )
