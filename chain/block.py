@@ -179,6 +179,59 @@ class SignedBlock:
         return pack(fields)
 
 
+@dataclass(frozen=True, slots=True)
+class SignedHeader:
+    """A block without its transactions: the header, the producer's signature and the QC.
+    What a node following the header chain checks (``chain.header_chain``): the signature
+    and the QC cover no transaction, so the header's rules, its producer's signature, its
+    schedule changes and its finality all hold without the body."""
+
+    header: BlockHeader
+    header_bytes: bytes
+    signature: bytes
+    qc: QuorumCertificate | None = None
+    id: BlockId = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "id", make_block_id(self.header.num, self.header_bytes))
+
+    @property
+    def num(self) -> BlockNum:
+        return self.header.num
+
+    def encode(self) -> bytes:
+        fields: list[Any] = [self.header_bytes, self.signature]
+        if self.qc is not None:
+            fields.append(self.qc.to_wire())
+        return pack(fields)
+
+
+def signed_header_of(block: SignedBlock) -> SignedHeader:
+    return SignedHeader(block.header, block.header_bytes, block.signature, block.qc)
+
+
+def decode_signed_header(data: bytes) -> SignedHeader:
+    raw = unpack(data, "signed header")
+    if type(raw) is not list or len(raw) not in (2, 3) or type(raw[0]) is not bytes:
+        raise EncodingError("signed header", "expected [header, signature, qc?]")
+    signed = SignedHeader(
+        decode_header(raw[0]),
+        raw[0],
+        check_bytes(raw[1], SIGNATURE_SIZE, "header.signature"),
+        qc_from_wire(raw[2]) if len(raw) == 3 else None,
+    )
+    if pack(raw) != data:
+        raise EncodingError("signed header", "not in canonical encoding")
+    return signed
+
+
+def header_of_encoded_block(data: bytes) -> bytes:
+    """The encoded ``SignedHeader`` of an encoded block (one held, so well formed), without
+    decoding its transactions: what a peer following the header chain is sent."""
+    raw = unpack(data, "block")
+    return pack([raw[0], raw[1], *raw[3:]])
+
+
 def decode_block(data: bytes) -> SignedBlock:
     raw = unpack(data, "block")
     if type(raw) is not list or len(raw) not in (3, 4) or type(raw[0]) is not bytes:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from chain import schema
-from chain.block import BlockHeader, Schedule, SignedBlock, header_digest
+from chain.block import BlockHeader, Schedule, SignedBlock, SignedHeader, header_digest
 from chain.crypto import recover
 from chain.dpos import HeaderState, elect
 from chain.errors import BadSignature, InvalidBlock, TransactionError
@@ -54,6 +54,7 @@ __all__ = [
     "process_block_body",
     "process_block_header",
     "process_header",
+    "process_signed_header",
 ]
 
 
@@ -140,7 +141,7 @@ def process_header(
 
 
 def verify_block_signature(
-    parent: HeaderState, block: SignedBlock, params: ChainParams, chain_id: bytes
+    parent: HeaderState, block: SignedBlock | SignedHeader, params: ChainParams, chain_id: bytes
 ) -> None:
     """The block is signed by the key the parent's schedule names for its slot."""
     _, scheduled_key = parent.scheduled(block.header.slot, params)
@@ -163,6 +164,25 @@ def find_double_sign(earlier: SignedBlock | None, block: SignedBlock) -> Evidenc
     return Evidence(earlier, block)
 
 
+def process_signed_header(
+    parent: HeaderState,
+    signed: SignedBlock | SignedHeader,
+    *,
+    params: ChainParams,
+    chain_id: bytes,
+    now_ms: int,
+) -> HeaderState:
+    """Judge a header, signed and with its QC, on its parent's header state, without its
+    body (``process_block_header`` adds the body's checks): the next header state."""
+    header = signed.header
+    state = process_header(parent, header, signed.id, params)
+    if slot_start_ms(header.slot) > now_ms + SLOT_MS:
+        raise InvalidBlock(signed.num, f"slot {header.slot} is in the future")
+    verify_block_signature(parent, signed, params, chain_id)
+    verify_block_qc(parent, signed, params, chain_id)
+    return state
+
+
 def process_block_header(
     parent: HeaderState,
     block: SignedBlock,
@@ -174,15 +194,11 @@ def process_block_header(
 ) -> HeaderVerdict:
     """Judge ``block`` on its parent's header state; ``earlier`` is a block already held from
     the same producer for the same slot, if any."""
-    header, num = block.header, block.num
-    state = process_header(parent, header, block.id, params)
-    if slot_start_ms(header.slot) > now_ms + SLOT_MS:
-        raise InvalidBlock(num, f"slot {header.slot} is in the future")
-    verify_block_signature(parent, block, params, chain_id)
-    verify_block_qc(parent, block, params, chain_id)
+    num = block.num
+    state = process_signed_header(parent, block, params=params, chain_id=chain_id, now_ms=now_ms)
     if len(block.transactions) > params.max_block_txs:
         raise InvalidBlock(num, f"more than {params.max_block_txs} transactions")
-    if merkle_root([t.id for t in block.transactions]) != header.tx_root:
+    if merkle_root([t.id for t in block.transactions]) != block.header.tx_root:
         raise InvalidBlock(num, "transaction Merkle root does not match")
     return HeaderVerdict(state, find_double_sign(earlier, block))
 

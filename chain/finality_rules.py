@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from chain.block import BlockHeader, SignedBlock
+from chain.block import BlockHeader, SignedBlock, SignedHeader
 from chain.dpos import HeaderState
 from chain.errors import InvalidBlock, QcError
 from chain.finality import finalizer_policy
@@ -47,7 +47,7 @@ def claim_policy(parent: HeaderState, claim: QcClaim, params: ChainParams) -> Fi
 
 
 def verify_block_qc(
-    parent: HeaderState, block: SignedBlock, params: ChainParams, chain_id: bytes
+    parent: HeaderState, block: SignedBlock | SignedHeader, params: ChainParams, chain_id: bytes
 ) -> None:
     """A block carries a QC exactly when its claim is newer than its parent's, and that QC
     proves the claim: the claimed block of this branch, as strong as claimed, and valid."""

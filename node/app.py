@@ -25,11 +25,13 @@ from chain.block import SignedBlock
 from chain.controller import Chain
 from chain.crypto import PrivateKey, public_key_to_text, recover_many
 from chain.finality import FINALITY_VOTES, finalizer_policy
+from chain.header_chain import HeaderChain
 from chain.mempool import Mempool
 from chain.params import slot_start_ms
 from chain.qc import Vote
 from chain.sigpool import ParallelRecoverer
 from chain.store import BlockStore
+from chain.types import BlockId
 from chain.view import ChainView
 from chain.votes import VoteOutcome
 from genesis.model import load_genesis
@@ -113,13 +115,11 @@ def start_from_snapshot(store: BlockStore, path: Path, chain_id: bytes) -> None:
 STATE_SYNC_DIR = "state-sync"
 
 
-def restart_from_snapshot(config: NodeConfig, fetched: Path) -> None:
+def restart_from_snapshot(config: NodeConfig, fetched: Path, trusted: BlockId) -> None:
     """After state sync: replace the data dir's chain (genesis only) by the fetched snapshot,
     and keep the file among the snapshots this node serves. The snapshot must be of the
     trusted block (state sync checked it; this is the last word before the chain is
     replaced): one that is not is deleted, so that the next start fetches it again."""
-    trusted = config.state_sync_trusted
-    assert trusted is not None, "only state sync fetches snapshots"
     genesis = load_genesis(config.genesis_json)
     named = read_snapshot_head(fetched)
     if named.block.id != trusted:
@@ -244,6 +244,7 @@ class Node:
         # Set when state sync fetched and verified a snapshot: the node stops, and
         # ``bor-node run`` starts it again from that snapshot (``restart_from_snapshot``).
         self.fetched_snapshot: Path | None = None
+        self.fetcher: Fetcher | None = None
         self._snapshot_due = -1  # LIB // snapshot-interval-blocks when last written
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -276,6 +277,12 @@ class Node:
     def _snapshot_fetched(self, path: Path) -> None:
         self.fetched_snapshot = path
         self._stop.set()
+
+    @property
+    def fetched_block(self) -> BlockId:
+        """The trusted block whose snapshot state sync fetched."""
+        assert self.fetcher is not None and self.fetcher.trusted is not None
+        return self.fetcher.trusted
 
     def _on_applied(self, blocks: list[SignedBlock], in_sync: bool) -> None:
         """Blocks from peers joined our chain (``in_sync``: while following the network)."""
@@ -364,10 +371,20 @@ class Node:
         runner.subscribe(progress.view_changed)
         rdma, rdma_status = open_rdma(config)
         fetcher = None
-        if config.state_sync_trusted is not None and chain.head.num == 0:
-            log.info("state_sync_started", block_id=config.state_sync_trusted.hex())
+        if config.state_sync and chain.head.num == 0:
             download = FileDownload(config.data_dir / STATE_SYNC_DIR)
-            fetcher = Fetcher(config.state_sync_trusted, download, self._snapshot_fetched)
+            # Without the operator's block (nor one trusted by an earlier run, whose
+            # download is kept), the header chain followed from genesis vouches for one.
+            headers = HeaderChain(chain.head, chain.params, chain.chain_id)
+            self.fetcher = fetcher = Fetcher(
+                config.state_sync_trusted, download, self._snapshot_fetched, headers=headers
+            )
+            trusted = fetcher.trusted
+            log.info(
+                "state_sync_started",
+                block_id=None if trusted is None else trusted.hex(),
+                following_headers=trusted is None,
+            )
         snapshots = SnapshotDir(config.data_dir / "snapshots", config.snapshot_chunk_bytes)
         self.network = network = Network(
             runner,

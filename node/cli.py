@@ -40,7 +40,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     node = Node(config)
     asyncio.run(node.run())
     if node.fetched_snapshot is not None:  # state sync fetched one: go on from it
-        restart_from_snapshot(config, node.fetched_snapshot)
+        restart_from_snapshot(config, node.fetched_snapshot, node.fetched_block)
         asyncio.run(Node(config).run())
     return 0
 

@@ -35,14 +35,17 @@ OPTIONS: tuple[Option, ...] = (
     Option("genesis-json", "genesis file (default: <data-dir>/genesis.json)"),
     Option(
         "state-sync",
-        "on: a node with no block yet fetches the snapshot of state-sync-trusted-block from its"
-        " peers (in verified chunks, several peers at once) instead of replaying history",
+        "on: a node with no block yet fetches a snapshot from its peers (in verified chunks,"
+        " several peers at once) instead of replaying history: of state-sync-trusted-block if"
+        " given, else of the newest block the header chain, followed from genesis, shows"
+        " irreversible",
         "off",
     ),
     Option(
         "state-sync-trusted-block",
         "the id (64 hex digits) of an irreversible block you trust, whose snapshot state sync"
-        " fetches: take it from a node you trust (its /v1/node/snapshots)",
+        " fetches: take it from a node you trust (its /v1/node/snapshots); without it, state"
+        " sync follows the header chain from genesis to find one",
     ),
     Option("snapshot-chunk-bytes", "chunk size of the snapshots this node serves", 1 << 20, int),
     Option(
@@ -190,7 +193,8 @@ class NodeConfig:
     finalizer_keys: dict[PublicKey, PrivateKey] = field(default_factory=dict)
     production_pause_vote_timeout_ms: int = 6000
     snapshot: Path | None = None
-    state_sync_trusted: BlockId | None = None  # set: state sync is on
+    state_sync: bool = False
+    state_sync_trusted: BlockId | None = None  # None: found by following the header chain
     snapshot_chunk_bytes: int = 1 << 20
     snapshot_interval_blocks: int = 0
     snapshot_keep: int = 2
@@ -349,12 +353,11 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
     if merged["state-sync"] not in ("on", "off"):
         raise ConfigError("state-sync", f"{merged['state-sync']!r} is not on or off")
     trusted = None
-    if merged["state-sync"] == "on":
-        text = merged["state-sync-trusted-block"] or ""
+    text = merged["state-sync-trusted-block"]
+    if text:
         if re.fullmatch("[0-9a-fA-F]{64}", text) is None:
             raise ConfigError(
-                "state-sync-trusted-block",
-                "state-sync = on needs the 64-hex-digit id of a block you trust",
+                "state-sync-trusted-block", "must be the 64-hex-digit id of a block you trust"
             )
         trusted = BlockId(bytes.fromhex(text))
     if not 4096 <= merged["snapshot-chunk-bytes"] <= 4 << 20:
@@ -402,6 +405,7 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
         finalizer_keys=finalizer_keys,
         production_pause_vote_timeout_ms=merged["production-pause-vote-timeout-ms"],
         snapshot=Path(merged["snapshot"]) if merged["snapshot"] else None,
+        state_sync=merged["state-sync"] == "on",
         state_sync_trusted=trusted,
         snapshot_chunk_bytes=merged["snapshot-chunk-bytes"],
         snapshot_interval_blocks=merged["snapshot-interval-blocks"],

@@ -28,6 +28,7 @@ from node.runner import ChainRunner
 from p2p.block_relay import BlockRelay
 from p2p.blocksync import BlockSync, OnApplied
 from p2p.handshake import AuthPolicy, ChainPosition
+from p2p.header_sync import HeaderSync
 from p2p.rdma.device import RdmaDevice
 from p2p.rdma.upgrade import RdmaUpgrade
 from p2p.reactor import Reactor
@@ -202,9 +203,18 @@ class Network:
         self.votes = VoteRelay(service, on_vote, on_peer)
         service.on_requeued = self.txs.relay_requeued
         self.state_sync = state_sync
+        fetcher = None if state_sync is None else state_sync.fetcher
+        # Every node serves signed headers; one state-syncing with no trusted block yet
+        # follows them from genesis to find one.
+        self.headers = HeaderSync(service)
+        if fetcher is not None:
+            self.headers = HeaderSync(
+                service, fetcher.headers, lambda: fetcher.trusted is None and not fetcher.done
+            )
         reactors: list[Reactor] = [self.blocks, self.block_relay, self.txs, self.votes]
         if state_sync is not None:
             reactors = [state_sync] if self.fetching else [*reactors, state_sync]
+        reactors.append(self.headers)
         self.switch = Switch(
             self.node_id, SwitchConfig(config.max_clients, config.keepalive), reactors
         )

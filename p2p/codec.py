@@ -23,6 +23,8 @@ from p2p.messages import (
     GoAway,
     GoAwayReason,
     Handshake,
+    HeaderRange,
+    HeaderRangeRequest,
     Hello,
     IdListMode,
     Message,
@@ -78,7 +80,10 @@ _TYPES: dict[type[Any], int] = {
     SnapshotChunkRequest: 16,
     SnapshotChunk: 17,
     RdmaChunkRequest: 18,
+    HeaderRangeRequest: 19,
+    HeaderRange: 20,
 }
+MAX_HEADERS = 500  # signed headers a header_range carries at most
 MAX_OFFERS = 8
 MAX_CHUNKS = 200_000  # a manifest of 6.4 MB: a 200 GB snapshot in 1 MiB chunks
 MIN_CHUNK, MAX_CHUNK = 4096, 4 << 20
@@ -135,6 +140,10 @@ def _payload(msg: Outbound) -> bytes:
         fields = [msg.block_id, msg.index, msg.data]
     elif isinstance(msg, RdmaChunkRequest):
         fields = [msg.block_id, msg.index, msg.addr, msg.rkey, msg.units]
+    elif isinstance(msg, HeaderRangeRequest):
+        fields = [msg.start, msg.count]
+    elif isinstance(msg, HeaderRange):
+        fields = [msg.start, list(msg.headers)]
     else:
         fields = [msg.start, msg.end]
     return pack(fields)
@@ -372,6 +381,24 @@ def _rdma_chunk_request(payload: bytes) -> RdmaChunkRequest:
     )
 
 
+def _header_range_request(payload: bytes) -> HeaderRangeRequest:
+    r = _fields(payload, "header_range_request", 2)
+    return HeaderRangeRequest(
+        check_int(r[0], 1, U32, "header_range_request.start"),
+        check_int(r[1], 1, MAX_HEADERS, "header_range_request.count"),
+    )
+
+
+def _header_range(payload: bytes) -> HeaderRange:
+    r = _fields(payload, "header_range", 2)
+    headers = r[1]
+    if type(headers) is not list or len(headers) > MAX_HEADERS:
+        raise MalformedMessage(f"header_range: headers must be a list of at most {MAX_HEADERS}")
+    if any(type(h) is not bytes for h in headers):
+        raise MalformedMessage("header_range: every header must be bytes")
+    return HeaderRange(check_int(r[0], 1, U32, "header_range.start"), tuple(headers))
+
+
 _DECODERS: dict[int, Callable[[bytes], Message]] = {
     0: _hello,
     1: _handshake,
@@ -392,6 +419,8 @@ _DECODERS: dict[int, Callable[[bytes], Message]] = {
     16: _snapshot_chunk_request,
     17: _snapshot_chunk,
     18: _rdma_chunk_request,
+    19: _header_range_request,
+    20: _header_range,
 }
 
 

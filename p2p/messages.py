@@ -222,6 +222,24 @@ class SnapshotChunk:
     data: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class HeaderRangeRequest:
+    """The signed headers of blocks ``start`` .. ``start + count - 1``: what a node that
+    follows the header chain to learn a block it can trust asks (``p2p.header_sync``)."""
+
+    start: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderRange:
+    """Encoded ``chain.block.SignedHeader``s of consecutive blocks from ``start`` on; fewer
+    than asked when the sender holds no more."""
+
+    start: int
+    headers: tuple[bytes, ...]
+
+
 class RdmaStep(IntEnum):
     OFFER = 1  # the dialling side: here is my queue pair and ring
     ACCEPT = 2  # the listening side: and here is mine
@@ -284,5 +302,7 @@ Message = (
     | SnapshotManifest
     | SnapshotChunkRequest
     | SnapshotChunk
+    | HeaderRangeRequest
+    | HeaderRange
 )
 Outbound = Message | RawBlock

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from blake3 import blake3
 
+from chain.header_chain import HeaderChain
 from chain.types import BlockId
 from p2p.codec import MAX_CHUNK, MAX_CHUNKS, MIN_CHUNK
 from p2p.messages import SnapshotChunk, SnapshotOffer
@@ -128,16 +129,26 @@ class Fetcher:
 
     def __init__(
         self,
-        trusted: BlockId,
+        trusted: BlockId | None,
         download: SnapshotDownload,
         on_done: Callable[[Path], None],
         *,
+        headers: HeaderChain | None = None,
         per_peer: int = 4,
         timeout: float = 10.0,
         max_strikes: int = 3,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        # The block whose snapshot is fetched: the operator's, or (None until then) the newest
+        # offered that ``headers``, the header chain followed from genesis, vouches for. A
+        # download kept from an earlier run was accepted for a block trusted then.
+        kept = download.offer()
+        if trusted is None and kept is not None:
+            trusted = kept.block_id
+        if trusted is None and headers is None:
+            raise ValueError("state sync needs a trusted block or the header chain to find one")
         self.trusted = trusted
+        self.headers = headers
         self.download = download
         self.on_done = on_done
         self.per_peer = per_peer
@@ -145,6 +156,9 @@ class Fetcher:
         self.max_strikes = max_strikes
         self.clock = clock
         self.sources: dict[str, Source] = {}
+        # Until a block is trusted: each peer's last list, looked at again as the header
+        # chain followed vouches for more blocks.
+        self.listed: dict[str, tuple[SnapshotOffer, ...]] = {}
         self.asked: dict[int, Asked] = {}
         # Chunks neither held nor asked, in the order to ask them (those given back first);
         # built when the offer is known, so that scheduling costs O(1) per chunk.
@@ -171,6 +185,10 @@ class Fetcher:
         offer = self.download.offer()
         return offer if offer is not None and offer.block_id == self.trusted else None
 
+    def trusts(self, block_id: BlockId) -> bool:
+        """Whether a snapshot of ``block_id`` may be fetched when none is chosen yet."""
+        return self.headers is not None and self.headers.trusts(block_id)
+
     def status(self) -> dict[str, Any]:
         offer = self.offer
         total = 0 if offer is None else offer.chunks
@@ -178,10 +196,12 @@ class Fetcher:
         elapsed = max(self.clock() - self.started_at, 1e-9)
         rate = self.fetched_bytes / elapsed
         left = 0 if offer is None else max(offer.size - held * offer.chunk_size, 0)
+        trusted, headers = self.trusted, self.headers
         return {
             "stage": "done" if self.done else "state_sync",
-            "block_id": self.trusted.hex(),
-            "block_num": int.from_bytes(self.trusted[:4], "big"),
+            "block_id": None if trusted is None else trusted.hex(),
+            "block_num": None if trusted is None else int.from_bytes(trusted[:4], "big"),
+            "headers": None if headers is None else {"tip": headers.tip.num, "lib": headers.lib},
             "chunks": held,
             "chunks_total": total,
             "chunks_fetched": self.fetched_chunks,  # by this run (the rest it resumed with)

@@ -102,6 +102,7 @@ class StateSync(Reactor):
         self.server.peer_gone(peer.id)
         f = self.fetcher
         if f is not None:
+            f.listed.pop(peer.id, None)
             f.release(peer.id)
             asked = f.manifest_asked
             if asked is not None and asked.peer == peer.id:
@@ -145,6 +146,9 @@ class StateSync(Reactor):
     def _on_list(self, peer: Peer, message: SnapshotList) -> None:
         f = self.fetcher
         assert f is not None
+        if f.trusted is None:
+            f.listed[peer.id] = message.offers
+            self._choose(f)
         offer = next((o for o in message.offers if o.block_id == f.trusted), None)
         problem = None if offer is None else offer_problem(offer)
         if problem is not None:
@@ -162,10 +166,33 @@ class StateSync(Reactor):
         self._ask_manifest(f)
         self._schedule()
 
+    def _choose(self, f: Fetcher) -> None:
+        """With no block trusted yet: the newest offered (in the peers' last lists) that the
+        header chain followed vouches for becomes the one (kept as the download's offer once
+        its manifest is in, so that a restart goes on with it). Offers newer than the LIB
+        followed so far are looked at again as the headers come in (``_tick``)."""
+        good = [
+            o
+            for offers in f.listed.values()
+            for o in offers
+            if offer_problem(o) is None and f.trusts(o.block_id)
+        ]
+        if not good:
+            return
+        chosen = max(good, key=lambda o: int.from_bytes(o.block_id[:4], "big")).block_id
+        f.trusted = chosen
+        log.info(
+            "state_sync_trusted_by_headers",
+            block=int.from_bytes(chosen[:4], "big"),
+            block_id=chosen.hex(),
+            headers_lib=None if f.headers is None else f.headers.lib,
+        )
+
     def _ask_manifest(self, f: Fetcher) -> None:
         """Ask for the manifest of the root most sources agree on, unless one is known or
         asked already."""
-        if f.offer is not None or f.manifest_asked is not None or f.accepting:
+        trusted = f.trusted
+        if trusted is None or f.offer is not None or f.manifest_asked is not None or f.accepting:
             return
         roots = Counter(s.offer.root for s in f.sources.values())
         if not roots:
@@ -174,7 +201,7 @@ class StateSync(Reactor):
         # The first to offer it: one that let a request time out re-enters last.
         peer_id = next(p for p, s in f.sources.items() if s.offer.root == root)
         peer = self.switch.get(peer_id)
-        if peer is not None and peer.offer(SnapshotManifestRequest(f.trusted)):
+        if peer is not None and peer.offer(SnapshotManifestRequest(trusted)):
             f.manifest_asked = Asked(peer_id, f.clock())
 
     async def _on_manifest(self, peer: Peer, message: SnapshotManifest) -> None:
@@ -263,8 +290,8 @@ class StateSync(Reactor):
         f = self.fetcher
         if f is None or f.done or f.finishing:
             return
-        offer = f.offer
-        if offer is None:
+        offer, trusted = f.offer, f.trusted
+        if offer is None or trusted is None:
             return
         held = f.download.held()
         if len(held) == offer.chunks:
@@ -287,7 +314,7 @@ class StateSync(Reactor):
                 index = f.next_missing(held)
                 if index is None:
                     return
-                if not peer.offer(SnapshotChunkRequest(f.trusted, index)):
+                if not peer.offer(SnapshotChunkRequest(trusted, index)):
                     todo.appendleft(index)
                     break
                 source.in_flight.add(index)
@@ -295,6 +322,16 @@ class StateSync(Reactor):
 
     def _tick(self, f: Fetcher) -> None:
         now = f.clock()
+        if f.trusted is None:
+            self._choose(f)
+            if f.trusted is not None:
+                for peer in self.switch.peers():  # their lists again, now that one is trusted
+                    peer.offer(SnapshotListRequest())
+            elif now - f.last_log >= ASK_EVERY_S:  # the peers' newer snapshots
+                f.last_log = now
+                for peer in self.switch.peers():
+                    peer.offer(SnapshotListRequest())
+            return
         for index, asked in list(f.asked.items()):
             if now - asked.sent_at < f.timeout or f.asked.get(index) is not asked:
                 continue  # not late, or given back already with its silent peer's others

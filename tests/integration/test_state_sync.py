@@ -149,3 +149,48 @@ def test_state_sync_from_three_peers_one_corrupt_one_killed_and_resume(
     assert syncer.info()["head_block_id"] == good.info()["head_block_id"]
     assert syncer.info()["sync_stage"] == "in_sync"
     assert syncer.rpc("/v1/chain/get_info")["last_irreversible_block_num"] >= made["head_block_num"]
+
+
+def test_with_no_trusted_block_the_node_follows_the_header_chain_to_find_one(
+    nodes: Nodes, tmp_path: Path
+) -> None:
+    """Started with state sync and no block id from its operator, a fresh node follows the
+    signed headers of a live chain from genesis, fetches the snapshot of a block they show
+    irreversible, and then follows the chain. (A snapshot is of its maker's LIB, which on a
+    votes chain the headers show final one block later: the chain has to move on.)"""
+    devnet = nodes.devnet("live").start(wait_head=1)
+    assert devnet.stop() == 0
+    node_dir = devnet.data_dir / "node1"
+    with (node_dir / "config.ini").open("a") as ini:
+        ini.write(f"snapshot-interval-blocks = 4\nsnapshot-chunk-bytes = {CHUNK}\n")
+    devnet.start()
+    wait_for(lambda: devnet.rpc("/v1/node/snapshots")["snapshots"], 60, "a snapshot served")
+    listen = next(
+        line.split("=", 1)[1].strip()
+        for line in (node_dir / "config.ini").read_text().splitlines()
+        if line.startswith("p2p-listen-endpoint")
+    )
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    shutil.copy(devnet.data_dir / "genesis.json", fresh / "genesis.json")
+    syncer = nodes.run(fresh, "--state-sync", "on", "--p2p-peer-address", listen).start()
+    wait_for(lambda: "state_sync_imported" in syncer.log.read_text(), 90, "the snapshot imported")
+    wait_for(
+        lambda: syncer.rpc("/v1/node/sync")["stage"] == "in_sync",
+        60,
+        "the node to follow the chain",
+    )
+    log = syncer.log.read_text()
+    started = _events(log, "state_sync_started")[0]
+    assert started["following_headers"] is True and started["block_id"] is None
+    (chosen,) = _events(log, "state_sync_trusted_by_headers")
+    assert chosen["headers_lib"] >= chosen["block"], "a block the headers showed final"
+    assert _events(log, "headers_followed")
+    (imported,) = _events(log, "state_sync_imported")
+    assert imported["block_id"] == chosen["block_id"]
+    name = f"snapshot-{chosen['block']:010d}-{chosen['block_id'][:16]}.bin"
+    served = {e["file"] for e in _events(devnet.log.read_text(), "snapshot_served")}
+    assert name in served, "one of the snapshots the producer made"
+    head = devnet.info()["head_block_num"]
+    wait_for(lambda: syncer.info()["head_block_num"] >= head, 30, "the producer's head")

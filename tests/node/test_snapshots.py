@@ -209,10 +209,10 @@ def test_a_node_restarts_only_from_the_snapshot_of_the_trusted_block(
     fetched.parent.mkdir()
     shutil.copy(path, fetched)
     with pytest.raises(NodeError, match="not of the trusted block"):
-        restart_from_snapshot(config, fetched)
+        restart_from_snapshot(config, fetched, OTHER)
     assert not fetched.parent.exists() and (config.data_dir / "blocks").exists()
 
     fetched.parent.mkdir()
     shutil.copy(path, fetched)
-    restart_from_snapshot(dataclasses.replace(config, state_sync_trusted=head.block.id), fetched)
+    restart_from_snapshot(config, fetched, head.block.id)
     assert (config.data_dir / "snapshots" / path.name).read_bytes() == path.read_bytes()

@@ -12,17 +12,28 @@ from hypothesis import strategies as st
 
 from chain.block import BlockHeader, ProducerKey, Schedule, SignedBlock
 from chain.crypto import PrivateKey
+from chain.encoding import pack
 from chain.merkle import merkle_root
 from chain.qc import MAX_FINALIZERS, QcClaim, QuorumCertificate, Vote
 from chain.transaction import SignedTransaction
 from chain.types import BlockId, BlockNum
-from p2p.codec import HANDSHAKE_MAX_FRAME, I64, U32, decode_frame, encode_frame
+from p2p.codec import (
+    _TYPES,
+    HANDSHAKE_MAX_FRAME,
+    I64,
+    MAX_HEADERS,
+    U32,
+    decode_frame,
+    encode_frame,
+)
 from p2p.errors import MalformedMessage
 from p2p.messages import (
     BlockMessage,
     GoAway,
     GoAwayReason,
     Handshake,
+    HeaderRange,
+    HeaderRangeRequest,
     Hello,
     IdListMode,
     Message,
@@ -226,6 +237,10 @@ STRATEGIES: dict[type[Any], st.SearchStrategy[Message]] = {
     SnapshotChunk: st.builds(
         SnapshotChunk, block_ids, st.integers(0, 199_999), st.binary(min_size=1, max_size=64)
     ),
+    HeaderRangeRequest: st.builds(HeaderRangeRequest, st.integers(1, U32), st.integers(1, 500)),
+    HeaderRange: st.builds(
+        HeaderRange, st.integers(1, U32), st.lists(st.binary(max_size=64), max_size=20).map(tuple)
+    ),
 }
 
 
@@ -298,3 +313,16 @@ def test_a_snapshot_offer_of_too_many_chunks_and_an_empty_chunk_are_refused() ->
         decode_frame(encode_frame(huge))
     with pytest.raises(MalformedMessage, match="snapshot_chunk"):
         decode_frame(encode_frame(SnapshotChunk(zero, 0, b"")))
+
+
+def test_a_header_range_beyond_its_bound_is_refused() -> None:
+    """A peer cannot ask for, nor send, more than MAX_HEADERS headers at once, nor headers
+    that are not bytes."""
+    with pytest.raises(MalformedMessage, match=r"header_range_request\.count"):
+        decode_frame(encode_frame(HeaderRangeRequest(1, MAX_HEADERS + 1)))
+    with pytest.raises(MalformedMessage, match="at most"):
+        decode_frame(encode_frame(HeaderRange(1, (b"h",) * (MAX_HEADERS + 1))))
+    payload = pack([1, ["a header as text"]])
+    frame = (len(payload) + 1).to_bytes(4, "big") + bytes([_TYPES[HeaderRange]]) + payload
+    with pytest.raises(MalformedMessage, match="must be bytes"):
+        decode_frame(frame)

@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import cast
 
 import pytest
 from blake3 import blake3
 
+from chain.header_chain import HeaderChain
 from chain.types import BlockId
 from p2p.messages import (
     GoAwayReason,
@@ -486,3 +488,56 @@ def test_a_crash_while_finishing_ends_the_reactors_run() -> None:
         assert failed.group_contains(RuntimeError, match="a bug of ours")
 
     asyncio.run(scenario())
+
+
+class Vouching:
+    """A header chain followed (``chain.header_chain.HeaderChain``) that vouches for ``ids``."""
+
+    def __init__(self, *ids: BlockId) -> None:
+        self.ids = set(ids)
+        self.lib = 9
+        self.tip = SimpleNamespace(num=10)
+
+    def trusts(self, block_id: BlockId) -> bool:
+        return block_id in self.ids
+
+
+def test_without_a_trusted_block_the_newest_offer_the_headers_vouch_for_is_fetched() -> None:
+    """No block from the operator: an offer of a block the followed header chain does not
+    vouch for is passed over, however new; of those it vouches for, the newest is fetched."""
+    older = BlockId((3).to_bytes(4, "big") + b"o" * 28)
+    newer_unvouched = BlockId((9).to_bytes(4, "big") + b"n" * 28)
+    offers = (
+        SnapshotOffer(older, len(DATA), CHUNK, manifest_root(HASHES)),
+        OFFER,
+        SnapshotOffer(newer_unvouched, len(DATA), CHUNK, manifest_root(HASHES)),
+    )
+
+    async def scenario() -> None:
+        peer = FakePeer("a")
+        switch = FakeSwitch([peer])
+        headers = cast(HeaderChain, Vouching(older, TRUSTED))
+        fetcher = Fetcher(None, MemoryDownload(), print, headers=headers, clock=Clock())
+        reactor = StateSync(NoSnapshots(), fetcher)
+        reactor.bind(switch)
+        reactor.add_peer(cast(Peer, peer))
+        assert fetcher.status()["block_id"] is None
+        await _recv(reactor, peer, SnapshotList(offers[2:]))
+        assert fetcher.trusted is None, "nothing vouched for: nothing chosen"
+        await _recv(reactor, peer, SnapshotList(offers))
+        assert fetcher.trusted == TRUSTED
+        assert peer.offered[-1] == SnapshotManifestRequest(TRUSTED)
+
+    asyncio.run(scenario())
+
+
+def test_a_download_kept_from_an_earlier_run_names_the_block_to_trust() -> None:
+    """After a restart with no block from the operator, the download kept (accepted only for
+    a block trusted then) goes on, with no header chain to follow again; with neither a block
+    nor a header chain, there is nothing to fetch."""
+    kept = MemoryDownload()
+    kept._offer = OFFER
+    fetcher = Fetcher(None, kept, print, headers=cast(HeaderChain, Vouching()))
+    assert fetcher.trusted == TRUSTED and fetcher.offer == OFFER
+    with pytest.raises(ValueError, match="trusted block or the header chain"):
+        Fetcher(None, MemoryDownload(), print)

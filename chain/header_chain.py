@@ -1,0 +1,109 @@
+"""Following the header chain: which blocks are irreversible, learnt without their bodies.
+
+A fresh node that state-syncs needs a block it can trust. Rather than take one on the
+operator's word (``state-sync-trusted-block``), it can start from the one header state it
+trusts without asking anyone, genesis, and judge each next header on it as a block's header is
+judged (``process_signed_header``: the header's rules, the scheduled producer's signature, the
+QC proving a new finality claim), each one's schedule changes taking effect as the chain's
+do. The LIB so followed is a fact as strong as a full node's: more than two thirds of the
+producers, or of the finalizers on a votes chain, built on it. Snapshots of blocks at or below
+it, with the ids followed, can then be trusted (``trusts``).
+
+Above the LIB, peers may be on different branches. The chain keeps the header states from
+its LIB up to its tip, so that a batch of headers can continue any of those blocks (the
+branch switches) but never one below the LIB: a header that does not continue a block held is
+refused as one that does not follow (``NotContinuing``), which is a peer's fault only when
+the batch starts right above the LIB. What a peer sends is judged, never believed: the first
+header that breaks a rule raises ``InvalidBlock`` and those before it stay.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+
+from chain.block import SignedHeader
+from chain.block_transition import process_signed_header
+from chain.dpos import HeaderState
+from chain.errors import ChainError
+from chain.params import ChainParams
+from chain.types import BlockId, block_num_of
+
+__all__ = ["KEEP_FINAL_IDS", "MAX_REVERSIBLE", "HeaderChain", "NotContinuing"]
+
+KEEP_FINAL_IDS = 1 << 16  # ids of irreversible blocks remembered (2 MiB), newest first
+MAX_REVERSIBLE = 10_000  # header states held above the LIB; a longer stall stops following
+
+
+class NotContinuing(ChainError):
+    """A batch of headers that does not continue any block held (the LIB or above)."""
+
+    name = "not_continuing"
+
+
+class HeaderChain:
+    """The header chain followed from a trusted header state (genesis)."""
+
+    def __init__(self, start: HeaderState, params: ChainParams, chain_id: bytes) -> None:
+        self.params = params
+        self.chain_id = chain_id
+        # The LIB's header state and every one above it on the branch followed, by number.
+        self._states: dict[int, HeaderState] = {start.num: start}
+        self._lib: int = start.num
+        self._tip: int = start.num
+        # Ids of irreversible blocks by number, oldest out first.
+        self._final: OrderedDict[int, BlockId] = OrderedDict({start.num: start.id})
+
+    @property
+    def tip(self) -> HeaderState:
+        """The last header followed."""
+        return self._states[self._tip]
+
+    @property
+    def lib(self) -> int:
+        return self._lib
+
+    def extend(self, headers: Iterable[SignedHeader], now_ms: int) -> int:
+        """Judge ``headers`` (consecutive) in turn on the block before the first, and follow
+        them; returns how many were followed. A first header that continues no block held
+        raises ``NotContinuing``; one that breaks a rule raises ``InvalidBlock``, and those
+        before it stay followed."""
+        count = 0
+        for signed in headers:
+            if count == 0:
+                parent = self._states.get(signed.num - 1)
+                if parent is None or parent.id != signed.header.previous:
+                    raise NotContinuing(
+                        f"block {signed.num} continues no block held (LIB {self._lib}, "
+                        f"tip {self._tip})"
+                    )
+                for num in range(signed.num, self._tip + 1):  # another branch above the LIB
+                    del self._states[num]
+                self._tip = parent.num
+            else:
+                parent = self._states[self._tip]  # process_header checks that it continues
+            if len(self._states) > MAX_REVERSIBLE:
+                break  # the LIB stalled: nothing more to learn until it moves
+            state = process_signed_header(
+                parent, signed, params=self.params, chain_id=self.chain_id, now_ms=now_ms
+            )
+            self._states[state.num] = state
+            self._tip = state.num
+            count += 1
+            if state.lib > self._lib:
+                self._finalize(state.lib)
+        return count
+
+    def _finalize(self, lib: int) -> None:
+        for num in range(self._lib + 1, lib + 1):
+            self._final[num] = self._states[num].id
+            if len(self._final) > KEEP_FINAL_IDS:
+                self._final.popitem(last=False)
+        for num in range(self._lib, lib):
+            del self._states[num]
+        self._lib = lib
+
+    def trusts(self, block_id: BlockId) -> bool:
+        """Whether ``block_id`` is an irreversible block of the chain followed (one of the
+        last ``KEEP_FINAL_IDS``)."""
+        return self._final.get(block_num_of(block_id)) == block_id

@@ -1,0 +1,197 @@
+"""Header sync: serving signed headers, and following the header chain to trust a block.
+
+This reactor owns ``HeaderRangeRequest`` and ``HeaderRange``. Every node serves the signed
+headers of the blocks it holds (the blocks' first fields, without their transactions), up to
+``MAX_HEADERS`` a request. A node state-syncing without a trusted block id from its operator
+follows the header chain from genesis (``chain.header_chain.HeaderChain``) while ``wanted``
+says so (until state sync has picked a snapshot the chain followed vouches for):
+
+- one request in flight at a time, to one peer, for the ``MAX_HEADERS`` headers after the
+  tip followed; peers are asked in turn, the next as soon as an answer came; one whose
+  last answer was short (it had no more) is left out for ``IDLE_S``;
+- a peer that sends a header breaking a rule, or bytes that are no header, is banned
+  (``punish``); what it sent before that header stays followed;
+- a batch that continues no block held is another branch above our LIB, or a peer
+  behind us: the next request to that peer starts right above the LIB; if even such a
+  batch does not continue the LIB, the peer is on a chain other than the one more than two
+  thirds of the producers finalized, and is banned;
+- a peer silent past ``TIMEOUT_S`` loses its turn; after ``MAX_STRIKES`` it is sent away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+import structlog
+
+from chain.block import decode_signed_header, header_of_encoded_block
+from chain.errors import ChainError, EncodingError
+from chain.header_chain import HeaderChain, NotContinuing
+from p2p.codec import MAX_HEADERS
+from p2p.errors import ChannelClosed
+from p2p.messages import GoAwayReason, HeaderRange, HeaderRangeRequest, Message
+from p2p.peer import Peer
+from p2p.reactor import Reactor
+from p2p.service import ChainService
+
+log = structlog.get_logger("header_sync")
+
+TICK_S = 0.5
+IDLE_S = 1.0  # after a short answer (the peer had no more), before asking it again
+TIMEOUT_S = 10.0
+MAX_STRIKES = 3
+
+
+class HeaderSync(Reactor):
+    accepts = (HeaderRangeRequest, HeaderRange)
+
+    def __init__(
+        self,
+        chain: ChainService,
+        follow: HeaderChain | None = None,
+        wanted: Callable[[], bool] = lambda: False,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self.chain = chain
+        self.follow = follow
+        self.wanted = wanted
+        self.clock = clock
+        self.now_ms = now_ms
+        self._serving: dict[str, asyncio.Task[None]] = {}
+        self._tg: asyncio.TaskGroup | None = None
+        # The request in flight: (peer, start, count, sent at).
+        self._asked: tuple[str, int, int, float] | None = None
+        self._idle_until: dict[str, float] = {}  # peers not to ask before then
+        self._from_lib: set[str] = set()  # peers whose next request starts above the LIB
+        self._strikes: dict[str, int] = {}
+        self._turn = 0
+        self.followed_headers = 0
+        self.banned = 0
+
+    # --- Reactor ----------------------------------------------------------------------------
+
+    def remove_peer(self, peer: Peer) -> None:
+        serving = self._serving.pop(peer.id, None)
+        if serving is not None:
+            serving.cancel()
+        self._from_lib.discard(peer.id)
+        self._strikes.pop(peer.id, None)
+        self._idle_until.pop(peer.id, None)
+        if self._asked is not None and self._asked[0] == peer.id:
+            self._asked = None
+
+    async def receive(self, peer: Peer, message: Message) -> None:
+        if isinstance(message, HeaderRangeRequest):
+            self._serve(peer, message)
+        elif isinstance(message, HeaderRange):
+            self._on_headers(peer, message)
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as tg:
+            self._tg = tg
+            while True:
+                if self.follow is not None and self.wanted():
+                    self._tick(self.follow)
+                await asyncio.sleep(TICK_S)
+
+    def status(self) -> dict[str, int] | None:
+        """Where following stands (None when not following)."""
+        f = self.follow
+        if f is None:
+            return None
+        return {"tip": f.tip.num, "lib": f.lib, "headers": self.followed_headers}
+
+    # --- serving ----------------------------------------------------------------------------
+
+    def _serve(self, peer: Peer, request: HeaderRangeRequest) -> None:
+        serving = self._serving.pop(peer.id, None)
+        if serving is not None:
+            serving.cancel()  # a new request replaces the old one
+        if self._tg is not None:
+            self._serving[peer.id] = self._tg.create_task(self._serve_range(peer, request))
+
+    async def _serve_range(self, peer: Peer, request: HeaderRangeRequest) -> None:
+        pos = self.chain.position()
+        start = request.start
+        end = min(start + request.count - 1, pos.head_num)
+        headers: list[bytes] = []
+        if pos.first_block <= start <= end:
+            blocks = await self.chain.encoded_blocks(start, end)
+            headers = await asyncio.to_thread(lambda: [header_of_encoded_block(b) for b in blocks])
+        with contextlib.suppress(ChannelClosed):
+            await peer.outbox.put(HeaderRange(start, tuple(headers)))
+        self._serving.pop(peer.id, None)
+
+    # --- following --------------------------------------------------------------------------
+
+    def _tick(self, follow: HeaderChain) -> None:
+        now = self.clock()
+        asked = self._asked
+        if asked is not None:
+            if now - asked[3] < TIMEOUT_S:
+                return
+            self._asked = None
+            self._strike(asked[0], "header range late")
+        idle = self._idle_until
+        peers = sorted(
+            (p for p in self.switch.peers() if idle.get(p.id, 0.0) <= now), key=lambda p: p.id
+        )
+        if not peers:
+            return
+        self._turn += 1
+        peer = peers[self._turn % len(peers)]
+        start = follow.lib + 1 if peer.id in self._from_lib else follow.tip.num + 1
+        if peer.offer(HeaderRangeRequest(start, MAX_HEADERS)):
+            self._asked = (peer.id, start, MAX_HEADERS, now)
+
+    def _on_headers(self, peer: Peer, message: HeaderRange) -> None:
+        follow, asked = self.follow, self._asked
+        if follow is None or asked is None or asked[0] != peer.id or message.start != asked[1]:
+            return  # not asked (or no longer): ignored
+        self._asked = None
+        self._strikes.pop(peer.id, None)
+        from_lib = peer.id in self._from_lib
+        self._from_lib.discard(peer.id)
+        followed = 0
+        try:
+            headers = [decode_signed_header(raw) for raw in message.headers]
+            if any(h.num != message.start + i for i, h in enumerate(headers)):
+                raise EncodingError("header range", "headers not numbered from its start on")
+            followed = follow.extend(headers, self.now_ms())
+        except NotContinuing as err:
+            if from_lib:
+                self._ban(peer, f"headers off the irreversible chain: {err}")
+            else:
+                self._from_lib.add(peer.id)  # another branch above our LIB, or behind us
+            return
+        except ChainError as err:  # EncodingError, InvalidBlock: what it sent is not a header
+            self._ban(peer, f"bad header: {err}")
+            return
+        finally:
+            self.followed_headers += followed
+        if len(message.headers) < asked[2]:  # it has no more for now
+            self._idle_until[peer.id] = self.clock() + IDLE_S
+        if followed:
+            log.info(
+                "headers_followed",
+                peer=peer.id,
+                tip=follow.tip.num,
+                lib=follow.lib,
+                count=followed,
+            )
+
+    def _ban(self, peer: Peer, why: str) -> None:
+        log.warning("header_sync_peer_banned", peer=peer.id, why=why)
+        self.banned += 1
+        self.switch.punish(peer.id, GoAwayReason.VALIDATION, why)
+
+    def _strike(self, peer_id: str, why: str) -> None:
+        strikes = self._strikes.get(peer_id, 0) + 1
+        self._strikes[peer_id] = strikes
+        if strikes >= MAX_STRIKES:
+            self.switch.send_away(peer_id, GoAwayReason.BENIGN_OTHER, why)

@@ -1,0 +1,135 @@
+"""Following the header chain from genesis learns the LIB a full node has (by producer marks
+on dpos chains, by the QCs blocks carry on votes chains) and trusts exactly the blocks at
+or below it; a header that breaks a rule is refused with those before it kept, and a batch
+that continues no block held is told apart from one that switches branch above the LIB."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from chain.actions import Transfer
+from chain.block import SignedBlock, SignedHeader, decode_signed_header, signed_header_of
+from chain.block_transition import process_signed_header
+from chain.controller import Chain
+from chain.errors import InvalidBlock
+from chain.header_chain import HeaderChain, NotContinuing
+from chain.testing import now_ms
+from chain.types import AccountName, BlockId
+from genesis.testing import DevNet
+
+
+def _follower(net: DevNet) -> HeaderChain:
+    initial = net.genesis.to_initial_state()
+    return HeaderChain(initial.header_state(), initial.params, initial.chain_id)
+
+
+def _headers(chain: Chain, first: int, last: int) -> list[SignedHeader]:
+    """The signed headers of ``chain``'s blocks, sent and received as a peer would."""
+    return [
+        decode_signed_header(signed_header_of(chain.block_by_num(n)).encode())
+        for n in range(first, last + 1)
+    ]
+
+
+def test_following_a_dpos_chain_trusts_what_it_made_irreversible(tmp_path: Path) -> None:
+    """The followed LIB is the full node's, ids at or below it are trusted, the head and an
+    id of another block at a trusted height are not."""
+    net = DevNet.create(3, blocks_per_turn=1)
+    chain = net.open(tmp_path)
+    for k in range(12):
+        chain.admit_transaction(
+            net.tx(chain, Transfer(AccountName("alice"), AccountName("bob"), k + 1)), now_ms()
+        )
+        net.produce(chain)
+    follow = _follower(net)
+    assert follow.extend(_headers(chain, 1, 12), now_ms()) == 12
+    assert (follow.tip.id, follow.lib) == (chain.head.id, chain.lib)
+    assert 0 < chain.lib < 12
+    assert follow.trusts(chain.block_by_num(chain.lib).id)
+    assert follow.trusts(chain.block_by_num(1).id)
+    assert not follow.trusts(chain.head.id), "above the LIB: not irreversible yet"
+    other = BlockId(chain.block_by_num(1).id[:4] + bytes(28))
+    assert not follow.trusts(other)
+
+
+def test_a_forged_header_is_refused_and_those_before_it_stay(tmp_path: Path) -> None:
+    """A header signed by a key other than its slot's producer's raises InvalidBlock; the
+    headers before it in the batch stay followed."""
+    net = DevNet.create(3, blocks_per_turn=1)
+    chain = net.open(tmp_path)
+    for _ in range(6):
+        net.produce(chain)
+    headers = _headers(chain, 1, 6)
+    wrong = next(k for n, k in net.keys.items() if n != headers[3].header.producer)
+    forged = SignedHeader(
+        headers[3].header,
+        headers[3].header_bytes,
+        wrong.sign(b"\x00" * 32),
+        headers[3].qc,
+    )
+    follow = _follower(net)
+    with pytest.raises(InvalidBlock, match="not signed by"):
+        follow.extend([*headers[:3], forged, *headers[4:]], now_ms())
+    assert follow.tip.num == 3
+    assert follow.extend(headers[3:], now_ms()) == 3, "the genuine ones go on from there"
+
+
+def test_a_batch_that_skips_ahead_continues_nothing(tmp_path: Path) -> None:
+    """Headers starting past the tip (or below the LIB) raise NotContinuing, and change
+    nothing."""
+    net = DevNet.create(3, blocks_per_turn=1)
+    chain = net.open(tmp_path)
+    for _ in range(8):
+        net.produce(chain)
+    follow = _follower(net)
+    with pytest.raises(NotContinuing):
+        follow.extend(_headers(chain, 3, 8), now_ms())
+    assert follow.tip.num == 0
+    follow.extend(_headers(chain, 1, 8), now_ms())
+    assert follow.lib > 1
+    with pytest.raises(NotContinuing):
+        follow.extend(_headers(chain, 1, 2), now_ms())
+
+
+def test_another_branch_above_the_lib_replaces_the_one_followed(tmp_path: Path) -> None:
+    """Two branches from genesis, neither irreversible yet: following the second from the
+    LIB on switches to it."""
+    net = DevNet.create(3, blocks_per_turn=1)
+    a, b = net.open(tmp_path / "a"), net.open(tmp_path / "b")
+    net.produce(a)
+    b.admit_transaction(net.tx(b, Transfer(AccountName("alice"), AccountName("bob"), 1)), now_ms())
+    net.produce(b)
+    assert a.head.id != b.head.id and a.lib == b.lib == 0
+    follow = _follower(net)
+    follow.extend(_headers(a, 1, 1), now_ms())
+    follow.extend(_headers(b, 1, 1), now_ms())
+    assert follow.tip.id == b.head.id
+
+
+def test_following_a_votes_chain_takes_its_lib_from_the_qcs_blocks_carry(
+    tmp_path: Path,
+) -> None:
+    """On finality = votes, each header's QC is checked against its claim and the LIB comes
+    from the claims, as on a node that saw only the blocks; a header whose QC was stripped
+    is refused."""
+    net = DevNet.create(4, blocks_per_turn=1, finality="votes")
+    chain = net.open(tmp_path)
+    blocks: list[SignedBlock] = []
+    for _ in range(8):
+        block = net.produce(chain)
+        for vote in net.votes(chain, block.id):
+            chain.add_vote(vote, now_ms())
+        blocks.append(block)
+    follow = _follower(net)
+    assert follow.extend(_headers(chain, 1, 8), now_ms()) == 8
+    assert follow.lib == 6 and follow.trusts(blocks[5].id)
+    stripped = dataclasses.replace(_headers(chain, 2, 2)[0], qc=None)
+    bare = _follower(net)
+    bare.extend(_headers(chain, 1, 1), now_ms())
+    with pytest.raises(InvalidBlock, match="without the QC"):
+        process_signed_header(
+            bare.tip, stripped, params=bare.params, chain_id=bare.chain_id, now_ms=now_ms()
+        )
