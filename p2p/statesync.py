@@ -3,7 +3,9 @@
 Peers serve their snapshots (``p2p.snapshot_serving``): a list of offers, each with its size,
 chunk size and a root, the BLAKE3 of the chunks' BLAKE3 hashes in order; the manifest (those
 hashes) and each chunk are fetched by request. A fresh node started with state sync fetches
-the snapshot of the block the operator trusts (``trusted``):
+the snapshot of the block the operator trusts (``trusted``) or, given none, of the newest
+block offered that the header chain followed from genesis shows irreversible (``_choose``;
+``p2p.header_sync`` follows it):
 
 - it asks every peer for its list and takes the offers of the trusted block whose root the
   most peers agree on (ignoring offers too large to be a state, ``MAX_SNAPSHOT_BYTES``),
