@@ -109,23 +109,28 @@ class HeaderSync(Reactor):
     # --- serving ----------------------------------------------------------------------------
 
     def _serve(self, peer: Peer, request: HeaderRangeRequest) -> None:
-        serving = self._serving.pop(peer.id, None)
-        if serving is not None:
-            serving.cancel()  # a new request replaces the old one
-        if self._tg is not None:
-            self._serving[peer.id] = self._tg.create_task(self._serve_range(peer, request))
+        """One range at a time per peer: a request while the last is being served is
+        dropped (a follower has one in flight; reading and cutting up to 500 blocks is work a
+        flood of requests must not multiply)."""
+        if peer.id in self._serving or self._tg is None:
+            return
+        self._serving[peer.id] = self._tg.create_task(self._serve_range(peer, request))
 
     async def _serve_range(self, peer: Peer, request: HeaderRangeRequest) -> None:
-        pos = self.chain.position()
-        start = request.start
-        end = min(start + request.count - 1, pos.head_num)
-        headers: list[bytes] = []
-        if pos.first_block <= start <= end:
-            blocks = await self.chain.encoded_blocks(start, end)
-            headers = await asyncio.to_thread(lambda: [header_of_encoded_block(b) for b in blocks])
-        with contextlib.suppress(ChannelClosed):
-            await peer.outbox.put(HeaderRange(start, tuple(headers)))
-        self._serving.pop(peer.id, None)
+        try:
+            pos = self.chain.position()
+            start = request.start
+            end = min(start + request.count - 1, pos.head_num)
+            headers: list[bytes] = []
+            if pos.first_block <= start <= end:
+                blocks = await self.chain.encoded_blocks(start, end)
+                headers = await asyncio.to_thread(
+                    lambda: [header_of_encoded_block(b) for b in blocks]
+                )
+            with contextlib.suppress(ChannelClosed):
+                await peer.outbox.put(HeaderRange(start, tuple(headers)))
+        finally:
+            self._serving.pop(peer.id, None)
 
     # --- following --------------------------------------------------------------------------
 

@@ -87,7 +87,8 @@ def _follower(net: DevNet) -> HeaderChain:
 
 def test_the_signed_headers_asked_for_are_served(tmp_path: Path) -> None:
     """A request for more headers than held is answered with those held, each the signed
-    header of the block (its signature and QC, no transactions)."""
+    header of the block (its signature and QC, no transactions); one made while another is
+    being served is dropped."""
     net = DevNet.create(3, blocks_per_turn=1)
     chain = _grown(net, tmp_path, 5)
 
@@ -98,7 +99,10 @@ def test_the_signed_headers_asked_for_are_served(tmp_path: Path) -> None:
         running = asyncio.get_running_loop().create_task(reactor.run())
         await asyncio.sleep(0)
         await reactor.receive(cast(Peer, peer), HeaderRangeRequest(2, MAX_HEADERS))
+        await reactor.receive(cast(Peer, peer), HeaderRangeRequest(1, 1))  # while serving
         answer = await asyncio.wait_for(peer.outbox.get(), 10)
+        await asyncio.sleep(0.2)
+        assert peer.outbox.empty(), "the request made while one was served was dropped"
         running.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await running
