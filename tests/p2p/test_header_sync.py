@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
@@ -21,38 +20,10 @@ from chain.types import AccountName
 from genesis.testing import DevNet
 from p2p.codec import MAX_HEADERS
 from p2p.header_sync import HeaderSync
-from p2p.messages import GoAwayReason, HeaderRange, HeaderRangeRequest, Message
+from p2p.messages import HeaderRange, HeaderRangeRequest
 from p2p.peer import Peer
 from p2p.service import ChainService
-
-
-class FakePeer:
-    def __init__(self, peer_id: str) -> None:
-        self.id = peer_id
-        self.offered: list[Message] = []
-        self.outbox: asyncio.Queue[Message] = asyncio.Queue()
-
-    def offer(self, message: Message) -> bool:
-        self.offered.append(message)
-        return True
-
-
-class FakeSwitch:
-    def __init__(self, peers: list[FakePeer]) -> None:
-        self._peers = {p.id: p for p in peers}
-        self.punished: list[tuple[str, GoAwayReason, str]] = []
-
-    def peers(self) -> Iterable[Peer]:
-        return cast(Iterable[Peer], list(self._peers.values()))
-
-    def get(self, peer_id: str) -> Peer | None:
-        return cast(Peer | None, self._peers.get(peer_id))
-
-    def punish(self, peer_id: str, reason: GoAwayReason, detail: str) -> None:
-        self.punished.append((peer_id, reason, detail))
-
-    def send_away(self, peer_id: str, reason: GoAwayReason, detail: str) -> None:
-        pass
+from tests.p2p.fakes import FakePeer, FakeSwitch
 
 
 class Served:

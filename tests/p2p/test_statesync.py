@@ -7,7 +7,6 @@ download ends verified, once. (Serving: ``test_snapshot_serving``.)"""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
@@ -31,6 +30,8 @@ from p2p.messages import (
 from p2p.peer import Peer
 from p2p.snapshot_fetch import Fetcher, manifest_root
 from p2p.statesync import StateSync
+from tests.p2p import fakes
+from tests.p2p.fakes import FakeSwitch
 
 TRUSTED = BlockId((7).to_bytes(4, "big") + b"t" * 28)
 FORGED = BlockId((7).to_bytes(4, "big") + b"f" * 28)
@@ -41,36 +42,9 @@ HASHES = tuple(blake3(c).digest() for c in CHUNKS)
 OFFER = SnapshotOffer(TRUSTED, len(DATA), CHUNK, manifest_root(HASHES))
 
 
-class FakePeer:
-    def __init__(self, peer_id: str) -> None:
-        self.id = peer_id
-        self.offered: list[Message] = []
-
-    def offer(self, message: Message) -> bool:
-        self.offered.append(message)
-        return True
-
+class FakePeer(fakes.FakePeer):
     def asked(self) -> list[int]:
         return [m.index for m in self.offered if isinstance(m, SnapshotChunkRequest)]
-
-
-class FakeSwitch:
-    def __init__(self, peers: list[FakePeer]) -> None:
-        self._peers = {p.id: p for p in peers}
-        self.punished: list[tuple[str, GoAwayReason, str]] = []
-        self.sent_away: list[str] = []
-
-    def peers(self) -> Iterable[Peer]:
-        return cast(Iterable[Peer], list(self._peers.values()))
-
-    def get(self, peer_id: str) -> Peer | None:
-        return cast(Peer | None, self._peers.get(peer_id))
-
-    def punish(self, peer_id: str, reason: GoAwayReason, detail: str) -> None:
-        self.punished.append((peer_id, reason, detail))
-
-    def send_away(self, peer_id: str, reason: GoAwayReason, detail: str) -> None:
-        self.sent_away.append(peer_id)
 
 
 class MemoryDownload:
