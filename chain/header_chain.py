@@ -77,9 +77,6 @@ class HeaderChain:
                         f"block {signed.num} continues no block held (LIB {self._lib}, "
                         f"tip {self._tip})"
                     )
-                for num in range(signed.num, self._tip + 1):  # another branch above the LIB
-                    del self._states[num]
-                self._tip = parent.num
             else:
                 parent = self._states[self._tip]  # process_header checks that it continues
             if len(self._states) > MAX_REVERSIBLE:
@@ -87,6 +84,9 @@ class HeaderChain:
             state = process_signed_header(
                 parent, signed, params=self.params, chain_id=self.chain_id, now_ms=now_ms
             )
+            if count == 0:  # judged sound: it may replace the branch above its parent
+                for num in range(signed.num, self._tip + 1):
+                    del self._states[num]
             self._states[state.num] = state
             self._tip = state.num
             count += 1

@@ -133,3 +133,22 @@ def test_following_a_votes_chain_takes_its_lib_from_the_qcs_blocks_carry(
         process_signed_header(
             bare.tip, stripped, params=bare.params, chain_id=bare.chain_id, now_ms=now_ms()
         )
+
+
+def test_a_forged_header_on_another_branch_does_not_cost_the_branch_held(
+    tmp_path: Path,
+) -> None:
+    """A header continuing an earlier block, but breaking a rule, is refused before anything
+    is dropped: the branch followed stays whole."""
+    net = DevNet.create(3, blocks_per_turn=1)
+    a, b = net.open(tmp_path / "a"), net.open(tmp_path / "b")
+    net.produce(a)
+    b.admit_transaction(net.tx(b, Transfer(AccountName("alice"), AccountName("bob"), 1)), now_ms())
+    net.produce(b)
+    follow = _follower(net)
+    follow.extend(_headers(a, 1, 1), now_ms())
+    genuine = _headers(b, 1, 1)[0]
+    forged = dataclasses.replace(genuine, signature=_headers(a, 1, 1)[0].signature)
+    with pytest.raises(InvalidBlock):
+        follow.extend([forged], now_ms())
+    assert follow.tip.id == a.head.id
