@@ -70,8 +70,6 @@ class HeaderSync(Reactor):
         self._from_lib: set[str] = set()  # peers whose next request starts above the LIB
         self._strikes: dict[str, int] = {}
         self._turn = 0
-        self.followed_headers = 0
-        self.banned = 0
 
     # --- Reactor ----------------------------------------------------------------------------
 
@@ -98,13 +96,6 @@ class HeaderSync(Reactor):
                 if self.follow is not None and self.wanted():
                     self._tick(self.follow)
                 await asyncio.sleep(TICK_S)
-
-    def status(self) -> dict[str, int] | None:
-        """Where following stands (None when not following)."""
-        f = self.follow
-        if f is None:
-            return None
-        return {"tip": f.tip.num, "lib": f.lib, "headers": self.followed_headers}
 
     # --- serving ----------------------------------------------------------------------------
 
@@ -162,7 +153,6 @@ class HeaderSync(Reactor):
         self._strikes.pop(peer.id, None)
         from_lib = peer.id in self._from_lib
         self._from_lib.discard(peer.id)
-        followed = 0
         try:
             headers = [decode_signed_header(raw) for raw in message.headers]
             if any(h.num != message.start + i for i, h in enumerate(headers)):
@@ -177,8 +167,6 @@ class HeaderSync(Reactor):
         except ChainError as err:  # EncodingError, InvalidBlock: what it sent is not a header
             self._ban(peer, f"bad header: {err}")
             return
-        finally:
-            self.followed_headers += followed
         if len(message.headers) < asked[2]:  # it has no more for now
             self._idle_until[peer.id] = self.clock() + IDLE_S
         if followed:
@@ -192,7 +180,6 @@ class HeaderSync(Reactor):
 
     def _ban(self, peer: Peer, why: str) -> None:
         log.warning("header_sync_peer_banned", peer=peer.id, why=why)
-        self.banned += 1
         self.switch.punish(peer.id, GoAwayReason.VALIDATION, why)
 
     def _strike(self, peer_id: str, why: str) -> None:
