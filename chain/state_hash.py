@@ -46,7 +46,8 @@ def _element(key: bytes, value: bytes) -> bytes:
 # change of such a key removes exactly that entry, whose element then needs no hashing.
 # Bounded, oldest out first; 16,384 keys of about 2.2 KiB is 36 MiB (bench_sync.py's 5,000
 # busy accounts all fit: with 4,096, a fifth of the removals missed and were hashed again,
-# and the light import of its 610k-transfer history took 8-12 % longer). Only ``StateHash.updated`` uses it, from one thread (the chain's).
+# and the light import of its 610k-transfer history took 8-12 % longer). Only
+# ``StateHash.updated`` uses it, from one thread (the chain's).
 # An OrderedDict: dropping a plain dict's oldest key (``next(iter(d))``) scans the slots of
 # every key dropped before it, which cost 3 % of the chain thread at 5,000 busy accounts.
 _recent: OrderedDict[bytes, tuple[bytes, bytes]] = OrderedDict()
