@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgpack
+
 from chain.crypto import SIGNATURE_SIZE, PrivateKey, check_public_key, sha256
 from chain.encoding import check_bytes, check_int, check_list, check_str, pack, unpack
 from chain.errors import ChainError, EncodingError
@@ -226,10 +228,19 @@ def decode_signed_header(data: bytes) -> SignedHeader:
 
 
 def header_of_encoded_block(data: bytes) -> bytes:
-    """The encoded ``SignedHeader`` of an encoded block (one held, so well formed), without
-    decoding its transactions: what a peer following the header chain is sent."""
-    raw = unpack(data, "block")
-    return pack([raw[0], raw[1], *raw[3:]])
+    """The encoded ``SignedHeader`` of an encoded block (one held, so well formed): its
+    header, signature and QC cut out of the block's bytes as they are, the transactions
+    skipped unread. What a peer following the header chain is sent."""
+    fields = msgpack.Unpacker(max_buffer_size=len(data))
+    fields.feed(data)
+    count = fields.read_array_header()
+    parts = []
+    for index in range(count):
+        start = fields.tell()
+        fields.skip()
+        if index != 2:  # the transactions
+            parts.append(data[start : fields.tell()])
+    return bytes([0x90 | len(parts)]) + b"".join(parts)
 
 
 def decode_block(data: bytes) -> SignedBlock:

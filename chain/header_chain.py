@@ -24,15 +24,18 @@ from collections.abc import Iterable
 
 from chain.block import SignedHeader
 from chain.block_transition import process_signed_header
+from chain.crypto import sha256
 from chain.dpos import HeaderState
 from chain.errors import ChainError
-from chain.params import ChainParams
+from chain.params import SLOT_MS, ChainParams, slot_start_ms
 from chain.types import BlockId, block_num_of
 
 __all__ = ["KEEP_FINAL_IDS", "MAX_REVERSIBLE", "HeaderChain", "NotContinuing"]
 
-KEEP_FINAL_IDS = 1 << 16  # ids of irreversible blocks remembered (2 MiB), newest first
-MAX_REVERSIBLE = 10_000  # header states held above the LIB; a longer stall stops following
+KEEP_FINAL_IDS = 1 << 16  # irreversible blocks remembered (id and header state digest, 5 MiB)
+# Header states held above the LIB (about 1 KiB each): following stops when the LIB stalls
+# longer (14 hours of 0.5-second blocks), until it is restarted.
+MAX_REVERSIBLE = 100_000
 
 
 class NotContinuing(ChainError):
@@ -51,8 +54,11 @@ class HeaderChain:
         self._states: dict[int, HeaderState] = {start.num: start}
         self._lib: int = start.num
         self._tip: int = start.num
-        # Ids of irreversible blocks by number, oldest out first.
-        self._final: OrderedDict[int, BlockId] = OrderedDict({start.num: start.id})
+        # Irreversible blocks by number, oldest out first: the id and the SHA-256 of the
+        # header state, which a snapshot of the block must carry.
+        self._final: OrderedDict[int, tuple[BlockId, bytes]] = OrderedDict(
+            {start.num: (start.id, sha256(start.encode()))}
+        )
 
     @property
     def tip(self) -> HeaderState:
@@ -81,6 +87,8 @@ class HeaderChain:
                 parent = self._states[self._tip]  # process_header checks that it continues
             if len(self._states) > MAX_REVERSIBLE:
                 break  # the LIB stalled: nothing more to learn until it moves
+            if slot_start_ms(signed.header.slot) > now_ms + SLOT_MS:
+                break  # in the future by our clock (ours may be slow): not now, no fault
             state = process_signed_header(
                 parent, signed, params=self.params, chain_id=self.chain_id, now_ms=now_ms
             )
@@ -96,7 +104,8 @@ class HeaderChain:
 
     def _finalize(self, lib: int) -> None:
         for num in range(self._lib + 1, lib + 1):
-            self._final[num] = self._states[num].id
+            state = self._states[num]
+            self._final[num] = (state.id, sha256(state.encode()))
             if len(self._final) > KEEP_FINAL_IDS:
                 self._final.popitem(last=False)
         for num in range(self._lib, lib):
@@ -106,4 +115,11 @@ class HeaderChain:
     def trusts(self, block_id: BlockId) -> bool:
         """Whether ``block_id`` is an irreversible block of the chain followed (one of the
         last ``KEEP_FINAL_IDS``)."""
-        return self._final.get(block_num_of(block_id)) == block_id
+        return self.header_state_digest(block_id) is not None
+
+    def header_state_digest(self, block_id: BlockId) -> bytes | None:
+        """The SHA-256 of the header state (schedules, LIB, finality data) at ``block_id``
+        as followed, if it is an irreversible block of the chain followed: a snapshot of it
+        must carry exactly that header state."""
+        held = self._final.get(block_num_of(block_id))
+        return held[1] if held is not None and held[0] == block_id else None

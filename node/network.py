@@ -209,7 +209,7 @@ class Network:
         self.headers = HeaderSync(service)
         if fetcher is not None:
             self.headers = HeaderSync(
-                service, fetcher.headers, lambda: fetcher.trusted is None and not fetcher.done
+                service, fetcher.headers, fetcher.following, on_caught_up=fetcher.caught_up
             )
         reactors: list[Reactor] = [self.blocks, self.block_relay, self.txs, self.votes]
         if state_sync is not None:

@@ -11,10 +11,16 @@ says so (until state sync has picked a snapshot the chain followed vouches for):
   last answer was short (it had no more) is left out for ``IDLE_S``;
 - a peer that sends a header breaking a rule, or bytes that are no header, is banned
   (``punish``); what it sent before that header stays followed;
-- a batch that continues no block held is another branch above our LIB, or a peer
-  behind us: the next request to that peer starts right above the LIB; if even such a
-  batch does not continue the LIB, the peer is on a chain other than the one more than two
-  thirds of the producers finalized, and is banned;
+- a batch that continues no block held is another branch above our LIB: the next request
+  to that peer starts right above the LIB; if even such a batch does not continue the LIB,
+  the peer is on a branch that left ours below our LIB (a lagging node on a losing fork
+  can be honest) and is sent away, not banned;
+- a header whose slot is ahead of our clock stops the batch there, with no fault (our
+  clock may be the slow one); peers holding no blocks that low (started from a snapshot)
+  are not asked; when a peer has no more headers for us, ``on_caught_up`` is called;
+- serving reads ``SERVE_CHUNK`` blocks per trip to the chain thread and cuts their headers
+  out without decoding the transactions, one range at a time per peer and ``MAX_SERVING``
+  over all peers;
 - a peer silent past ``TIMEOUT_S`` loses its turn; after ``MAX_STRIKES`` it is sent away.
 """
 
@@ -31,7 +37,7 @@ from chain.block import decode_signed_header, header_of_encoded_block
 from chain.errors import ChainError, EncodingError
 from chain.header_chain import HeaderChain, NotContinuing
 from p2p.codec import MAX_HEADERS
-from p2p.errors import ChannelClosed
+from p2p.errors import ChannelClosed, P2PError
 from p2p.messages import GoAwayReason, HeaderRange, HeaderRangeRequest, Message
 from p2p.peer import Peer
 from p2p.reactor import Reactor
@@ -43,6 +49,8 @@ TICK_S = 0.5
 IDLE_S = 1.0  # after a short answer (the peer had no more), before asking it again
 TIMEOUT_S = 10.0
 MAX_STRIKES = 3
+SERVE_CHUNK = 50  # blocks read from the store per trip to the chain thread when serving
+MAX_SERVING = 2  # ranges served at once, over all peers
 
 
 class HeaderSync(Reactor):
@@ -54,15 +62,18 @@ class HeaderSync(Reactor):
         follow: HeaderChain | None = None,
         wanted: Callable[[], bool] = lambda: False,
         *,
+        on_caught_up: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
         now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self.chain = chain
         self.follow = follow
         self.wanted = wanted
+        self.on_caught_up = on_caught_up  # a peer had no more headers for us: we are level
         self.clock = clock
         self.now_ms = now_ms
         self._serving: dict[str, asyncio.Task[None]] = {}
+        self._serve_slots = asyncio.Semaphore(MAX_SERVING)
         self._tg: asyncio.TaskGroup | None = None
         # The request in flight: (peer, start, count, sent at).
         self._asked: tuple[str, int, int, float] | None = None
@@ -108,18 +119,25 @@ class HeaderSync(Reactor):
         self._serving[peer.id] = self._tg.create_task(self._serve_range(peer, request))
 
     async def _serve_range(self, peer: Peer, request: HeaderRangeRequest) -> None:
+        """Read the blocks ``SERVE_CHUNK`` at a time and cut their headers out (no
+        transaction is decoded); a store that fails is the peer's lost answer, not a crash."""
         try:
-            pos = self.chain.position()
-            start = request.start
-            end = min(start + request.count - 1, pos.head_num)
-            headers: list[bytes] = []
-            if pos.first_block <= start <= end:
-                blocks = await self.chain.encoded_blocks(start, end)
-                headers = await asyncio.to_thread(
-                    lambda: [header_of_encoded_block(b) for b in blocks]
-                )
+            async with self._serve_slots:
+                pos = self.chain.position()
+                start = request.start
+                end = min(start + request.count - 1, pos.head_num)
+                headers: list[bytes] = []
+                num = start
+                while pos.first_block <= num <= end:
+                    blocks = await self.chain.encoded_blocks(num, min(num + SERVE_CHUNK - 1, end))
+                    if not blocks:
+                        break
+                    headers.extend(header_of_encoded_block(b) for b in blocks)
+                    num += len(blocks)
             with contextlib.suppress(ChannelClosed):
                 await peer.outbox.put(HeaderRange(start, tuple(headers)))
+        except (ChainError, P2PError) as err:
+            log.warning("header_range_not_served", peer=peer.id, why=str(err))
         finally:
             self._serving.pop(peer.id, None)
 
@@ -133,15 +151,21 @@ class HeaderSync(Reactor):
                 return
             self._asked = None
             self._strike(asked[0], "header range late")
-        idle = self._idle_until
+        idle, tip = self._idle_until, follow.tip.num
         peers = sorted(
-            (p for p in self.switch.peers() if idle.get(p.id, 0.0) <= now), key=lambda p: p.id
+            (
+                p
+                for p in self.switch.peers()
+                # not idle, and holding blocks this low (one started from a snapshot does not)
+                if idle.get(p.id, 0.0) <= now and p.handshake.first_block <= tip + 1
+            ),
+            key=lambda p: p.id,
         )
         if not peers:
             return
         self._turn += 1
         peer = peers[self._turn % len(peers)]
-        start = follow.lib + 1 if peer.id in self._from_lib else follow.tip.num + 1
+        start = follow.lib + 1 if peer.id in self._from_lib else tip + 1
         if peer.offer(HeaderRangeRequest(start, MAX_HEADERS)):
             self._asked = (peer.id, start, MAX_HEADERS, now)
 
@@ -159,16 +183,21 @@ class HeaderSync(Reactor):
                 raise EncodingError("header range", "headers not numbered from its start on")
             followed = follow.extend(headers, self.now_ms())
         except NotContinuing as err:
-            if from_lib:
-                self._ban(peer, f"headers off the irreversible chain: {err}")
+            if from_lib:  # on a branch that left ours below our LIB: no use to us (a lagging
+                # node on a losing fork can be honest, so it is not banned)
+                log.info("header_sync_peer_off_chain", peer=peer.id, why=str(err))
+                self.switch.send_away(peer.id, GoAwayReason.BENIGN_OTHER, str(err))
             else:
                 self._from_lib.add(peer.id)  # another branch above our LIB, or behind us
             return
         except ChainError as err:  # EncodingError, InvalidBlock: what it sent is not a header
             self._ban(peer, f"bad header: {err}")
             return
-        if len(message.headers) < asked[2]:  # it has no more for now
+        if len(message.headers) < asked[2] or followed < len(headers):  # no more for now
             self._idle_until[peer.id] = self.clock() + IDLE_S
+            self.on_caught_up()
+        elif self.wanted():
+            self._tick(follow)  # the next batch at once
         if followed:
             log.info(
                 "headers_followed",

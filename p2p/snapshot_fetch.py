@@ -142,13 +142,20 @@ class Fetcher:
         # The block whose snapshot is fetched: the operator's, or (None until then) the newest
         # offered that ``headers``, the header chain followed from genesis, vouches for. A
         # download kept from an earlier run was accepted for a block trusted then.
+        if trusted is None and headers is None:
+            raise ValueError("state sync needs a trusted block or the header chain to find one")
+        # The operator's block is taken as it is; one the header chain vouches for must also
+        # come with the header state the chain gives it (``header_state_digest``).
+        self.operator_trusted = trusted is not None
         kept = download.offer()
         if trusted is None and kept is not None:
             trusted = kept.block_id
-        if trusted is None and headers is None:
-            raise ValueError("state sync needs a trusted block or the header chain to find one")
         self.trusted = trusted
         self.headers = headers
+        # The header chain reached a peer's head (set by ``p2p.header_sync``): only then is
+        # the newest snapshot it vouches for chosen, not the first.
+        self.headers_caught_up = False
+        self.sourceless_since: float | None = None  # no peer offers the chosen block since
         self.download = download
         self.on_done = on_done
         self.per_peer = per_peer
@@ -188,6 +195,27 @@ class Fetcher:
     def trusts(self, block_id: BlockId) -> bool:
         """Whether a snapshot of ``block_id`` may be fetched when none is chosen yet."""
         return self.headers is not None and self.headers.trusts(block_id)
+
+    def following(self) -> bool:
+        """Whether the header chain is still to be followed: no block is chosen yet, or the
+        one kept from an earlier run is not yet vouched for (its header state unknown)."""
+        if self.done or self.operator_trusted or self.headers is None:
+            return False
+        return self.trusted is None or self.headers.header_state_digest(self.trusted) is None
+
+    def caught_up(self) -> None:
+        """The header chain followed reached a peer's head."""
+        self.headers_caught_up = True
+
+    def unchoose(self) -> None:
+        """Give up the block the header chain vouched for (no peer serves it any more, or
+        its snapshot was refused): the newest one vouched for is chosen again."""
+        self.trusted = None
+        self.listed.clear()
+        self.asked.clear()
+        self.todo = None
+        self.manifest_asked = None
+        self.sourceless_since = None
 
     def status(self) -> dict[str, Any]:
         offer = self.offer

@@ -43,7 +43,9 @@ from collections import Counter, deque
 
 import structlog
 
+from chain.crypto import sha256
 from chain.errors import SnapshotError
+from chain.snapshot import read_head
 from p2p.messages import (
     GoAwayReason,
     Message,
@@ -63,6 +65,7 @@ from p2p.snapshot_serving import SEND_WAIT_S, SnapshotProvider, SnapshotServer
 log = structlog.get_logger("statesync")
 
 ASK_EVERY_S = 5.0
+RECHOOSE_S = 30.0  # a block the headers chose that no peer serves for this long is given up
 TICK_S = 1.0  # how often late requests are looked for
 
 
@@ -173,11 +176,13 @@ class StateSync(Reactor):
         header chain followed vouches for becomes the one (kept as the download's offer once
         its manifest is in, so that a restart goes on with it). Offers newer than the LIB
         followed so far are looked at again as the headers come in (``_tick``)."""
+        if not f.headers_caught_up:
+            return  # the first blocks vouched for are the oldest: wait to be level
         good = [
             o
             for offers in f.listed.values()
             for o in offers
-            if offer_problem(o) is None and f.trusts(o.block_id)
+            if offer_problem(o) is None and f.trusts(o.block_id) and o.root not in f.bad_roots
         ]
         if not good:
             return
@@ -324,6 +329,15 @@ class StateSync(Reactor):
 
     def _tick(self, f: Fetcher) -> None:
         now = f.clock()
+        if f.trusted is not None and not f.operator_trusted and f.offer is None:
+            # Chosen by the headers, no manifest yet: chosen again if nobody serves it.
+            if f.sources:
+                f.sourceless_since = None
+            elif f.sourceless_since is None:
+                f.sourceless_since = now
+            elif now - f.sourceless_since >= RECHOOSE_S:
+                log.info("state_sync_rechoosing", block_id=f.trusted.hex(), why="not served")
+                f.unchoose()
         if f.trusted is None:
             self._choose(f)
             if f.trusted is not None:
@@ -401,8 +415,23 @@ class StateSync(Reactor):
         if offer is None:  # refused between _schedule and now
             f.finishing = False
             return
+        digest = None
+        if not f.operator_trusted:
+            assert f.headers is not None and f.trusted is not None
+            digest = f.headers.header_state_digest(f.trusted)
+            if digest is None:  # kept from an earlier run, not yet vouched for: later
+                f.finishing = False
+                return
         try:
             path = await f.download.finish()
+            if digest is not None:
+                with path.open("rb") as file:
+                    _, head = read_head(file)
+                if sha256(head.header_state.encode()) != digest:
+                    raise SnapshotError(
+                        "its header state (schedules, LIB, finality data) is not the one the "
+                        "header chain gives its block"
+                    )
         except Exception as err:  # SnapshotError: the agreed root led to a bad snapshot
             await self._refuse(f, offer, str(err))
             f.finishing = False

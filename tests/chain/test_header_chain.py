@@ -1,7 +1,8 @@
 """Following the header chain from genesis learns the LIB a full node has (by producer marks
-on dpos chains, by the QCs blocks carry on votes chains) and trusts exactly the blocks at
-or below it; a header that breaks a rule is refused with those before it kept, and a batch
-that continues no block held is told apart from one that switches branch above the LIB."""
+on dpos chains, by the QCs blocks carry on votes chains) and the header state it holds
+there, and trusts exactly the blocks at or below it; a header that breaks a rule is refused
+with those before it kept, and a batch that continues no block held is told apart from one
+that switches branch above the LIB."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from chain.actions import Transfer
 from chain.block import SignedBlock, SignedHeader, decode_signed_header, signed_header_of
 from chain.block_transition import process_signed_header
 from chain.controller import Chain
+from chain.crypto import sha256
 from chain.errors import InvalidBlock
 from chain.header_chain import HeaderChain, NotContinuing
+from chain.params import SLOT_MS, slot_start_ms
 from chain.testing import now_ms
 from chain.types import AccountName, BlockId
 from genesis.testing import DevNet
@@ -50,6 +53,8 @@ def test_following_a_dpos_chain_trusts_what_it_made_irreversible(tmp_path: Path)
     assert 0 < chain.lib < 12
     assert follow.trusts(chain.block_by_num(chain.lib).id)
     assert follow.trusts(chain.block_by_num(1).id)
+    head, _ = chain.store.lib_state(chain.chain_id)  # what a snapshot of the LIB carries
+    assert follow.header_state_digest(head.block.id) == sha256(head.header_state.encode())
     assert not follow.trusts(chain.head.id), "above the LIB: not irreversible yet"
     other = BlockId(chain.block_by_num(1).id[:4] + bytes(28))
     assert not follow.trusts(other)
@@ -116,16 +121,22 @@ def test_following_a_votes_chain_takes_its_lib_from_the_qcs_blocks_carry(
     from the claims, as on a node that saw only the blocks; a header whose QC was stripped
     is refused."""
     net = DevNet.create(4, blocks_per_turn=1, finality="votes")
-    chain = net.open(tmp_path)
+    chain, seen = net.open(tmp_path / "a"), net.open(tmp_path / "b")
     blocks: list[SignedBlock] = []
     for _ in range(8):
         block = net.produce(chain)
+        seen.push_block(block, now_ms())  # a node that sees the blocks and no vote
         for vote in net.votes(chain, block.id):
             chain.add_vote(vote, now_ms())
         blocks.append(block)
     follow = _follower(net)
     assert follow.extend(_headers(chain, 1, 8), now_ms()) == 8
     assert follow.lib == 6 and follow.trusts(blocks[5].id)
+    head, _ = seen.store.lib_state(seen.chain_id)
+    assert head.num == 6
+    assert follow.header_state_digest(head.block.id) == sha256(head.header_state.encode()), (
+        "the header state followed is the full node's, finality core included"
+    )
     stripped = dataclasses.replace(_headers(chain, 2, 2)[0], qc=None)
     bare = _follower(net)
     bare.extend(_headers(chain, 1, 1), now_ms())
@@ -152,3 +163,18 @@ def test_a_forged_header_on_another_branch_does_not_cost_the_branch_held(
     with pytest.raises(InvalidBlock):
         follow.extend([forged], now_ms())
     assert follow.tip.id == a.head.id
+
+
+def test_a_header_ahead_of_our_clock_stops_the_batch_without_a_fault(tmp_path: Path) -> None:
+    """By a clock behind the producers', the newest headers look to be in the future: the
+    batch stops before them with no error (the peer is not at fault), and they are followed
+    once the clock has caught up."""
+    net = DevNet.create(3, blocks_per_turn=1)
+    chain = net.open(tmp_path)
+    for _ in range(6):
+        net.produce(chain)
+    headers = _headers(chain, 1, 6)
+    slow_clock = slot_start_ms(headers[3].header.slot) - 2 * SLOT_MS
+    follow = _follower(net)
+    assert follow.extend(headers, slow_clock) == 3
+    assert follow.extend(headers[3:], now_ms()) == 3

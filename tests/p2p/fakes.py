@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from types import SimpleNamespace
 from typing import cast
 
 from p2p.messages import GoAwayReason, Message
@@ -17,6 +18,7 @@ class FakePeer:
         self.id = peer_id
         self.offered: list[Message] = []
         self.outbox: asyncio.Queue[Message] = asyncio.Queue()
+        self.handshake = SimpleNamespace(first_block=1)
 
     def offer(self, message: Message) -> bool:
         self.offered.append(message)
