@@ -81,9 +81,7 @@ def _sum(entries: Iterable[tuple[bytes, bytes]]) -> Lanes:
 
 
 def _lanes_of(elements: list[bytes]) -> Lanes:
-    vectors = np.frombuffer(b"".join(elements), dtype="<u2").reshape(len(elements), LANES)
-    total: Lanes = vectors.sum(axis=0, dtype=np.uint16)
-    return total
+    return _lanes(memoryview(b"".join(elements)), len(elements))
 
 
 def _lanes(buf: memoryview, n: int) -> Lanes:

@@ -206,11 +206,13 @@ class Network:
         fetcher = None if state_sync is None else state_sync.fetcher
         # Every node serves signed headers; one state-syncing with no trusted block yet
         # follows them from genesis to find one.
-        self.headers = HeaderSync(service)
-        if fetcher is not None:
-            self.headers = HeaderSync(
+        self.headers = (
+            HeaderSync(service)
+            if fetcher is None
+            else HeaderSync(
                 service, fetcher.headers, fetcher.following, on_caught_up=fetcher.caught_up
             )
+        )
         reactors: list[Reactor] = [self.blocks, self.block_relay, self.txs, self.votes]
         if state_sync is not None:
             reactors = [state_sync] if self.fetching else [*reactors, state_sync]

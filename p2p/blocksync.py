@@ -35,12 +35,11 @@ from p2p.messages import (
 )
 from p2p.peer import Peer
 from p2p.reactor import Reactor
-from p2p.service import BlockResult, ChainService, Outcome, PushOutcome
+from p2p.service import SERVE_CHUNK, BlockResult, ChainService, Outcome, PushOutcome
 from p2p.sync import Action, DropPeer, FetchRange, Stage, SyncConfig, SyncManager
 
 log = structlog.get_logger("p2p")
 
-SERVE_CHUNK = 50  # blocks read from the store per trip to the chain thread when serving
 MAX_BAD_REQUESTS = 5  # ranges asked beyond our head before the peer is sent away
 TICK_SECONDS = 1.0  # how often stalled ranges are looked for
 NOTICE_SECONDS = 2.0  # how often peers hear our head and LIB

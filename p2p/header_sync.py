@@ -41,7 +41,7 @@ from p2p.errors import ChannelClosed, P2PError
 from p2p.messages import GoAwayReason, HeaderRange, HeaderRangeRequest, Message
 from p2p.peer import Peer
 from p2p.reactor import Reactor
-from p2p.service import ChainService
+from p2p.service import SERVE_CHUNK, ChainService
 
 log = structlog.get_logger("header_sync")
 
@@ -49,7 +49,6 @@ TICK_S = 0.5
 IDLE_S = 1.0  # after a short answer (the peer had no more), before asking it again
 TIMEOUT_S = 10.0
 MAX_STRIKES = 3
-SERVE_CHUNK = 50  # blocks read from the store per trip to the chain thread when serving
 MAX_SERVING = 2  # ranges served at once, over all peers
 
 

@@ -21,6 +21,8 @@ from chain.types import BlockId
 from chain.votes import VoteOutcome
 from p2p.handshake import ChainPosition
 
+SERVE_CHUNK = 50  # blocks read from the store per trip to the chain thread when serving
+
 
 class Outcome(StrEnum):
     APPLIED = "applied"  # the block is on our chain now (maybe after a fork switch)
