@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -24,7 +25,10 @@ from chain.types import AccountName, BlockId
 from node.devnet import DevNode
 
 BIN = Path(sys.executable).parent
-_next_port = [20000 + (os.getpid() % 200) * 100]
+# Below the kernel's ephemeral ports (32768 on by default), where a connection of any process
+# could take a port between its check here and a node's bind.
+_LOW_PORT, _HIGH_PORT = 10000, 32700
+_next_port = [_LOW_PORT + (os.getpid() % 100) * 200]
 
 
 def free_port() -> int:
@@ -33,6 +37,8 @@ def free_port() -> int:
 
     while True:
         _next_port[0] += 1
+        if _next_port[0] >= _HIGH_PORT:
+            _next_port[0] = _LOW_PORT
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", _next_port[0]))
@@ -120,7 +126,8 @@ def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
         try:
             if check():
                 return
-        except OSError:
+        # A node going down or coming up: refused, reset or cut off mid-answer.
+        except (OSError, http.client.HTTPException, json.JSONDecodeError):
             pass
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")

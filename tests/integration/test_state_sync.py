@@ -88,16 +88,22 @@ def test_state_sync_from_three_peers_one_corrupt_one_killed_and_resume(
     liar.stop()
     damaged = tmp_path / "liar" / "snapshots" / snapshot.name
     data = bytearray(damaged.read_bytes())
-    # Every third chunk from chunk 1 on, behind its hash (chunk 0, with the head, is sound).
-    for at in range(CHUNK + CHUNK // 2, len(data), CHUNK * 3):
+    # Every third chunk from chunk 4 on, behind its hash: the first four, asked at once and
+    # answered in no set order, are sound, so some are kept whichever comes first.
+    for at in range(4 * CHUNK + CHUNK // 2, len(data), CHUNK * 3):
         data[at] ^= 0xFF
     kept = damaged.stat()
     damaged.write_bytes(bytes(data))
     # Damage on disk that leaves the file's time alone (bit rot): the liar goes on serving
     # the hashes it made of the good file.
     os.utime(damaged, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    served_before = liar.log.read_text().count("snapshot_served")
     liar.start()
-    wait_for(lambda: _served(liar), 30, "the liar to serve")
+    wait_for(
+        lambda: liar.log.read_text().count("snapshot_served") > served_before,
+        30,
+        "the liar to serve again",
+    )
     liar_id = str(liar.rpc("/v1/net/peers")["node_id"])[:16]
     good_id = str(good.rpc("/v1/net/peers")["node_id"])[:16]
 
@@ -143,7 +149,10 @@ def test_state_sync_from_three_peers_one_corrupt_one_killed_and_resume(
     assert done["fetched"] == done["chunks"] - done["resumed"], "none was fetched again"
     bad = {e["peer"] for e in _events(log, "state_sync_bad_chunk")}
     assert bad == {liar_id}, "the corrupt server's chunks were caught"
-    banned = {e["node"] for e in _events(log, "peer_banned")}
+    # Bans during the state sync (in the block sync of the tail after it, a server slow to
+    # send its first range may be banned a while: a separate rule, tested on its own).
+    during = log[: log.index('"state_sync_done"')]
+    banned = {e["node"] for e in _events(during, "peer_banned")}
     assert liar_id in banned and good_id not in banned, "the corrupt server alone was banned"
     assert "state_sync_imported" in log
     assert syncer.info()["head_block_id"] == good.info()["head_block_id"]
