@@ -64,3 +64,39 @@ def test_a_fresh_node_state_syncs_over_rdma(nodes: Nodes, tmp_path: Path) -> Non
     served = [json.loads(x) for x in server.log.read_text().splitlines() if x.startswith("{")]
     landed = [x["rdma_landed_bytes"] for x in served if x["event"] == "peer_disconnected"]
     assert any(n > size for n in landed), landed
+
+
+def test_with_no_trusted_block_the_headers_are_followed_over_rdma(
+    nodes: Nodes, tmp_path: Path
+) -> None:
+    """With no trusted block, a fresh node follows a live chain's signed headers, then
+    fetches the snapshot they vouch for, on RDMA sessions only (every session it had was
+    RDMA), and follows the chain."""
+    devnet = nodes.devnet("live").start(wait_head=1)
+    assert devnet.stop() == 0
+    node_dir = devnet.data_dir / "node1"
+    with (node_dir / "config.ini").open("a") as ini:
+        ini.write("snapshot-interval-blocks = 4\nsnapshot-chunk-bytes = 8192\n")
+    devnet.start()
+    assert devnet.info()["rdma"]["available"], devnet.info()["rdma"]
+    wait_for(lambda: devnet.rpc("/v1/node/snapshots")["snapshots"], 60, "a snapshot served")
+    listen = next(
+        line.split("=", 1)[1].strip()
+        for line in (node_dir / "config.ini").read_text().splitlines()
+        if line.startswith("p2p-listen-endpoint")
+    )
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    shutil.copy(devnet.data_dir / "genesis.json", fresh / "genesis.json")
+    syncer = nodes.run(
+        fresh, "--signature-workers", "0", "--state-sync", "on", "--p2p-peer-address", listen
+    ).start()
+    wait_for(lambda: "state_sync_imported" in syncer.log.read_text(), 120, "the snapshot imported")
+    wait_for(lambda: syncer.rpc("/v1/node/sync")["stage"] == "in_sync", 60, "following the chain")
+    lines = [json.loads(x) for x in syncer.log.read_text().splitlines() if x.startswith("{")]
+    assert any(x["event"] == "headers_followed" for x in lines)
+    (chosen,) = [x for x in lines if x["event"] == "state_sync_trusted_by_headers"]
+    (imported,) = [x for x in lines if x["event"] == "state_sync_imported"]
+    assert imported["block_id"] == chosen["block_id"]
+    sessions = [x["transport"] for x in lines if x["event"] == "peer_connected"]
+    assert sessions and set(sessions) == {"rdma"}, sessions
