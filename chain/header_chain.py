@@ -15,6 +15,11 @@ branch switches) but never one below the LIB: a header that does not continue a 
 refused as one that does not follow (``NotContinuing``), which is a peer's fault only when
 the batch starts right above the LIB. What a peer sends is judged, never believed: the first
 header that breaks a rule raises ``InvalidBlock`` and those before it stay.
+
+``checkpoint`` gives the LIB's header state and the irreversible blocks remembered as bytes,
+and ``HeaderChain.resume`` takes them back, so that a node restarted in the middle of a state
+sync follows on from its LIB rather than from genesis (the node keeps the bytes in its data
+dir: they are trusted as the rest of it is, with a digest against damage).
 """
 
 from __future__ import annotations
@@ -25,17 +30,20 @@ from collections.abc import Iterable
 from chain.block import SignedHeader
 from chain.block_transition import process_signed_header
 from chain.crypto import sha256
-from chain.dpos import HeaderState
-from chain.errors import ChainError
+from chain.dpos import HeaderState, decode_header_state
+from chain.encoding import check_bytes, check_int, pack, unpack
+from chain.errors import ChainError, EncodingError
 from chain.params import SLOT_MS, ChainParams, slot_start_ms
 from chain.types import BlockId, block_num_of
 
-__all__ = ["KEEP_FINAL_IDS", "MAX_REVERSIBLE", "HeaderChain", "NotContinuing"]
+__all__ = ["CHECKPOINT_VERSION", "KEEP_FINAL_IDS", "MAX_REVERSIBLE", "HeaderChain", "NotContinuing"]
 
 KEEP_FINAL_IDS = 1 << 16  # irreversible blocks remembered (id and header state digest, 5 MiB)
 # Header states held above the LIB (about 1 KiB each): following stops when the LIB stalls
 # longer (14 hours of 0.5-second blocks), until it is restarted.
 MAX_REVERSIBLE = 100_000
+CHECKPOINT_VERSION = 1
+_ENTRY = 64  # a final block in a checkpoint: its id, then its header state's SHA-256
 
 
 class NotContinuing(ChainError):
@@ -59,6 +67,48 @@ class HeaderChain:
         self._final: OrderedDict[int, tuple[BlockId, bytes]] = OrderedDict(
             {start.num: (start.id, sha256(start.encode()))}
         )
+
+    @classmethod
+    def resume(cls, raw: bytes, params: ChainParams, chain_id: bytes) -> HeaderChain:
+        """The chain a ``checkpoint`` was taken of, followed from its LIB on; EncodingError
+        when ``raw`` is damaged, of another version or of another chain."""
+        if len(raw) < 32 or sha256(raw[32:]) != raw[:32]:
+            raise EncodingError("header checkpoint", "damaged: its digest does not match")
+        fields = unpack(raw[32:], "header checkpoint")
+        if type(fields) is not list or len(fields) != 5:
+            raise EncodingError("header checkpoint", "expected 5 fields")
+        version = check_int(fields[0], 0, 2**32, "header checkpoint version")
+        if version != CHECKPOINT_VERSION:
+            raise EncodingError("header checkpoint", f"version {version}, not {CHECKPOINT_VERSION}")
+        if check_bytes(fields[1], 32, "header checkpoint chain id") != chain_id:
+            raise EncodingError("header checkpoint", "of another chain")
+        if type(fields[2]) is not bytes:
+            raise EncodingError("header checkpoint", "expected the LIB's header state")
+        try:
+            lib = decode_header_state(fields[2])
+        except (TypeError, ValueError, IndexError, KeyError) as err:
+            raise EncodingError("header checkpoint", f"bad header state: {err}") from err
+        first = check_int(fields[3], max(0, lib.num - KEEP_FINAL_IDS + 1), lib.num, "first block")
+        blob = fields[4]
+        if type(blob) is not bytes or len(blob) != (lib.num - first + 1) * _ENTRY:
+            raise EncodingError("header checkpoint", "final blocks do not run up to its LIB")
+        chain = cls(lib, params, chain_id)
+        chain._final = OrderedDict(
+            (first + i // _ENTRY, (BlockId(blob[i : i + 32]), blob[i + 32 : i + _ENTRY]))
+            for i in range(0, len(blob), _ENTRY)
+        )
+        if chain._final[lib.num] != (lib.id, sha256(lib.encode())):
+            raise EncodingError("header checkpoint", "its LIB is not its last final block")
+        return chain
+
+    def checkpoint(self) -> bytes:
+        """The LIB's header state and the irreversible blocks remembered, for ``resume``."""
+        first = next(iter(self._final))
+        blob = b"".join(block_id + digest for block_id, digest in self._final.values())
+        body = pack(
+            [CHECKPOINT_VERSION, self.chain_id, self._states[self._lib].encode(), first, blob]
+        )
+        return sha256(body) + body
 
     @property
     def tip(self) -> HeaderState:

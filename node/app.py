@@ -39,6 +39,7 @@ from node.admission import Admitter
 from node.config import NodeConfig
 from node.errors import NodeError
 from node.finalizer import FinalizerService
+from node.header_checkpoint import HEADER_CHECKPOINT, HeaderCheckpointFile
 from node.http import HttpLimits, make_admin_app, make_app, serve
 from node.liveness import FinalityProgress
 from node.metrics import NodeMetrics
@@ -141,6 +142,7 @@ def restart_from_snapshot(config: NodeConfig, fetched: Path, trusted: BlockId) -
     keep.parent.mkdir(parents=True, exist_ok=True)
     fetched.replace(keep)
     shutil.rmtree(config.data_dir / STATE_SYNC_DIR, ignore_errors=True)
+    HeaderCheckpointFile(config.data_dir / HEADER_CHECKPOINT).remove()
     log.info("state_sync_imported", block=head.num, block_id=head.block.id.hex())
 
 
@@ -374,10 +376,18 @@ class Node:
         if config.state_sync and chain.head.num == 0:
             download = FileDownload(config.data_dir / STATE_SYNC_DIR)
             # Without the operator's block (nor one trusted by an earlier run, whose
-            # download is kept), the header chain followed from genesis vouches for one.
-            headers = HeaderChain(chain.head, chain.params, chain.chain_id)
+            # download is kept), the header chain followed from genesis vouches for one;
+            # an earlier run's is followed on from its LIB.
+            kept = HeaderCheckpointFile(config.data_dir / HEADER_CHECKPOINT)
+            headers = kept.load(chain.params, chain.chain_id) or HeaderChain(
+                chain.head, chain.params, chain.chain_id
+            )
             self.fetcher = fetcher = Fetcher(
-                config.state_sync_trusted, download, self._snapshot_fetched, headers=headers
+                config.state_sync_trusted,
+                download,
+                self._snapshot_fetched,
+                headers=headers,
+                checkpoints=kept,
             )
             trusted = fetcher.trusted
             log.info(

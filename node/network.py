@@ -210,7 +210,11 @@ class Network:
             HeaderSync(service)
             if fetcher is None
             else HeaderSync(
-                service, fetcher.headers, fetcher.following, on_caught_up=fetcher.caught_up
+                service,
+                fetcher.headers,
+                fetcher.following,
+                on_caught_up=fetcher.caught_up,
+                checkpoints=fetcher.checkpoints,
             )
         )
         reactors: list[Reactor] = [self.blocks, self.block_relay, self.txs, self.votes]

@@ -21,7 +21,9 @@ says so (until state sync has picked a snapshot the chain followed vouches for):
 - serving reads ``SERVE_CHUNK`` blocks per trip to the chain thread and cuts their headers
   out without decoding the transactions, one range at a time per peer and ``MAX_SERVING``
   over all peers;
-- a peer silent past ``TIMEOUT_S`` loses its turn; after ``MAX_STRIKES`` it is sent away.
+- a peer silent past ``TIMEOUT_S`` loses its turn; after ``MAX_STRIKES`` it is sent away;
+- the chain followed is handed to ``checkpoints`` when its LIB moved, at most every
+  ``CHECKPOINT_S`` (at once when a peer had no more), so that a restart follows on from there.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from p2p.messages import GoAwayReason, HeaderRange, HeaderRangeRequest, Message
 from p2p.peer import Peer
 from p2p.reactor import Reactor
 from p2p.service import SERVE_CHUNK, ChainService
+from p2p.snapshot_fetch import HeaderCheckpoints
 
 log = structlog.get_logger("header_sync")
 
@@ -50,6 +53,7 @@ IDLE_S = 1.0  # after a short answer (the peer had no more), before asking it ag
 TIMEOUT_S = 10.0
 MAX_STRIKES = 3
 MAX_SERVING = 2  # ranges served at once, over all peers
+CHECKPOINT_S = 5.0
 
 
 class HeaderSync(Reactor):
@@ -62,6 +66,7 @@ class HeaderSync(Reactor):
         wanted: Callable[[], bool] = lambda: False,
         *,
         on_caught_up: Callable[[], None] = lambda: None,
+        checkpoints: HeaderCheckpoints | None = None,
         clock: Callable[[], float] = time.monotonic,
         now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
@@ -80,6 +85,10 @@ class HeaderSync(Reactor):
         self._from_lib: set[str] = set()  # peers whose next request starts above the LIB
         self._strikes: dict[str, int] = {}
         self._turn = 0
+        self.checkpoints = checkpoints
+        self._saved_lib = -1 if follow is None else follow.lib  # the LIB of the last save
+        self._saved_at = clock()
+        self._saving: asyncio.Task[None] | None = None
 
     # --- Reactor ----------------------------------------------------------------------------
 
@@ -103,8 +112,10 @@ class HeaderSync(Reactor):
         async with asyncio.TaskGroup() as tg:
             self._tg = tg
             while True:
-                if self.follow is not None and self.wanted():
-                    self._tick(self.follow)
+                if self.follow is not None:
+                    if self.wanted():
+                        self._tick(self.follow)
+                    self._save(self.follow, at_once=False)
                 await asyncio.sleep(TICK_S)
 
     # --- serving ----------------------------------------------------------------------------
@@ -194,6 +205,7 @@ class HeaderSync(Reactor):
             return
         if len(message.headers) < asked[2] or followed < len(headers):  # no more for now
             self._idle_until[peer.id] = self.clock() + IDLE_S
+            self._save(follow, at_once=True)
             self.on_caught_up()
         elif self.wanted():
             self._tick(follow)  # the next batch at once
@@ -205,6 +217,19 @@ class HeaderSync(Reactor):
                 lib=follow.lib,
                 count=followed,
             )
+
+    def _save(self, follow: HeaderChain, *, at_once: bool) -> None:
+        """Hand a checkpoint of ``follow`` over if its LIB moved since the last (one save at
+        a time; unless ``at_once``, not within ``CHECKPOINT_S`` of the last)."""
+        if self.checkpoints is None or self._tg is None or follow.lib <= self._saved_lib:
+            return
+        if self._saving is not None and not self._saving.done():
+            return
+        now = self.clock()
+        if not at_once and now - self._saved_at < CHECKPOINT_S:
+            return
+        self._saved_lib, self._saved_at = follow.lib, now
+        self._saving = self._tg.create_task(self.checkpoints.save(follow.checkpoint()))
 
     def _ban(self, peer: Peer, why: str) -> None:
         log.warning("header_sync_peer_banned", peer=peer.id, why=why)

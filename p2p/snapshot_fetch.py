@@ -107,6 +107,12 @@ class SnapshotDownload(Protocol):
         ...
 
 
+class HeaderCheckpoints(Protocol):
+    """Where the header chain followed is kept across restarts (``HeaderChain.checkpoint``)."""
+
+    async def save(self, raw: bytes) -> None: ...
+
+
 @dataclass(slots=True)
 class Asked:
     """A request in flight: of which peer, sent when (by the fetcher's clock)."""
@@ -134,6 +140,7 @@ class Fetcher:
         on_done: Callable[[Path], None],
         *,
         headers: HeaderChain | None = None,
+        checkpoints: HeaderCheckpoints | None = None,
         per_peer: int = 4,
         timeout: float = 10.0,
         max_strikes: int = 3,
@@ -152,6 +159,7 @@ class Fetcher:
             trusted = kept.block_id
         self.trusted = trusted
         self.headers = headers
+        self.checkpoints = checkpoints  # where ``headers`` is kept as it is followed
         # The header chain reached a peer's head (set by ``p2p.header_sync``): only then is
         # the newest snapshot it vouches for chosen, not the first.
         self.headers_caught_up = False

@@ -16,8 +16,9 @@ from chain.block import SignedBlock, SignedHeader, decode_signed_header, signed_
 from chain.block_transition import process_signed_header
 from chain.controller import Chain
 from chain.crypto import sha256
-from chain.errors import InvalidBlock
-from chain.header_chain import HeaderChain, NotContinuing
+from chain.encoding import pack, unpack
+from chain.errors import EncodingError, InvalidBlock
+from chain.header_chain import CHECKPOINT_VERSION, HeaderChain, NotContinuing
 from chain.params import SLOT_MS, slot_start_ms
 from chain.testing import now_ms
 from chain.types import AccountName, BlockId
@@ -178,3 +179,55 @@ def test_a_header_ahead_of_our_clock_stops_the_batch_without_a_fault(tmp_path: P
     follow = _follower(net)
     assert follow.extend(headers, slow_clock) == 3
     assert follow.extend(headers[3:], now_ms()) == 3
+
+
+def test_a_checkpoint_resumes_following_from_its_lib_with_the_final_blocks_it_knew(
+    tmp_path: Path,
+) -> None:
+    """``checkpoint`` and ``HeaderChain.resume`` give back the LIB's header state (finality
+    core included, on a votes chain) and the final blocks remembered: the chain resumed
+    vouches for the same blocks with the same header state digests, and follows the next
+    headers from its LIB on to the full node's LIB."""
+    net = DevNet.create(4, blocks_per_turn=1, finality="votes")
+    chain = net.open(tmp_path)
+    for _ in range(12):
+        block = net.produce(chain)
+        for vote in net.votes(chain, block.id):
+            chain.add_vote(vote, now_ms())
+    follow = _follower(net)
+    follow.extend(_headers(chain, 1, 8), now_ms())
+    assert 0 < follow.lib < 8
+    resumed = HeaderChain.resume(follow.checkpoint(), follow.params, follow.chain_id)
+    assert resumed.lib == resumed.tip.num == follow.lib, "followed on from the LIB"
+    for num in range(1, follow.lib + 1):
+        block_id = chain.block_by_num(num).id
+        assert resumed.header_state_digest(block_id) is not None
+        assert resumed.header_state_digest(block_id) == follow.header_state_digest(block_id)
+    assert resumed.extend(_headers(chain, resumed.lib + 1, 12), now_ms()) == 12 - follow.lib
+    whole = _follower(net)
+    whole.extend(_headers(chain, 1, 12), now_ms())
+    assert (resumed.lib, resumed.tip.id) == (whole.lib, whole.tip.id) and whole.lib > follow.lib
+    lib_id = chain.block_by_num(whole.lib).id
+    assert resumed.header_state_digest(lib_id) == whole.header_state_digest(lib_id)
+
+
+def test_a_damaged_foreign_or_other_version_checkpoint_is_refused(tmp_path: Path) -> None:
+    """A checkpoint with a byte changed, of another chain, or of another version raises
+    EncodingError naming the problem."""
+    net = DevNet.create(3, blocks_per_turn=1)
+    chain = net.open(tmp_path)
+    for _ in range(6):
+        net.produce(chain)
+    follow = _follower(net)
+    follow.extend(_headers(chain, 1, 6), now_ms())
+    raw = bytearray(follow.checkpoint())
+    raw[len(raw) // 2] ^= 1
+    with pytest.raises(EncodingError, match="damaged"):
+        HeaderChain.resume(bytes(raw), follow.params, follow.chain_id)
+    with pytest.raises(EncodingError, match="another chain"):
+        HeaderChain.resume(follow.checkpoint(), follow.params, bytes(32))
+    fields = unpack(follow.checkpoint()[32:], "checkpoint")
+    fields[0] = CHECKPOINT_VERSION + 1
+    body = pack(fields)
+    with pytest.raises(EncodingError, match="version"):
+        HeaderChain.resume(sha256(body) + body, follow.params, follow.chain_id)

@@ -13,6 +13,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from chain.header_chain import HeaderChain
+from genesis.model import load_genesis
 from scripts.make_history import make_history
 from tests.integration.conftest import NodeProcess, Nodes, wait_for
 
@@ -203,3 +205,45 @@ def test_with_no_trusted_block_the_node_follows_the_header_chain_to_find_one(
     assert name in served, "one of the snapshots the producer made"
     head = devnet.info()["head_block_num"]
     wait_for(lambda: syncer.info()["head_block_num"] >= head, 30, "the producer's head")
+
+
+def test_killed_while_following_headers_the_node_follows_on_from_its_checkpoint(
+    nodes: Nodes, tmp_path: Path
+) -> None:
+    """A node following a live chain's headers (no snapshot offered yet) keeps a checkpoint
+    of them; killed with -9 and started again, it follows on from the checkpoint's LIB, not
+    from genesis, then state-syncs from the first snapshot offered and drops the checkpoint."""
+    devnet = nodes.devnet("live").start(wait_head=1)
+    node_dir = devnet.data_dir / "node1"
+    listen = next(
+        line.split("=", 1)[1].strip()
+        for line in (node_dir / "config.ini").read_text().splitlines()
+        if line.startswith("p2p-listen-endpoint")
+    )
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    shutil.copy(devnet.data_dir / "genesis.json", fresh / "genesis.json")
+    syncer = nodes.run(fresh, "--state-sync", "on", "--p2p-peer-address", listen).start()
+    kept = fresh / "state-sync-headers"
+    wait_for(lambda: "headers_followed" in syncer.log.read_text(), 60, "headers followed")
+    wait_for(kept.exists, 30, "a header checkpoint")
+    assert syncer.stop(signal.SIGKILL) == -signal.SIGKILL
+    initial = load_genesis(fresh / "genesis.json").to_initial_state()
+    saved = HeaderChain.resume(kept.read_bytes(), initial.params, initial.chain_id).lib
+    assert saved > 0
+
+    assert devnet.stop() == 0
+    with (node_dir / "config.ini").open("a") as ini:
+        ini.write(f"snapshot-interval-blocks = 4\nsnapshot-chunk-bytes = {CHUNK}\n")
+    devnet.start()
+    wait_for(lambda: devnet.rpc("/v1/node/snapshots")["snapshots"], 60, "a snapshot served")
+    before = len(syncer.log.read_text())
+    syncer.start()
+    wait_for(lambda: "state_sync_imported" in syncer.log.read_text(), 90, "the snapshot imported")
+    log = syncer.log.read_text()[before:]
+    (resumed,) = _events(log, "headers_resumed")
+    assert resumed["lib"] == saved
+    first = _events(log, "headers_followed")[0]
+    assert first["tip"] - first["count"] >= saved, "followed on from the checkpoint's LIB"
+    wait_for(lambda: syncer.rpc("/v1/node/sync")["stage"] == "in_sync", 60, "following the chain")
+    assert not kept.exists(), "dropped once the snapshot is imported"

@@ -19,7 +19,7 @@ from chain.testing import now_ms
 from chain.types import AccountName
 from genesis.testing import DevNet
 from p2p.codec import MAX_HEADERS
-from p2p.header_sync import HeaderSync
+from p2p.header_sync import CHECKPOINT_S, HeaderSync
 from p2p.messages import HeaderRange, HeaderRangeRequest
 from p2p.peer import Peer
 from p2p.service import ChainService
@@ -167,3 +167,57 @@ def test_a_batch_off_the_tip_is_retried_from_the_lib_then_sent_away(tmp_path: Pa
 
     asyncio.run(scenario())
     assert follow.tip.num == 8
+
+
+class Kept:
+    """Checkpoints handed over, in order."""
+
+    def __init__(self) -> None:
+        self.saved: list[bytes] = []
+
+    async def save(self, raw: bytes) -> None:
+        self.saved.append(raw)
+
+
+def test_the_chain_followed_is_checkpointed_when_its_lib_moves_at_most_every_few_seconds(
+    tmp_path: Path,
+) -> None:
+    """A batch after which the peer has no more is checkpointed at once (a checkpoint that
+    resumes at the LIB followed); one whose LIB moved waits for CHECKPOINT_S since the last;
+    none is taken while the LIB stands."""
+    net = DevNet.create(3, blocks_per_turn=1)
+    chain = _grown(net, tmp_path, 12)
+    peer, follow, clock, kept = FakePeer("a"), _follower(net), Clock(), Kept()
+    reactor = HeaderSync(
+        cast(ChainService, None), follow, lambda: False, checkpoints=kept, clock=clock
+    )
+    reactor.bind(FakeSwitch([peer]))
+
+    async def scenario() -> None:
+        running = asyncio.get_running_loop().create_task(reactor.run())
+        await asyncio.sleep(0)
+        reactor._tick(follow)
+        await reactor.receive(cast(Peer, peer), HeaderRange(1, _encoded(chain, 1, 6)))
+        await asyncio.sleep(0)
+        assert len(kept.saved) == 1
+        assert HeaderChain.resume(kept.saved[0], follow.params, follow.chain_id).lib == follow.lib
+        reactor._save(follow, at_once=False)
+        await asyncio.sleep(0)
+        assert len(kept.saved) == 1, "the LIB stands: nothing new to keep"
+        lib = follow.lib
+        follow.extend([decode_signed_header(h) for h in _encoded(chain, 7, 12)], now_ms())
+        assert follow.lib > lib
+        reactor._save(follow, at_once=False)
+        await asyncio.sleep(0)
+        assert len(kept.saved) == 1, "within CHECKPOINT_S of the last"
+        clock.now += CHECKPOINT_S
+        reactor._save(follow, at_once=False)
+        await asyncio.sleep(0)
+        assert len(kept.saved) == 2
+        resumed = HeaderChain.resume(kept.saved[1], follow.params, follow.chain_id)
+        assert resumed.lib == follow.lib
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+
+    asyncio.run(scenario())
