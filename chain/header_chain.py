@@ -25,7 +25,8 @@ dir: they are trusted as the rest of it is, with a digest against damage).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from chain.block import SignedHeader
 from chain.block_transition import process_signed_header
@@ -36,7 +37,14 @@ from chain.errors import ChainError, EncodingError
 from chain.params import SLOT_MS, ChainParams, slot_start_ms
 from chain.types import BlockId, block_num_of
 
-__all__ = ["CHECKPOINT_VERSION", "KEEP_FINAL_IDS", "MAX_REVERSIBLE", "HeaderChain", "NotContinuing"]
+__all__ = [
+    "CHECKPOINT_VERSION",
+    "KEEP_FINAL_IDS",
+    "MAX_REVERSIBLE",
+    "HeaderChain",
+    "Judged",
+    "NotContinuing",
+]
 
 KEEP_FINAL_IDS = 1 << 16  # irreversible blocks remembered (id and header state digest, 5 MiB)
 # Header states held above the LIB (about 1 KiB each): following stops when the LIB stalls
@@ -50,6 +58,15 @@ class NotContinuing(ChainError):
     """A batch of headers that does not continue any block held (the LIB or above)."""
 
     name = "not_continuing"
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """Headers judged on a chain (``HeaderChain.judge``): the header states of those sound,
+    in order, and the error of the first that was not (those after it were not judged)."""
+
+    states: tuple[HeaderState, ...]
+    error: ChainError | None
 
 
 class HeaderChain:
@@ -119,38 +136,62 @@ class HeaderChain:
     def lib(self) -> int:
         return self._lib
 
-    def extend(self, headers: Iterable[SignedHeader], now_ms: int) -> int:
+    def extend(self, headers: Sequence[SignedHeader], now_ms: int) -> int:
         """Judge ``headers`` (consecutive) in turn on the block before the first, and follow
         them; returns how many were followed. A first header that continues no block held
         raises ``NotContinuing``; one that breaks a rule raises ``InvalidBlock``, and those
         before it stay followed."""
-        count = 0
+        judged = self.judge(headers, now_ms)
+        count = self.adopt(judged)
+        if judged.error is not None:
+            raise judged.error
+        return count
+
+    def judge(self, headers: Sequence[SignedHeader], now_ms: int) -> Judged:
+        """What ``extend`` would follow, without following it: the header states of the
+        headers judged sound, up to the first that breaks a rule (``Judged.error``). Reads
+        the chain and changes nothing, so it may run on another thread while nothing else
+        changes the chain; ``adopt`` then follows the result. Raises ``NotContinuing``."""
+        if not headers:
+            return Judged((), None)
+        first = headers[0]
+        parent = self._states.get(first.num - 1)
+        if parent is None or parent.id != first.header.previous:
+            raise NotContinuing(
+                f"block {first.num} continues no block held (LIB {self._lib}, tip {self._tip})"
+            )
+        states: list[HeaderState] = []
+        lib = self._lib
         for signed in headers:
-            if count == 0:
-                parent = self._states.get(signed.num - 1)
-                if parent is None or parent.id != signed.header.previous:
-                    raise NotContinuing(
-                        f"block {signed.num} continues no block held (LIB {self._lib}, "
-                        f"tip {self._tip})"
-                    )
-            else:
-                parent = self._states[self._tip]  # process_header checks that it continues
-            if len(self._states) > MAX_REVERSIBLE:
+            if signed.num - lib > MAX_REVERSIBLE:
                 break  # the LIB stalled: nothing more to learn until it moves
             if slot_start_ms(signed.header.slot) > now_ms + SLOT_MS:
                 break  # in the future by our clock (ours may be slow): not now, no fault
-            state = process_signed_header(
-                parent, signed, params=self.params, chain_id=self.chain_id, now_ms=now_ms
-            )
-            if count == 0:  # judged sound: it may replace the branch above its parent
-                for num in range(signed.num, self._tip + 1):
-                    del self._states[num]
+            try:
+                state = process_signed_header(
+                    parent, signed, params=self.params, chain_id=self.chain_id, now_ms=now_ms
+                )
+            except ChainError as err:  # process_header checks that it continues ``parent``
+                return Judged(tuple(states), err)
+            states.append(state)
+            lib = max(lib, state.lib)
+            parent = state
+        return Judged(tuple(states), None)
+
+    def adopt(self, judged: Judged) -> int:
+        """Follow the header states ``judge`` gave (nothing changed the chain since): the
+        first replaces the branch above its parent. Returns how many were followed."""
+        if not judged.states:
+            return 0
+        first = judged.states[0].num
+        for num in range(first, self._tip + 1):
+            del self._states[num]
+        for state in judged.states:
             self._states[state.num] = state
             self._tip = state.num
-            count += 1
             if state.lib > self._lib:
                 self._finalize(state.lib)
-        return count
+        return len(judged.states)
 
     def _finalize(self, lib: int) -> None:
         for num in range(self._lib + 1, lib + 1):

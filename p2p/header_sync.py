@@ -8,7 +8,9 @@ says so (until state sync has picked a snapshot the chain followed vouches for):
 
 - one request in flight at a time, to one peer, for the ``MAX_HEADERS`` headers after the
   tip followed; peers are asked in turn, the next as soon as an answer came; one whose
-  last answer was short (it had no more) is left out for ``IDLE_S``;
+  last answer was short (it had no more) is left out for ``IDLE_S``; an answer is decoded
+  and judged on a worker thread (``HeaderChain.judge``), then followed on the event loop
+  (``adopt``);
 - a peer that sends a header breaking a rule, or bytes that are no header, is banned
   (``punish``); what it sent before that header stays followed;
 - a batch that continues no block held is another branch above our LIB: the next request
@@ -37,7 +39,7 @@ import structlog
 
 from chain.block import decode_signed_header, header_of_encoded_block
 from chain.errors import ChainError, EncodingError
-from chain.header_chain import HeaderChain, NotContinuing
+from chain.header_chain import HeaderChain, Judged, NotContinuing
 from p2p.codec import MAX_HEADERS
 from p2p.errors import ChannelClosed, P2PError
 from p2p.messages import GoAwayReason, HeaderRange, HeaderRangeRequest, Message
@@ -89,6 +91,7 @@ class HeaderSync(Reactor):
         self._saved_lib = -1 if follow is None else follow.lib  # the LIB of the last save
         self._saved_at = clock()
         self._saving: asyncio.Task[None] | None = None
+        self._judging = False  # a batch is being judged on a worker thread
 
     # --- Reactor ----------------------------------------------------------------------------
 
@@ -106,7 +109,7 @@ class HeaderSync(Reactor):
         if isinstance(message, HeaderRangeRequest):
             self._serve(peer, message)
         elif isinstance(message, HeaderRange):
-            self._on_headers(peer, message)
+            await self._on_headers(peer, message)
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:
@@ -154,6 +157,8 @@ class HeaderSync(Reactor):
     # --- following --------------------------------------------------------------------------
 
     def _tick(self, follow: HeaderChain) -> None:
+        if self._judging:
+            return  # a batch is being judged: the next request starts after it
         now = self.clock()
         asked = self._asked
         if asked is not None:
@@ -179,7 +184,7 @@ class HeaderSync(Reactor):
         if peer.offer(HeaderRangeRequest(start, MAX_HEADERS)):
             self._asked = (peer.id, start, MAX_HEADERS, now)
 
-    def _on_headers(self, peer: Peer, message: HeaderRange) -> None:
+    async def _on_headers(self, peer: Peer, message: HeaderRange) -> None:
         follow, asked = self.follow, self._asked
         if follow is None or asked is None or asked[0] != peer.id or message.start != asked[1]:
             return  # not asked (or no longer): ignored
@@ -187,11 +192,11 @@ class HeaderSync(Reactor):
         self._strikes.pop(peer.id, None)
         from_lib = peer.id in self._from_lib
         self._from_lib.discard(peer.id)
+        # Decoding and judging (signatures, QCs: ~0.3 ms a header) on a worker thread, so
+        # that the event loop goes on meanwhile; nothing changes ``follow`` until it is done.
+        self._judging = True
         try:
-            headers = [decode_signed_header(raw) for raw in message.headers]
-            if any(h.num != message.start + i for i, h in enumerate(headers)):
-                raise EncodingError("header range", "headers not numbered from its start on")
-            followed = follow.extend(headers, self.now_ms())
+            judged = await asyncio.to_thread(_judge, follow, message, self.now_ms())
         except NotContinuing as err:
             if from_lib:  # on a branch that left ours below our LIB: no use to us (a lagging
                 # node on a losing fork can be honest, so it is not banned)
@@ -200,10 +205,16 @@ class HeaderSync(Reactor):
             else:
                 self._from_lib.add(peer.id)  # another branch above our LIB, or behind us
             return
-        except ChainError as err:  # EncodingError, InvalidBlock: what it sent is not a header
+        except ChainError as err:  # EncodingError: what it sent is not headers
             self._ban(peer, f"bad header: {err}")
             return
-        if len(message.headers) < asked[2] or followed < len(headers):  # no more for now
+        finally:
+            self._judging = False
+        followed = follow.adopt(judged)  # those before a header that breaks a rule stay
+        if judged.error is not None:
+            self._ban(peer, f"bad header: {judged.error}")
+            return
+        if len(message.headers) < asked[2] or followed < len(message.headers):  # no more now
             self._idle_until[peer.id] = self.clock() + IDLE_S
             self._save(follow, at_once=True)
             self.on_caught_up()
@@ -240,3 +251,11 @@ class HeaderSync(Reactor):
         self._strikes[peer_id] = strikes
         if strikes >= MAX_STRIKES:
             self.switch.send_away(peer_id, GoAwayReason.BENIGN_OTHER, why)
+
+
+def _judge(follow: HeaderChain, message: HeaderRange, now_ms: int) -> Judged:
+    """``message``'s headers decoded and judged on ``follow`` (run on a worker thread)."""
+    headers = [decode_signed_header(raw) for raw in message.headers]
+    if any(h.num != message.start + i for i, h in enumerate(headers)):
+        raise EncodingError("header range", "headers not numbered from its start on")
+    return follow.judge(headers, now_ms)

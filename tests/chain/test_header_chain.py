@@ -231,3 +231,28 @@ def test_a_damaged_foreign_or_other_version_checkpoint_is_refused(tmp_path: Path
     body = pack(fields)
     with pytest.raises(EncodingError, match="version"):
         HeaderChain.resume(sha256(body) + body, follow.params, follow.chain_id)
+
+
+def test_judging_changes_nothing_and_adopting_the_judgement_follows_the_headers(
+    tmp_path: Path,
+) -> None:
+    """``judge`` leaves the chain as it was (it may run on another thread) and stops at a
+    forged header with its error; ``adopt`` then follows those before it, as ``extend``
+    does."""
+    net = DevNet.create(3, blocks_per_turn=1)
+    chain = net.open(tmp_path)
+    for _ in range(8):
+        net.produce(chain)
+    headers = _headers(chain, 1, 8)
+    forged = dataclasses.replace(headers[5], signature=headers[6].signature)
+    follow = _follower(net)
+    before = follow.checkpoint()
+    judged = follow.judge([*headers[:5], forged, *headers[6:]], now_ms())
+    assert follow.checkpoint() == before and follow.tip.num == 0, "nothing changed"
+    assert len(judged.states) == 5 and isinstance(judged.error, InvalidBlock)
+    assert follow.adopt(judged) == 5
+    twin = _follower(net)
+    with pytest.raises(InvalidBlock):
+        twin.extend([*headers[:5], forged, *headers[6:]], now_ms())
+    assert (follow.tip.id, follow.lib) == (twin.tip.id, twin.lib)
+    assert follow.tip.id == headers[4].id

@@ -221,3 +221,34 @@ def test_the_chain_followed_is_checkpointed_when_its_lib_moves_at_most_every_few
             await running
 
     asyncio.run(scenario())
+
+
+def test_a_batch_is_judged_off_the_event_loop(tmp_path: Path) -> None:
+    """While a batch of 150 headers is decoded and judged (tens of milliseconds), the event
+    loop goes on running other tasks; the batch is then followed whole."""
+    net = DevNet.create(3, blocks_per_turn=1)
+    chain = _grown(net, tmp_path, 150)
+    reactor, follow, _, peer, _ = _rig(net)
+
+    async def scenario() -> int:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.001)
+                ticks += 1
+
+        running = asyncio.get_running_loop().create_task(ticker())
+        await asyncio.sleep(0.01)
+        reactor._tick(follow)
+        ticks = 0
+        await reactor.receive(cast(Peer, peer), HeaderRange(1, _encoded(chain, 1, 150)))
+        during = ticks
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        return during
+
+    assert asyncio.run(scenario()) >= 3, "the loop ran while the headers were judged"
+    assert follow.tip.num == 150
