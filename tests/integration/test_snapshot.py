@@ -123,12 +123,23 @@ def test_periodic_snapshots_are_written_pruned_and_listed(nodes: Nodes) -> None:
     wait_for(
         lambda: devnet.info()["last_irreversible_block_num"] >= lib + 14, 60, "14 more final blocks"
     )
+
+    def on_disk() -> list[int]:
+        files = (node_dir / "snapshots").glob("snapshot-*.bin")
+        return sorted(int(f.name.split("-")[1]) for f in files)
+
+    def listed() -> list[int]:
+        return sorted(s["block_num"] for s in devnet.rpc("/v1/node/snapshots")["snapshots"])
+
+    # The node goes on writing one every 2 s and pruning: the listing and the files are
+    # compared when neither changed in between.
     wait_for(
-        lambda: len(devnet.rpc("/v1/node/snapshots")["snapshots"]) == 2, 20, "two listed snapshots"
+        lambda: len(before := on_disk()) == 2 and listed() == before == on_disk(),
+        20,
+        "two snapshots listed, the two files on disk",
     )
+    assert "snapshot_pruned" in devnet.log.read_text()
+    assert devnet.stop() == 0
     files = sorted((node_dir / "snapshots").glob("snapshot-*.bin"))
     assert len(files) == 2, files
-    assert "snapshot_pruned" in devnet.log.read_text()
-    nums = sorted(s["block_num"] for s in devnet.rpc("/v1/node/snapshots")["snapshots"])
-    assert [int(f.name.split("-")[1]) for f in files] == nums
     assert _cli("snapshot", "verify", str(files[-1])).returncode == 0
