@@ -132,6 +132,16 @@ class NodeMetrics:
             "Snapshot bytes fetched per second, on average since this run began",
             registry=r,
         )
+        self.state_sync_headers_tip = Gauge(
+            "bor_state_sync_headers_tip",
+            "The last header followed to find a block to trust (0 with a trusted block given)",
+            registry=r,
+        )
+        self.state_sync_headers_lib = Gauge(
+            "bor_state_sync_headers_lib",
+            "The LIB of the header chain followed: snapshots up to it can be trusted",
+            registry=r,
+        )
         self.state_sync_banned = Counter(
             "bor_state_sync_peers_banned",
             "Peers banned for what they served: a chunk or a manifest not matching its hash,"
@@ -178,6 +188,9 @@ class NodeMetrics:
         self.state_sync_bytes.set(status["bytes"])
         self.state_sync_bytes_total.set(status["bytes_total"])
         self.state_sync_rate.set(status["bytes_per_s"])
+        headers = status["headers"] or {"tip": 0, "lib": 0}
+        self.state_sync_headers_tip.set(headers["tip"])
+        self.state_sync_headers_lib.set(headers["lib"])
         for reason, count in status["peers_banned"].items():
             seen = self._banned_seen.get(reason, 0)
             if count > seen:

@@ -227,6 +227,13 @@ def test_killed_while_following_headers_the_node_follows_on_from_its_checkpoint(
     kept = fresh / "state-sync-headers"
     wait_for(lambda: "headers_followed" in syncer.log.read_text(), 60, "headers followed")
     wait_for(kept.exists, 30, "a header checkpoint")
+    wait_for(
+        lambda: _metrics(syncer).get("bor_state_sync_headers_lib", 0) > 0,
+        10,
+        "/metrics to show the headers followed",
+    )
+    shown = _metrics(syncer)["bor_state_sync_headers_lib"]  # a second old at most
+    assert shown <= syncer.rpc("/v1/node/sync")["state_sync"]["headers"]["lib"]
     assert syncer.stop(signal.SIGKILL) == -signal.SIGKILL
     initial = load_genesis(fresh / "genesis.json").to_initial_state()
     saved = HeaderChain.resume(kept.read_bytes(), initial.params, initial.chain_id).lib
