@@ -213,10 +213,8 @@ class BlockSync(Reactor):
                 continue
             if isinstance(action, FetchRange):
                 peer.offer(SyncRequest(action.start, action.end))
-            elif isinstance(action, DropPeer) and action.ban:
-                self.switch.punish(peer.id, action.reason, action.detail)
             elif isinstance(action, DropPeer):
-                self.switch.send_away(peer.id, action.reason, action.detail)
+                self.switch.punish(peer.id, action.reason, action.detail)
 
     def _notify(self, peer: Peer) -> None:
         pos = self.chain.position()

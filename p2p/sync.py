@@ -308,9 +308,7 @@ class SyncManager:
 
     # --- internals --------------------------------------------------------------------------
 
-    def _drop(
-        self, p: PeerRecord, reason: GoAwayReason, detail: str, ban: bool = True
-    ) -> list[Action]:
+    def _drop(self, p: PeerRecord, reason: GoAwayReason, detail: str) -> list[Action]:
         """Send ``p`` away (once) and stop counting its claims and holding ranges for it."""
         if p.dropping:
             return []
@@ -318,7 +316,7 @@ class SyncManager:
         self._release(p.id)
         if self.fork is not None and self.fork[0] == p.id:
             self.fork = None
-        return [DropPeer(p.id, reason, detail, ban)]
+        return [DropPeer(p.id, reason, detail)]
 
     def _fetch_branch(self, p: PeerRecord, upto: int) -> list[Action]:
         """Fetch the branch of ``p`` from our LIB + 1 up to ``upto``, from ``p`` (see
@@ -363,9 +361,8 @@ class SyncManager:
             detail = f"claimed head {p.head}, sent none of {r.start}..{r.end} in {waited} s"
             return self._drop(p, GoAwayReason.BENIGN_OTHER, detail)
         if p.stalls >= self.config.max_strikes:
-            # It delivered before: slow (a busy or far machine), not shown to lie. Not banned.
             detail = f"{p.stalls} ranges not delivered in time"
-            return self._drop(p, GoAwayReason.BENIGN_OTHER, detail, ban=False)
+            return self._drop(p, GoAwayReason.BENIGN_OTHER, detail)
         return []
 
     def _slow(self, r: _Range, now: float) -> bool:

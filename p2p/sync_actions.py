@@ -25,13 +25,9 @@ class FetchRange:
 
 @dataclass(frozen=True, slots=True)
 class DropPeer:
-    """Send ``peer`` away; banned for a while too unless ``ban`` is false (a peer that was
-    only slow: it may come back at once)."""
-
     peer: PeerId
     reason: GoAwayReason
     detail: str
-    ban: bool = True
 
 
 Action = FetchRange | DropPeer
