@@ -41,6 +41,7 @@ __all__ = [
     "CHECKPOINT_VERSION",
     "KEEP_FINAL_IDS",
     "MAX_REVERSIBLE",
+    "Checkpoint",
     "HeaderChain",
     "Judged",
     "NotContinuing",
@@ -62,11 +63,46 @@ class NotContinuing(ChainError):
 
 @dataclass(frozen=True, slots=True)
 class Judged:
-    """Headers judged on a chain (``HeaderChain.judge``): the header states of those sound,
-    in order, and the error of the first that was not (those after it were not judged)."""
+    """Headers judged on a chain (``HeaderChain.judge``): the block they continue, the header
+    states of those sound, in order, and the error of the first that was not (those after it
+    were not judged)."""
 
+    parent: BlockId | None
     states: tuple[HeaderState, ...]
     error: ChainError | None
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A header chain's LIB header state and the final blocks it remembers (their ids and
+    header state digests, from block ``first`` on), taken at once; ``encode`` (about 20 ms
+    for 65,536 blocks) may then run on another thread."""
+
+    chain_id: bytes
+    lib_state: bytes
+    first: int
+    final: tuple[tuple[BlockId, bytes], ...]
+
+    def encode(self) -> bytes:
+        blob = b"".join(block_id + digest for block_id, digest in self.final)
+        body = pack([CHECKPOINT_VERSION, self.chain_id, self.lib_state, self.first, blob])
+        return sha256(body) + body
+
+
+def _decode_lib_state(raw: bytes) -> HeaderState:
+    """A checkpoint's LIB header state, its fields checked (the digest only shows the file
+    is as written)."""
+    try:
+        state = decode_header_state(raw)
+        check_bytes(state.id, 32, "header state id")
+        check_int(state.num, 0, 2**32 - 1, "header state block number")
+        check_int(state.lib, 0, state.num, "header state LIB")
+        check_int(state.slot, 0, 2**32 - 1, "header state slot")
+        if state.encode() != raw:
+            raise EncodingError("header checkpoint", "header state not in canonical encoding")
+    except (TypeError, ValueError, IndexError, KeyError, AttributeError) as err:
+        raise EncodingError("header checkpoint", f"bad header state: {err}") from err
+    return state
 
 
 class HeaderChain:
@@ -101,10 +137,7 @@ class HeaderChain:
             raise EncodingError("header checkpoint", "of another chain")
         if type(fields[2]) is not bytes:
             raise EncodingError("header checkpoint", "expected the LIB's header state")
-        try:
-            lib = decode_header_state(fields[2])
-        except (TypeError, ValueError, IndexError, KeyError) as err:
-            raise EncodingError("header checkpoint", f"bad header state: {err}") from err
+        lib = _decode_lib_state(fields[2])
         first = check_int(fields[3], max(0, lib.num - KEEP_FINAL_IDS + 1), lib.num, "first block")
         blob = fields[4]
         if type(blob) is not bytes or len(blob) != (lib.num - first + 1) * _ENTRY:
@@ -118,14 +151,15 @@ class HeaderChain:
             raise EncodingError("header checkpoint", "its LIB is not its last final block")
         return chain
 
-    def checkpoint(self) -> bytes:
-        """The LIB's header state and the irreversible blocks remembered, for ``resume``."""
-        first = next(iter(self._final))
-        blob = b"".join(block_id + digest for block_id, digest in self._final.values())
-        body = pack(
-            [CHECKPOINT_VERSION, self.chain_id, self._states[self._lib].encode(), first, blob]
+    def checkpoint(self) -> Checkpoint:
+        """The LIB's header state and the irreversible blocks remembered, for ``resume``
+        once encoded (``Checkpoint.encode``, which may run on another thread)."""
+        return Checkpoint(
+            self.chain_id,
+            self._states[self._lib].encode(),
+            next(iter(self._final)),
+            tuple(self._final.values()),
         )
-        return sha256(body) + body
 
     @property
     def tip(self) -> HeaderState:
@@ -153,7 +187,7 @@ class HeaderChain:
         the chain and changes nothing, so it may run on another thread while nothing else
         changes the chain; ``adopt`` then follows the result. Raises ``NotContinuing``."""
         if not headers:
-            return Judged((), None)
+            return Judged(None, (), None)
         first = headers[0]
         parent = self._states.get(first.num - 1)
         if parent is None or parent.id != first.header.previous:
@@ -161,6 +195,7 @@ class HeaderChain:
                 f"block {first.num} continues no block held (LIB {self._lib}, tip {self._tip})"
             )
         states: list[HeaderState] = []
+        continued = parent.id
         lib = self._lib
         for signed in headers:
             if signed.num - lib > MAX_REVERSIBLE:
@@ -172,18 +207,22 @@ class HeaderChain:
                     parent, signed, params=self.params, chain_id=self.chain_id, now_ms=now_ms
                 )
             except ChainError as err:  # process_header checks that it continues ``parent``
-                return Judged(tuple(states), err)
+                return Judged(continued, tuple(states), err)
             states.append(state)
             lib = max(lib, state.lib)
             parent = state
-        return Judged(tuple(states), None)
+        return Judged(continued, tuple(states), None)
 
     def adopt(self, judged: Judged) -> int:
         """Follow the header states ``judge`` gave (nothing changed the chain since): the
-        first replaces the branch above its parent. Returns how many were followed."""
+        first replaces the branch above its parent. Returns how many were followed; raises
+        ``NotContinuing`` if the chain no longer holds the block they continue."""
         if not judged.states:
             return 0
         first = judged.states[0].num
+        parent = self._states.get(first - 1)
+        if parent is None or parent.id != judged.parent:
+            raise NotContinuing(f"block {first - 1} judged on is no longer held")
         for num in range(first, self._tip + 1):
             del self._states[num]
         for state in judged.states:

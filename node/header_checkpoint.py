@@ -9,7 +9,7 @@ from pathlib import Path
 import structlog
 
 from chain.errors import ChainError
-from chain.header_chain import HeaderChain
+from chain.header_chain import Checkpoint, HeaderChain
 from chain.params import ChainParams
 
 log = structlog.get_logger("state_sync")
@@ -43,14 +43,16 @@ class HeaderCheckpointFile:
         log.info("headers_resumed", lib=chain.lib)
         return chain
 
-    async def save(self, raw: bytes) -> None:
-        """Keep ``raw``; a failed write is logged and the previous checkpoint stays."""
+    async def save(self, checkpoint: Checkpoint) -> None:
+        """Keep ``checkpoint`` (encoded and written on a worker thread); a failed write is
+        logged and the previous checkpoint stays."""
         try:
-            await asyncio.to_thread(self._write, raw)
+            await asyncio.to_thread(self._write, checkpoint)
         except OSError as err:
             log.warning("header_checkpoint_not_saved", why=str(err))
 
-    def _write(self, raw: bytes) -> None:
+    def _write(self, checkpoint: Checkpoint) -> None:
+        raw = checkpoint.encode()
         part = self.path.with_name(self.path.name + ".part")
         with part.open("wb") as f:
             f.write(raw)

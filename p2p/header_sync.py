@@ -34,19 +34,19 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 import structlog
 
 from chain.block import decode_signed_header, header_of_encoded_block
 from chain.errors import ChainError, EncodingError
-from chain.header_chain import HeaderChain, Judged, NotContinuing
+from chain.header_chain import Checkpoint, HeaderChain, Judged, NotContinuing
 from p2p.codec import MAX_HEADERS
 from p2p.errors import ChannelClosed, P2PError
 from p2p.messages import GoAwayReason, HeaderRange, HeaderRangeRequest, Message
 from p2p.peer import Peer
 from p2p.reactor import Reactor
 from p2p.service import SERVE_CHUNK, ChainService
-from p2p.snapshot_fetch import HeaderCheckpoints
 
 log = structlog.get_logger("header_sync")
 
@@ -56,6 +56,12 @@ TIMEOUT_S = 10.0
 MAX_STRIKES = 3
 MAX_SERVING = 2  # ranges served at once, over all peers
 CHECKPOINT_S = 5.0
+
+
+class HeaderCheckpoints(Protocol):
+    """Where the header chain followed is kept across restarts."""
+
+    async def save(self, checkpoint: Checkpoint) -> None: ...
 
 
 class HeaderSync(Reactor):

@@ -21,7 +21,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from blake3 import blake3
 
@@ -29,6 +29,9 @@ from chain.header_chain import HeaderChain
 from chain.types import BlockId
 from p2p.codec import MAX_CHUNK, MAX_CHUNKS, MIN_CHUNK
 from p2p.messages import SnapshotChunk, SnapshotOffer
+
+if TYPE_CHECKING:
+    from p2p.header_sync import HeaderCheckpoints
 
 # The largest snapshot fetched. The codec lets an offer claim 200,000 chunks of 4 MiB
 # (800 GB, and a disk's worth of sparse file); a snapshot holds the state only, about 0.5 KB
@@ -105,12 +108,6 @@ class SnapshotDownload(Protocol):
     async def reset(self) -> None:
         """Forget the download (it failed its final check)."""
         ...
-
-
-class HeaderCheckpoints(Protocol):
-    """Where the header chain followed is kept across restarts (``HeaderChain.checkpoint``)."""
-
-    async def save(self, raw: bytes) -> None: ...
 
 
 @dataclass(slots=True)

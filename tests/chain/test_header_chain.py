@@ -197,7 +197,7 @@ def test_a_checkpoint_resumes_following_from_its_lib_with_the_final_blocks_it_kn
     follow = _follower(net)
     follow.extend(_headers(chain, 1, 8), now_ms())
     assert 0 < follow.lib < 8
-    resumed = HeaderChain.resume(follow.checkpoint(), follow.params, follow.chain_id)
+    resumed = HeaderChain.resume(follow.checkpoint().encode(), follow.params, follow.chain_id)
     assert resumed.lib == resumed.tip.num == follow.lib, "followed on from the LIB"
     for num in range(1, follow.lib + 1):
         block_id = chain.block_by_num(num).id
@@ -212,24 +212,33 @@ def test_a_checkpoint_resumes_following_from_its_lib_with_the_final_blocks_it_kn
 
 
 def test_a_damaged_foreign_or_other_version_checkpoint_is_refused(tmp_path: Path) -> None:
-    """A checkpoint with a byte changed, of another chain, or of another version raises
-    EncodingError naming the problem."""
+    """A checkpoint with a byte changed, of another chain, of another version, or with a
+    header state of the wrong types behind a matching digest raises EncodingError naming
+    the problem."""
     net = DevNet.create(3, blocks_per_turn=1)
     chain = net.open(tmp_path)
     for _ in range(6):
         net.produce(chain)
     follow = _follower(net)
     follow.extend(_headers(chain, 1, 6), now_ms())
-    raw = bytearray(follow.checkpoint())
+    raw = bytearray(follow.checkpoint().encode())
     raw[len(raw) // 2] ^= 1
     with pytest.raises(EncodingError, match="damaged"):
         HeaderChain.resume(bytes(raw), follow.params, follow.chain_id)
     with pytest.raises(EncodingError, match="another chain"):
-        HeaderChain.resume(follow.checkpoint(), follow.params, bytes(32))
-    fields = unpack(follow.checkpoint()[32:], "checkpoint")
+        HeaderChain.resume(follow.checkpoint().encode(), follow.params, bytes(32))
+    fields = unpack(follow.checkpoint().encode()[32:], "checkpoint")
     fields[0] = CHECKPOINT_VERSION + 1
     body = pack(fields)
     with pytest.raises(EncodingError, match="version"):
+        HeaderChain.resume(sha256(body) + body, follow.params, follow.chain_id)
+    # Written as damaged, with a digest to match: the LIB's block number a string.
+    fields[0] = CHECKPOINT_VERSION
+    state = unpack(fields[2], "header state")
+    state[1] = str(state[1])
+    fields[2] = pack(state)
+    body = pack(fields)
+    with pytest.raises(EncodingError, match="header state block number"):
         HeaderChain.resume(sha256(body) + body, follow.params, follow.chain_id)
 
 
@@ -238,7 +247,7 @@ def test_judging_changes_nothing_and_adopting_the_judgement_follows_the_headers(
 ) -> None:
     """``judge`` leaves the chain as it was (it may run on another thread) and stops at a
     forged header with its error; ``adopt`` then follows those before it, as ``extend``
-    does."""
+    does; a judgement of a block the chain no longer holds is not adopted."""
     net = DevNet.create(3, blocks_per_turn=1)
     chain = net.open(tmp_path)
     for _ in range(8):
@@ -246,9 +255,9 @@ def test_judging_changes_nothing_and_adopting_the_judgement_follows_the_headers(
     headers = _headers(chain, 1, 8)
     forged = dataclasses.replace(headers[5], signature=headers[6].signature)
     follow = _follower(net)
-    before = follow.checkpoint()
+    before = follow.checkpoint().encode()
     judged = follow.judge([*headers[:5], forged, *headers[6:]], now_ms())
-    assert follow.checkpoint() == before and follow.tip.num == 0, "nothing changed"
+    assert follow.checkpoint().encode() == before and follow.tip.num == 0, "nothing changed"
     assert len(judged.states) == 5 and isinstance(judged.error, InvalidBlock)
     assert follow.adopt(judged) == 5
     twin = _follower(net)
@@ -256,3 +265,7 @@ def test_judging_changes_nothing_and_adopting_the_judgement_follows_the_headers(
         twin.extend([*headers[:5], forged, *headers[6:]], now_ms())
     assert (follow.tip.id, follow.lib) == (twin.tip.id, twin.lib)
     assert follow.tip.id == headers[4].id
+    stale = follow.judge(headers[5:6], now_ms())
+    follow.adopt(follow.judge(headers[5:7], now_ms()))
+    with pytest.raises(NotContinuing):
+        follow.adopt(dataclasses.replace(stale, parent=headers[0].id))
