@@ -398,14 +398,27 @@ def test_a_finalizer_that_does_not_produce_votes_and_its_votes_count(
     for p in procs:
         p.start()
     wait_for(lib_above(procs[0], 4), 40, "a first LIB")
-    info = procs[0].rpc("/v1/chain/get_finalizer_info")
-    assert info["policy"]["threshold"] == 3
-    rows = {row["name"]: row for row in info["policy"]["finalizers"]}
-    assert rows["watcher"]["last_vote"]["block_num"] >= info["head_block_num"] - 3, rows
+
+    def watcher_row() -> dict[str, Any]:
+        info = procs[0].rpc("/v1/chain/get_finalizer_info")
+        assert info["policy"]["threshold"] == 3
+        rows = {row["name"]: row for row in info["policy"]["finalizers"]}
+        return dict(rows["watcher"], head=info["head_block_num"])
+
+    # The LIB can pass 4 on the three producers' votes before the watcher (its RPC up before
+    # it dialled anyone) has voted at all.
+    wait_for(
+        lambda: (
+            (row := watcher_row())["last_vote"] is not None
+            and row["last_vote"]["block_num"] >= row["head"] - 3
+        ),
+        30,
+        "the watcher's votes near the head",
+    )
     mine = procs[3].rpc("/v1/chain/get_finalizer_info")["local_finalizers"]
     assert [f["key"] for f in mine] == [public_key_to_text(watcher.public_key)]
 
     procs[2].stop(signal.SIGKILL)
     lib = int(procs[0].info()["last_irreversible_block_num"])
     wait_for(lib_above(procs[0], lib + 6), 40, "finality with the watcher's votes")
-    assert lib_lag(procs[0]) <= 3
+    wait_for(lambda: lib_lag(procs[0]) <= 3, 10, "the LIB within 3 blocks of the head")

@@ -67,8 +67,15 @@ def test_three_producers_advance_lib_and_a_joiner_relays_a_transfer(
     tx_id, body = _transfer_body(joiner.info(), PrivateKey.from_text(keys["alice"]), "via joiner")
     pushed = joiner.rpc("/v1/chain/push_transaction", body | {"mode": "commit"})
     assert pushed["status"] == "included", pushed
-    found = rpc(urls[1], "/v1/chain/get_transaction", {"id": tx_id})
-    assert found["block_num"] == pushed["block_num"]
+    # node2 may apply the block a moment after the joiner did (it answers "pending" then).
+    wait_for(
+        lambda: (
+            rpc(urls[1], "/v1/chain/get_transaction", {"id": tx_id}).get("block_num")
+            == pushed["block_num"]
+        ),
+        10,
+        "node2 to hold the transaction in the same block",
+    )
     wait_for(
         lambda: rpc(urls[0], "/v1/chain/get_info")["last_irreversible_block_num"] > lib1,
         60,

@@ -173,7 +173,9 @@ def test_with_no_trusted_block_the_node_follows_the_header_chain_to_find_one(
     assert devnet.stop() == 0
     node_dir = devnet.data_dir / "node1"
     with (node_dir / "config.ini").open("a") as ini:
-        ini.write(f"snapshot-interval-blocks = 4\nsnapshot-chunk-bytes = {CHUNK}\n")
+        # Kept long enough that the one a state sync chooses is still there when asked for.
+        ini.write("snapshot-interval-blocks = 4\nsnapshot-keep = 50\n")
+        ini.write(f"snapshot-chunk-bytes = {CHUNK}\n")
     devnet.start()
     wait_for(lambda: devnet.rpc("/v1/node/snapshots")["snapshots"], 60, "a snapshot served")
     listen = next(
@@ -241,7 +243,9 @@ def test_killed_while_following_headers_the_node_follows_on_from_its_checkpoint(
 
     assert devnet.stop() == 0
     with (node_dir / "config.ini").open("a") as ini:
-        ini.write(f"snapshot-interval-blocks = 4\nsnapshot-chunk-bytes = {CHUNK}\n")
+        # Kept long enough that the one a state sync chooses is still there when asked for.
+        ini.write("snapshot-interval-blocks = 4\nsnapshot-keep = 50\n")
+        ini.write(f"snapshot-chunk-bytes = {CHUNK}\n")
     devnet.start()
     wait_for(lambda: devnet.rpc("/v1/node/snapshots")["snapshots"], 60, "a snapshot served")
     before = len(syncer.log.read_text())

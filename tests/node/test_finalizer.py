@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -22,11 +23,17 @@ def service(
     return FinalizerService(keys, directory, chain.view, sent.append, lambda: may_vote)
 
 
-async def step(svc: FinalizerService, chain: Chain) -> None:
-    """Tell the service the head moved and let its task act on it."""
+async def step(
+    svc: FinalizerService, chain: Chain, votes: list[Vote] | None = None, expect: int = 0
+) -> None:
+    """Tell the service the head moved and let its task act on it: until ``votes`` holds
+    ``expect`` votes (a decision, fsyncs, the votes handed over; 10 s at most on a busy
+    disk), or for 0.2 s when none is expected."""
     task = asyncio.create_task(svc.run())
     svc.head_changed(chain.view())
-    await asyncio.sleep(0.2)  # a decision, an fsync, the votes handed over
+    deadline = time.monotonic() + (10 if expect else 0.2)
+    while time.monotonic() < deadline and (not expect or votes is None or len(votes) < expect):
+        await asyncio.sleep(0.01)
     task.cancel()
 
 
@@ -48,7 +55,7 @@ def test_every_finalizer_key_votes_on_a_new_head_after_its_record_is_on_disk(
     keys = {PublicKey(k.public_key): k for n, k in net.keys.items() if n.startswith("producer")}
     svc = FinalizerService(keys, directory, chain.view, check_then_keep)
     block = net.produce(chain)
-    asyncio.run(step(svc, chain))
+    asyncio.run(step(svc, chain, sent, len(keys)))
     assert {v.key for v in sent} == set(keys)
     assert all(v.block_id == block.id and v.strong for v in sent)
     assert all(v.signer(chain.chain_id) == v.key for v in sent)
@@ -62,13 +69,13 @@ def test_a_restarted_finalizer_does_not_vote_again_on_what_it_voted_on(tmp_path:
     directory = tmp_path / "finalizer"
     first: list[Vote] = []
     net.produce(chain)
-    asyncio.run(step(service(net, chain, directory, first), chain))
+    asyncio.run(step(service(net, chain, directory, first), chain, first, 4))
     assert len(first) == 4
     again: list[Vote] = []
     asyncio.run(step(service(net, chain, directory, again), chain))
     assert again == []
     block = net.produce(chain)
-    asyncio.run(step(service(net, chain, directory, again), chain))
+    asyncio.run(step(service(net, chain, directory, again), chain, again, 4))
     assert {v.block_id for v in again} == {block.id}
 
 
@@ -88,7 +95,8 @@ def test_a_damaged_safety_file_stops_the_node(tmp_path: Path) -> None:
     chain = net.open(tmp_path / "chain")
     directory = tmp_path / "finalizer"
     net.produce(chain)
-    asyncio.run(step(service(net, chain, directory, []), chain))
+    votes: list[Vote] = []
+    asyncio.run(step(service(net, chain, directory, votes), chain, votes, 4))
     path = directory / SAFETY_FILE
     data = bytearray(path.read_bytes())
     data[-3] ^= 0xFF

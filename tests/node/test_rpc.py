@@ -153,7 +153,10 @@ def test_push_modes_and_inclusion(tmp_path: Path) -> None:
         push = asyncio.create_task(
             rig.post("/v1/chain/push_transaction", _body(committed, mode="commit"))
         )
-        await asyncio.sleep(0.05)
+        for _ in range(1000):  # the commit push admitted (its answer waits for the block)
+            if rig.runner.view.mempool_size == 2:
+                break
+            await asyncio.sleep(0.01)
         block = await producer.maybe_produce(rig.runner.view.head.slot + 1)
         assert block is not None
         status, result = await push

@@ -76,7 +76,9 @@ def test_with_no_trusted_block_the_headers_are_followed_over_rdma(
     assert devnet.stop() == 0
     node_dir = devnet.data_dir / "node1"
     with (node_dir / "config.ini").open("a") as ini:
-        ini.write("snapshot-interval-blocks = 4\nsnapshot-chunk-bytes = 8192\n")
+        # Kept long enough that the one a state sync chooses is still there when asked for.
+        ini.write("snapshot-interval-blocks = 4\nsnapshot-keep = 50\n")
+        ini.write("snapshot-chunk-bytes = 8192\n")
     devnet.start()
     assert devnet.info()["rdma"]["available"], devnet.info()["rdma"]
     wait_for(lambda: devnet.rpc("/v1/node/snapshots")["snapshots"], 60, "a snapshot served")

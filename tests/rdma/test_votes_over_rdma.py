@@ -4,7 +4,6 @@ VM; skipped where there is none)."""
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +52,18 @@ def test_two_finalizers_finalize_by_votes_sent_over_rdma(nodes: Nodes, tmp_path:
     assert peer(1)["transport"] == "rdma" and peer(0)["transport"] == "rdma"
     tcp_before = peer(1)["tcp_bytes_received"]
     lib_before = procs[1].info()["last_irreversible_block_num"]
-    time.sleep(10)
-    info = procs[1].info()
-    assert info["last_irreversible_block_num"] >= lib_before + 8, (lib_before, info)
-    assert info["head_block_num"] - info["last_irreversible_block_num"] <= 4, info
+    wait_for(
+        lambda: procs[1].info()["last_irreversible_block_num"] >= lib_before + 8,
+        20,
+        "8 more final blocks",
+    )
+    wait_for(
+        lambda: (
+            (info := procs[1].info())["head_block_num"] - info["last_irreversible_block_num"] <= 4
+        ),
+        10,
+        "the LIB within 4 blocks of the head",
+    )
     assert peer(1)["tcp_bytes_received"] - tcp_before < 2000, "votes and blocks over RDMA"
     rows = procs[1].rpc("/v1/chain/get_finalizer_info")["policy"]["finalizers"]
     assert all(r["last_vote"] is not None for r in rows), rows
