@@ -31,11 +31,13 @@ def test_a_lying_peer_neither_stops_production_nor_stays(nodes: Nodes, tmp_path:
     assert liar.connected.wait(10 * SLOWDOWN), producer.tail()
     wait_for(lambda: producer.info()["peer_count"] == 1, 5, "the liar to be a peer")
     head_before = producer.info()["head_block_num"]
-    time.sleep(4)
+    # 3 s (6 slots): the liar is sent away 5-6 s after it connected, which the waits above
+    # may have used a second of.
+    time.sleep(3)
     assert not liar.session_ended.is_set(), "measured while the liar is connected"
     advance = producer.info()["head_block_num"] - head_before
-    print(f"head advanced by {advance} blocks in 4 s with the liar connected")
-    assert advance >= 5, f"the head advanced by {advance} blocks in 4 s:\n{producer.tail()}"
+    print(f"head advanced by {advance} blocks in 3 s with the liar connected")
+    assert advance >= 4, f"the head advanced by {advance} blocks in 3 s:\n{producer.tail()}"
     assert liar.session_ended.wait(20 * SLOWDOWN), "the liar is still connected"
     assert liar.sync_requests >= 1, "the liar was asked for blocks before it was sent away"
     assert liar.sent_away is not None

@@ -22,7 +22,7 @@ from chain.transaction import SignedTransaction, Transaction, tapos_of
 from chain.types import AccountName, BlockId
 from node.devnet import prepare
 from scripts.netns import ADMIN_PORT, RPC_PORT, Host, HostNet, plan_nodes, unavailable
-from tests.integration.conftest import NodeProcess, rpc
+from tests.integration.conftest import NodeProcess, rpc, wait_for
 
 # Short producer turns (2 s instead of 6 s) so that a block is irreversible a few seconds after
 # it is made: the fault tests then wait seconds, not minutes, for LIB to move. The consensus
@@ -187,6 +187,15 @@ class LibWatch:
     def check_final(self) -> list[str]:
         """Every block seen irreversible is still on every node's chain."""
         reverted = list(self.violations)
+        # The last LIB sampled on one node may be above another's head for a moment (the
+        # chain converged up to its lowest LIB): each must hold that block before it is asked.
+        top = max(self.irreversible, default=0)
+        for node in self.cluster.nodes:
+            wait_for(
+                lambda node=node: quick(node, "/v1/chain/get_info")["head_block_num"] >= top,  # type: ignore[misc]
+                10,
+                f"{node.data_dir.name} to hold block {top}",
+            )
         for num, block_id in sorted(self.irreversible.items()):
             if num == 0:
                 continue
