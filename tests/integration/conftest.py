@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -69,6 +70,34 @@ def rpc(url: str, path: str, body: dict[str, Any] | None = None, timeout: float 
 # Timeouts scale by this factor where everything runs slower (the Soft-RoCE VM emulates its
 # CPU: BOR_TEST_SLOWDOWN=10 there).
 SLOWDOWN = float(os.environ.get("BOR_TEST_SLOWDOWN", "1"))
+
+
+def serve_snapshots(devnet: NodeProcess, chunk_bytes: int) -> None:
+    """Restart a one-producer ``Nodes.devnet`` writing a snapshot every 4 blocks, in chunks
+    of ``chunk_bytes`` and kept 50 deep (so that the one a state sync chooses is still there
+    when asked for); return once one is served."""
+    assert devnet.stop() == 0
+    with (devnet.data_dir / "node1" / "config.ini").open("a") as ini:
+        ini.write("snapshot-interval-blocks = 4\nsnapshot-keep = 50\n")
+        ini.write(f"snapshot-chunk-bytes = {chunk_bytes}\n")
+    devnet.start()
+    wait_for(lambda: devnet.rpc("/v1/node/snapshots")["snapshots"], 60, "a snapshot served")
+
+
+def devnet_p2p_address(devnet: NodeProcess) -> str:
+    """Where a one-producer ``Nodes.devnet`` listens for peers."""
+    return next(
+        line.split("=", 1)[1].strip()
+        for line in (devnet.data_dir / "node1" / "config.ini").read_text().splitlines()
+        if line.startswith("p2p-listen-endpoint")
+    )
+
+
+def fresh_data_dir(path: Path, genesis: Path) -> Path:
+    """An empty data dir at ``path`` holding only a copy of ``genesis``."""
+    path.mkdir()
+    shutil.copy(genesis, path / "genesis.json")
+    return path
 
 
 def loopback_plan(count: int) -> list[DevNode]:

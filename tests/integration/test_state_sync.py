@@ -16,7 +16,14 @@ from typing import Any
 from chain.header_chain import HeaderChain
 from genesis.model import load_genesis
 from scripts.make_history import make_history
-from tests.integration.conftest import NodeProcess, Nodes, wait_for
+from tests.integration.conftest import (
+    NodeProcess,
+    Nodes,
+    devnet_p2p_address,
+    fresh_data_dir,
+    serve_snapshots,
+    wait_for,
+)
 
 CHUNK = 4096
 
@@ -170,23 +177,9 @@ def test_with_no_trusted_block_the_node_follows_the_header_chain_to_find_one(
     irreversible, and then follows the chain. (A snapshot is of its maker's LIB, which on a
     votes chain the headers show final one block later: the chain has to move on.)"""
     devnet = nodes.devnet("live").start(wait_head=1)
-    assert devnet.stop() == 0
-    node_dir = devnet.data_dir / "node1"
-    with (node_dir / "config.ini").open("a") as ini:
-        # Kept long enough that the one a state sync chooses is still there when asked for.
-        ini.write("snapshot-interval-blocks = 4\nsnapshot-keep = 50\n")
-        ini.write(f"snapshot-chunk-bytes = {CHUNK}\n")
-    devnet.start()
-    wait_for(lambda: devnet.rpc("/v1/node/snapshots")["snapshots"], 60, "a snapshot served")
-    listen = next(
-        line.split("=", 1)[1].strip()
-        for line in (node_dir / "config.ini").read_text().splitlines()
-        if line.startswith("p2p-listen-endpoint")
-    )
-
-    fresh = tmp_path / "fresh"
-    fresh.mkdir()
-    shutil.copy(devnet.data_dir / "genesis.json", fresh / "genesis.json")
+    serve_snapshots(devnet, CHUNK)
+    listen = devnet_p2p_address(devnet)
+    fresh = fresh_data_dir(tmp_path / "fresh", devnet.data_dir / "genesis.json")
     syncer = nodes.run(fresh, "--state-sync", "on", "--p2p-peer-address", listen).start()
     wait_for(lambda: "state_sync_imported" in syncer.log.read_text(), 90, "the snapshot imported")
     wait_for(
@@ -216,15 +209,8 @@ def test_killed_while_following_headers_the_node_follows_on_from_its_checkpoint(
     of them; killed with -9 and started again, it follows on from the checkpoint's LIB, not
     from genesis, then state-syncs from the first snapshot offered and drops the checkpoint."""
     devnet = nodes.devnet("live").start(wait_head=1)
-    node_dir = devnet.data_dir / "node1"
-    listen = next(
-        line.split("=", 1)[1].strip()
-        for line in (node_dir / "config.ini").read_text().splitlines()
-        if line.startswith("p2p-listen-endpoint")
-    )
-    fresh = tmp_path / "fresh"
-    fresh.mkdir()
-    shutil.copy(devnet.data_dir / "genesis.json", fresh / "genesis.json")
+    listen = devnet_p2p_address(devnet)
+    fresh = fresh_data_dir(tmp_path / "fresh", devnet.data_dir / "genesis.json")
     syncer = nodes.run(fresh, "--state-sync", "on", "--p2p-peer-address", listen).start()
     kept = fresh / "state-sync-headers"
     wait_for(lambda: "headers_followed" in syncer.log.read_text(), 60, "headers followed")
@@ -241,13 +227,7 @@ def test_killed_while_following_headers_the_node_follows_on_from_its_checkpoint(
     saved = HeaderChain.resume(kept.read_bytes(), initial.params, initial.chain_id).lib
     assert saved > 0
 
-    assert devnet.stop() == 0
-    with (node_dir / "config.ini").open("a") as ini:
-        # Kept long enough that the one a state sync chooses is still there when asked for.
-        ini.write("snapshot-interval-blocks = 4\nsnapshot-keep = 50\n")
-        ini.write(f"snapshot-chunk-bytes = {CHUNK}\n")
-    devnet.start()
-    wait_for(lambda: devnet.rpc("/v1/node/snapshots")["snapshots"], 60, "a snapshot served")
+    serve_snapshots(devnet, CHUNK)
     before = len(syncer.log.read_text())
     syncer.start()
     wait_for(lambda: "state_sync_imported" in syncer.log.read_text(), 90, "the snapshot imported")

@@ -12,7 +12,13 @@ import pytest
 
 from p2p.rdma.device import detect
 from scripts.make_history import make_history
-from tests.integration.conftest import Nodes, wait_for
+from tests.integration.conftest import (
+    Nodes,
+    devnet_p2p_address,
+    fresh_data_dir,
+    serve_snapshots,
+    wait_for,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -73,23 +79,10 @@ def test_with_no_trusted_block_the_headers_are_followed_over_rdma(
     fetches the snapshot they vouch for, on RDMA sessions only (every session it had was
     RDMA), and follows the chain."""
     devnet = nodes.devnet("live").start(wait_head=1)
-    assert devnet.stop() == 0
-    node_dir = devnet.data_dir / "node1"
-    with (node_dir / "config.ini").open("a") as ini:
-        # Kept long enough that the one a state sync chooses is still there when asked for.
-        ini.write("snapshot-interval-blocks = 4\nsnapshot-keep = 50\n")
-        ini.write("snapshot-chunk-bytes = 8192\n")
-    devnet.start()
+    serve_snapshots(devnet, 8192)
     assert devnet.info()["rdma"]["available"], devnet.info()["rdma"]
-    wait_for(lambda: devnet.rpc("/v1/node/snapshots")["snapshots"], 60, "a snapshot served")
-    listen = next(
-        line.split("=", 1)[1].strip()
-        for line in (node_dir / "config.ini").read_text().splitlines()
-        if line.startswith("p2p-listen-endpoint")
-    )
-    fresh = tmp_path / "fresh"
-    fresh.mkdir()
-    shutil.copy(devnet.data_dir / "genesis.json", fresh / "genesis.json")
+    fresh = fresh_data_dir(tmp_path / "fresh", devnet.data_dir / "genesis.json")
+    listen = devnet_p2p_address(devnet)
     syncer = nodes.run(
         fresh, "--signature-workers", "0", "--state-sync", "on", "--p2p-peer-address", listen
     ).start()
