@@ -258,20 +258,10 @@ def next_state_hash(
     parent: StateHash, changes: Changes, originals: Mapping[bytes, bytes | None]
 ) -> StateHash:
     """The commitment to the state after ``changes``, given the committed value of every
-    changed key in ``originals``: the parent's, less each replaced entry, plus each new one.
-    Accounts are the busy keys, changed again and again, whose elements are worth keeping."""
-    removed: list[tuple[bytes, bytes]] = []
-    added: list[tuple[bytes, bytes]] = []
-    left_out = schema.TX_SEEN  # schema.committed, inlined: this runs for every key written
-    for key, value in changes:
-        old = originals[key]
-        if old == value or key.startswith(left_out):
-            continue
-        if old is not None:
-            removed.append((key, old))
-        if value is not None:
-            added.append((key, value))
-    return parent.updated(removed, added, schema.ACCOUNT)
+    changed key in ``originals``: the parent's, less each replaced entry, plus each new one
+    (``schema.committed`` keys only). Accounts are the busy keys, changed again and again,
+    whose elements are worth keeping."""
+    return parent.moved(changes, originals, left_out=schema.TX_SEEN, busy=schema.ACCOUNT)
 
 
 def block_transition(
