@@ -258,10 +258,9 @@ def next_state_hash(
     parent: StateHash, changes: Changes, originals: Mapping[bytes, bytes | None]
 ) -> StateHash:
     """The commitment to the state after ``changes``, given the committed value of every
-    changed key in ``originals``: the parent's, less each replaced entry, plus each new one
-    (``schema.committed`` keys only). Accounts are the busy keys, changed again and again,
-    whose elements are worth keeping."""
-    return parent.moved(changes, originals, left_out=schema.TX_SEEN, busy=schema.ACCOUNT)
+    changed key in ``originals``: the parent's, less each replaced entry, plus each new one.
+    Accounts are the busy keys, changed again and again, whose elements are worth keeping."""
+    return parent.moved(changes, originals, busy=schema.ACCOUNT)
 
 
 def block_transition(

@@ -29,7 +29,9 @@ VOTE_EVIDENCE = b"v"  # + finalizer key(33) + slot(8) -> encoded pair of votes (
 STATE = b"s"
 ACCOUNT = b"sa"  # + name
 PRODUCER = b"sp"  # + name
-TX_SEEN = b"st"  # + tx id -> expiration(4)
+# + tx id -> expiration(4): the by-id index of the de-duplication set before it was the
+# transaction index (TX_INDEX); a store holding any has them deleted when it is opened
+TX_SEEN = b"st"
 # + latest expiration(4) + num(8) -> the ids a block applied: expiration(4) + id(32) each
 TX_BLOCK = b"sx"
 TX_BLOCK_ITEM = 4 + 32
@@ -38,12 +40,12 @@ BLOCK_SUMMARY = b"sb"  # + (num & 0xffff)(2) -> block id, for TaPoS
 
 
 def committed(key: bytes) -> bool:
-    """Whether the state commitment covers ``key``: every state key but the de-duplication
-    set's by-id index (``TX_SEEN``), which the blocks' id lists (``TX_BLOCK``) determine
-    entry for entry; a snapshot carries the lists only and the import rebuilds the index
-    (``seen_entries``). One committed entry per block rather than one per transaction: the
-    commitment then hashes no element per transaction for the set, neither when an id joins
-    it nor when it expires."""
+    """Whether the state commitment covers ``key``: every state key (``TX_SEEN`` entries of
+    an old store excepted). The de-duplication set enters it as one entry per block, the
+    ids the block applied (``TX_BLOCK``), not one per transaction: the commitment then hashes
+    no element per transaction for the set, neither when an id joins it nor when it
+    expires. Its lookup by id is the transaction index (``StateView.tx_seen``), which a
+    snapshot's import fills from those lists (``indexed_ids``)."""
     return not key.startswith(TX_SEEN)
 
 
@@ -52,12 +54,15 @@ def tx_block_value(applied: list[tuple[int, bytes]]) -> bytes:
     return b"".join(be(expiration, 4) + tx_id for expiration, tx_id in applied)
 
 
-def seen_entries(tx_block: bytes) -> list[tuple[bytes, bytes]]:
-    """The ``TX_SEEN`` entries (id -> expiration) that go with a ``TX_BLOCK`` value."""
+def indexed_ids(key: bytes, tx_block: bytes) -> list[tuple[bytes, bytes]]:
+    """The transaction index entries (id -> block number) of a ``TX_BLOCK`` entry."""
+    if len(key) != len(TX_BLOCK) + 12 or not key.startswith(TX_BLOCK):
+        raise EncodingError("block transaction list key", f"{len(key)} bytes")
     if len(tx_block) % TX_BLOCK_ITEM:
         raise EncodingError("block transaction list", f"{len(tx_block)} bytes")
+    num = key[-8:]
     return [
-        (TX_SEEN + tx_block[at + 4 : at + TX_BLOCK_ITEM], tx_block[at : at + 4])
+        (TX_INDEX + tx_block[at + 4 : at + TX_BLOCK_ITEM], num)
         for at in range(0, len(tx_block), TX_BLOCK_ITEM)
     ]
 
@@ -104,10 +109,6 @@ def account_key(name: str) -> bytes:
 
 def producer_key(name: str) -> bytes:
     return PRODUCER + name.encode()
-
-
-def tx_seen_key(tx_id: bytes) -> bytes:
-    return TX_SEEN + tx_id
 
 
 def tx_block_key(last_expiration: int, num: BlockNum | int) -> bytes:

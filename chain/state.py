@@ -13,7 +13,7 @@ from typing import Any, NamedTuple, Protocol
 
 from chain import schema
 from chain.encoding import pack, unpack_tuples
-from chain.types import AccountName, BlockId, PublicKey
+from chain.types import AccountName, BlockId, PublicKey, TxId
 
 Changes = list[tuple[bytes, bytes | None]]
 """State writes, encoded, in key order: (key, value), value None for a deletion."""
@@ -100,12 +100,15 @@ class StateView:
     reads each key from LevelDB once and the undo record needs no second read.
     """
 
-    __slots__ = ("_base", "_cached", "_parent", "_reads", "_root", "_tapos", "_writes")
+    __slots__ = ("_base", "_cached", "_marked", "_parent", "_reads", "_root", "_tapos", "_writes")
 
     def __init__(self, base: KVReader | StateView) -> None:
         self._base = base
         # key -> decoded object (Account, Producer), raw bytes, or None for a deletion
         self._writes: dict[bytes, Any] = {}
+        # Ids of the transactions applied in this view: the de-duplication set's part that is
+        # not in the store's transaction index yet (``tx_seen``).
+        self._marked: set[bytes] = set()
         # The root view, for child views; None in the root itself: a root pointing at itself
         # would be a reference cycle, left to the cyclic GC with all the cache it holds (its
         # pauses of a few hundred ms showed in RPC latency under load, bench_rpc.py).
@@ -169,6 +172,7 @@ class StateView:
     def merge_into_parent(self) -> None:
         assert self._parent is not None, "only a child view can be merged"
         self._parent._writes.update(self._writes)
+        self._parent._marked |= self._marked
 
     def changes(self) -> Changes:
         """Every write, encoded, in key order (the order the state root hashes them in)."""
@@ -209,23 +213,40 @@ class StateView:
     # --- replay protection ----------------------------------------------------------------
 
     def tx_seen(self, tx_id: bytes) -> bool:
-        return self._read(schema.tx_seen_key(tx_id), _raw) is not None
+        """Whether a transaction with this id was applied: in this view (or a parent), or
+        in a block of the chain, as the store's transaction index says (``schema.TX_INDEX``).
 
-    def mark_tx(self, tx_id: bytes, expiration: int) -> None:
-        self._writes[schema.tx_seen_key(tx_id)] = expiration.to_bytes(4, "big")
+        The index is the de-duplication set's by-id lookup: an id's transaction has one
+        expiration (the id is the hash of its bytes), so an id applied before is either a
+        duplicate or expired, and expiration is checked first. Reading the block index
+        rather than keeping a state entry per id spares every transaction a write when it
+        is applied and a delete when it expires (and the undo records of both)."""
+        view: StateView | None = self
+        while view is not None:
+            if tx_id in view._marked:
+                return True
+            view = view._parent
+        base = self._top._base
+        assert not isinstance(base, StateView), "a root view reads the store"
+        return base.get(schema.tx_index_key(TxId(tx_id))) is not None
+
+    def mark_tx(self, tx_id: bytes) -> None:
+        self._marked.add(tx_id)
 
     def record_block_txs(self, num: int, applied: list[tuple[int, bytes]]) -> None:
         """Keep the (expiration, id) of each transaction block ``num`` applied, as one entry
-        that ``prune_expired_txs`` drops, with their ids, once the last of them expired."""
+        that ``prune_expired_txs`` drops once the last of them expired: the de-duplication
+        set in the state (and so in the commitment and a snapshot, whose import indexes its
+        ids), whose lookup by id is the transaction index (``tx_seen``)."""
         if applied:
             last = max(expiration for expiration, _ in applied)
             self._writes[schema.tx_block_key(last, num)] = schema.tx_block_value(applied)
 
     def prune_expired_txs(self, now_s: int) -> int:
-        """Forget the ids of blocks whose transactions all expired before ``now_s``; returns
-        how many ids. (An id whose own expiration passed may stay a little longer, until the
-        last of its block's: harmless, as a transaction past its expiration is refused
-        before its id is looked up.)"""
+        """Drop the id lists of blocks whose transactions all expired before ``now_s``;
+        returns how many ids they held. (Their ids stay in the transaction index, which
+        serves the RPC too: a transaction past its expiration is refused before its id is
+        looked up.)"""
         base = self._base
         assert not isinstance(base, StateView), "prune on the block's root view"
         stop = schema.TX_BLOCK + now_s.to_bytes(4, "big")
@@ -233,11 +254,8 @@ class StateView:
         pruned = 0
         for key, value in base.iterate(schema.TX_BLOCK, stop):
             writes[key] = None
-            reads[key] = (value, value)  # the old values, for undo, without reading them again
-            for seen, expiration in schema.seen_entries(value):
-                writes[seen] = None
-                reads[seen] = (expiration, expiration)
-                pruned += 1
+            reads[key] = (value, value)  # the old value, for undo, without reading it again
+            pruned += len(value) // schema.TX_BLOCK_ITEM
         return pruned
 
     def block_summary(self, num: int) -> BlockId | None:

@@ -220,30 +220,20 @@ class StateHash:
         changes: Sequence[tuple[bytes, bytes | None]],
         before: Mapping[bytes, bytes | None],
         *,
-        left_out: bytes,
         busy: bytes,
     ) -> StateHash:
         """The hash after each ``(key, value)`` of ``changes`` (in key order, as
-        ``StateView.changes`` gives them) replaced ``before[key]`` (None: no entry), except
-        keys starting with ``left_out``, which the commitment does not cover. Keys starting
-        with ``busy`` are those whose elements are kept (as ``updated`` does).
+        ``StateView.changes`` gives them) replaced ``before[key]`` (None: no entry). Keys
+        starting with ``busy`` are those whose elements are kept (as ``updated`` does).
 
-        The hot path of every block. Keys in order make each prefix one run of ``changes``,
-        found by bisection, so no key is tested for a prefix: the left-out run is skipped
-        whole (one id per transaction) and only the busy run keeps elements."""
-        skip = _run(changes, left_out)
-        keep = _run(changes, busy)
-        if skip[0] < keep[1] and keep[0] < skip[1]:
-            raise ValueError("the left-out and busy prefixes overlap")
+        The hot path of every block. Keys in order make the busy keys one run of
+        ``changes``, found by bisection, so no key is tested for a prefix."""
+        lo, hi = _run(changes, busy)
         gone: list[bytes] = []
         new: list[bytes] = []
-        start = 0
-        for lo, hi, kept in sorted([(*skip, False), (*keep, True)]):
-            _hash_run(changes[start:lo], before, gone, new, keep=False)
-            if kept:
-                _hash_run(changes[lo:hi], before, gone, new, keep=True)
-            start = hi
-        _hash_run(changes[start:], before, gone, new, keep=False)
+        _hash_run(changes[:lo], before, gone, new, keep=False)
+        _hash_run(changes[lo:hi], before, gone, new, keep=True)
+        _hash_run(changes[hi:], before, gone, new, keep=False)
         _trim_recent()
         return self._moved_by(gone, new)
 

@@ -196,6 +196,20 @@ class BlockStore:
                 "the data dir was written by a BoR that kept one state entry per transaction "
                 "id (before the per-block id lists): move it away and sync or import again"
             )
+        self._drop_seen_index()
+
+    def _drop_seen_index(self) -> None:
+        """Delete the ``TX_SEEN`` entries a store written before the transaction index served
+        as the de-duplication set's lookup still holds (at most an hour of transactions): no
+        longer read, nor committed to, nor written."""
+        stale: list[bytes] = []
+        for key, _ in self.iterate(schema.TX_SEEN, schema.prefix_end(schema.TX_SEEN)):
+            stale.append(key)
+            if len(stale) == 4096:
+                self._write([], stale)
+                stale = []
+        if stale:
+            self._write([], stale)
 
     def init_genesis(self, chain_id: bytes, state: HeaderState, changes: Changes) -> None:
         puts = [(k, v) for k, v in changes if v is not None]
@@ -337,10 +351,13 @@ class BlockStore:
                 leftovers = []
         self._write([], leftovers)
         for chunk in chunks:
-            seen = [
-                e for k, v in chunk if k.startswith(schema.TX_BLOCK) for e in schema.seen_entries(v)
+            indexed = [
+                e
+                for k, v in chunk
+                if k.startswith(schema.TX_BLOCK)
+                for e in schema.indexed_ids(k, v)
             ]
-            self._write(chunk + seen, [])
+            self._write(chunk + indexed, [])
         block, state = head.block, head.header_state
         self._write(
             [

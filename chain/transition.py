@@ -255,10 +255,10 @@ def apply_transaction(
         # Every processor checks all its rules before its first write, so a single action
         # that fails has written nothing: no child view is needed (the common case).
         apply_action(view, actions[0], ctx)
-        view.mark_tx(stx.id, stx.tx.expiration)
+        view.mark_tx(stx.id)
         return
     child = view.child()
     for action in actions:
         apply_action(child, action, ctx)
-    child.mark_tx(stx.id, stx.tx.expiration)
+    child.mark_tx(stx.id)
     child.merge_into_parent()

@@ -12,7 +12,7 @@ import pytest
 from chain import schema, snapshot
 from chain.actions import Transfer
 from chain.controller import Chain
-from chain.errors import SnapshotError
+from chain.errors import DuplicateTransaction, NotFound, SnapshotError
 from chain.snapshot import (
     HEAD_PREFIX,
     MAGIC,
@@ -101,6 +101,28 @@ def test_a_chain_imported_from_a_snapshot_goes_on_like_the_original(
     with pytest.raises(Exception, match="started from a snapshot at block"):
         again.block_by_num(head.num - 1)
     again.store.close()
+
+
+def test_a_chain_imported_from_a_snapshot_refuses_a_transaction_applied_before_it(
+    net: DevNet, tmp_path: Path
+) -> None:
+    """The de-duplication set comes with the snapshot: a transaction of the snapshot's block
+    or of one before it, pushed again, is refused as a duplicate, and asking for one of a
+    block before the snapshot's names the snapshot."""
+    chain = _grown(net, tmp_path / "a")
+    head, data = _snapshot_bytes(chain)
+    store = BlockStore(str(tmp_path / "b"))
+    _, chunks = read_snapshot(io.BytesIO(data))
+    store.import_snapshot(head, chunks)
+    imported = Chain(store, net.genesis.to_initial_state())
+    assert head.num >= 2
+    for num in (head.num - 1, head.num):
+        with pytest.raises(DuplicateTransaction):
+            imported.admit_transaction(chain.block_by_num(num).transactions[0], now_ms())
+    earlier = chain.block_by_num(head.num - 1).transactions[0]
+    with pytest.raises(NotFound, match="started from a snapshot at block"):
+        imported.transaction(earlier.id)
+    store.close()
 
 
 def _flip_in_bobs_balance(data: bytes) -> bytes:

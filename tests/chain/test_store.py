@@ -206,3 +206,20 @@ class TestLevelDBBlockStore(BlockStoreContract):
         with pytest.raises(StoreError, match="one state entry per transaction id"):
             store.open_chain(net.genesis.to_initial_state())
         store.close()
+
+    def test_the_old_by_id_dedup_entries_are_deleted_when_opened(
+        self, net: DevNet, tmp_path: Path
+    ) -> None:
+        """A data dir from before the transaction index served as the de-duplication set's
+        lookup still holds ``TX_SEEN`` entries: opening the chain deletes them (5,000 of them,
+        more than one batch) and nothing else."""
+        self.fresh(net, tmp_path / "db").close()
+        db = plyvel.DB(str(tmp_path / "db"))
+        before = dict(db.iterator())
+        for n in range(5000):
+            db.put(schema.TX_SEEN + n.to_bytes(32, "big"), b"\x00\x00\x00\x01")
+        db.close()
+        store = self.open_store(tmp_path / "db")
+        store.open_chain(net.genesis.to_initial_state())
+        assert _dump(store) == before
+        store.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from chain import schema
 from chain.actions import (
     ApproveProducer,
     NewAccount,
@@ -32,7 +33,7 @@ from chain.state import Account, Producer, StateView
 from chain.testing import MemoryKV
 from chain.transaction import SignedTransaction, Transaction, tapos_of
 from chain.transition import Context, apply_action, apply_transaction, settle
-from chain.types import AccountName, BlockId, PublicKey
+from chain.types import AccountName, BlockId, PublicKey, TxId
 
 KEYS = {n: PrivateKey(bytes([i + 1]) * 32) for i, n in enumerate(["gov", "alice", "bob", "pa"])}
 PARAMS = ChainParams(governance=(AccountName("gov"),), unbond_delay_s=100)
@@ -282,23 +283,35 @@ def test_oversized_transaction_refused(view: StateView) -> None:
         apply_transaction(view, stx, _keys("alice"), small)
 
 
-def test_expired_ids_are_pruned_block_by_block() -> None:
-    """Pruning at a time forgets the ids of a block once the last of its transactions expired
-    before it, and keeps a block's ids while any of them has not; the undo record gets every
-    pruned entry's old value without reading it again."""
+def test_expired_id_lists_are_pruned_block_by_block() -> None:
+    """Pruning at a time drops a block's id list once the last of its transactions expired
+    before it, and keeps it while any of them has not; the undo record gets the dropped
+    list's old value without reading it again."""
     kv = MemoryKV()
     v = StateView(kv)
-    for tx_id, expiration in ((b"a" * 32, 100), (b"b" * 32, 120), (b"c" * 32, 200)):
-        v.mark_tx(tx_id, expiration)
     v.record_block_txs(1, [(100, b"a" * 32), (120, b"b" * 32)])
     v.record_block_txs(2, [(200, b"c" * 32)])
     kv.data.update({k: val for k, val in v.changes() if val is not None})
     fresh = StateView(kv)
     assert fresh.prune_expired_txs(110) == 0, "block 1 still has an unexpired id"
     assert fresh.prune_expired_txs(150) == 2
-    assert not fresh.tx_seen(b"a" * 32) and not fresh.tx_seen(b"b" * 32)
-    assert fresh.tx_seen(b"c" * 32)
     deleted = {k for k, val in fresh.changes() if val is None}
-    assert deleted and all(
-        kv.data[k] == old for k, old in fresh.originals().items() if k in deleted
-    )
+    assert deleted == {schema.tx_block_key(120, 1)}
+    assert fresh.originals()[schema.tx_block_key(120, 1)] == kv.data[schema.tx_block_key(120, 1)]
+
+
+def test_an_id_is_seen_once_applied_in_the_view_or_indexed_in_a_block() -> None:
+    """An id marked in a view or in a child merged into it, or in the store's transaction
+    index, is seen; one marked in a dropped child is not; marks are no state writes."""
+    kv = MemoryKV()
+    kv.data[schema.tx_index_key(TxId(b"i" * 32))] = schema.be(7, 8)
+    v = StateView(kv)
+    assert v.tx_seen(b"i" * 32) and not v.tx_seen(b"m" * 32)
+    v.mark_tx(b"m" * 32)
+    kept, dropped = v.child(), v.child()
+    kept.mark_tx(b"k" * 32)
+    kept.merge_into_parent()
+    dropped.mark_tx(b"d" * 32)
+    assert v.tx_seen(b"m" * 32) and v.tx_seen(b"k" * 32) and not v.tx_seen(b"d" * 32)
+    assert dropped.tx_seen(b"m" * 32), "a child sees what its parent applied"
+    assert v.changes() == []
