@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 
 import msgpack
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +22,7 @@ from chain.actions import (
 )
 from chain.block import BlockHeader, ProducerKey, Schedule, SignedBlock, decode_block
 from chain.crypto import PrivateKey
+from chain.encoding import pack
 from chain.errors import EncodingError
 from chain.merkle import merkle_root
 from chain.transaction import SignedTransaction, Transaction, decode_signed_transaction
@@ -160,3 +163,24 @@ def test_transfer_fast_path_agrees_with_the_generic_checks(
     except EncodingError:
         fast = EncodingError
     assert fast == generic
+
+
+def test_pack_matches_packb_from_several_threads_and_recovers_from_a_failed_pack() -> None:
+    """The per-thread packer gives msgpack.packb's bytes on every thread, and an object it
+    cannot pack leaves nothing behind for the next call."""
+    objects = [[n, "name", b"\x00" * n, None, (1, (2,))] for n in range(200)]
+    results: dict[int, list[bytes]] = {}
+
+    def work(k: int) -> None:
+        results[k] = [pack(o) for o in objects]
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    expected = [msgpack.packb(o, use_bin_type=True) for o in objects]
+    assert all(results[k] == expected for k in range(4))
+    with pytest.raises(TypeError):
+        pack([1, object()])
+    assert pack([1, 2]) == msgpack.packb([1, 2], use_bin_type=True)
