@@ -66,7 +66,7 @@ _RECENT_MAX = 16384
 def _trim_recent() -> None:
     if len(_recent) > _RECENT_MAX:
         for key in list(islice(_recent, len(_recent) - _RECENT_MAX // 2)):
-            del _recent[key]
+            _recent.pop(key, None)
 
 
 def _known_or_hashed(key: bytes, value: bytes) -> bytes:

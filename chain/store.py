@@ -199,17 +199,29 @@ class BlockStore:
         self._drop_seen_index()
 
     def _drop_seen_index(self) -> None:
-        """Delete the ``TX_SEEN`` entries a store written before the transaction index served
-        as the de-duplication set's lookup still holds (at most an hour of transactions): no
-        longer read, nor committed to, nor written."""
+        """Move a store written before the transaction index served as the de-duplication
+        set's lookup onto it: when it still holds ``TX_SEEN`` entries, index the ids of every
+        block id list (``TX_BLOCK``) first, then delete those entries (at most an hour of
+        transactions). A store started from a snapshot had its unexpired ids only as
+        ``TX_SEEN`` entries, not in the index: dropping them alone would let those
+        transactions be applied again. Idempotent: a crash in between redoes both."""
+        seen_end = schema.prefix_end(schema.TX_SEEN)
+        if next(iter(self.iterate(schema.TX_SEEN, seen_end)), None) is None:
+            return
+        indexed: list[tuple[bytes, bytes]] = []
+        for key, value in self.iterate(schema.TX_BLOCK, schema.prefix_end(schema.TX_BLOCK)):
+            indexed += schema.indexed_ids(key, value)
+            if len(indexed) >= 4096:
+                self._write(indexed, [])
+                indexed = []
+        self._write(indexed, [])
         stale: list[bytes] = []
-        for key, _ in self.iterate(schema.TX_SEEN, schema.prefix_end(schema.TX_SEEN)):
+        for key, _ in self.iterate(schema.TX_SEEN, seen_end):
             stale.append(key)
             if len(stale) == 4096:
                 self._write([], stale)
                 stale = []
-        if stale:
-            self._write([], stale)
+        self._write([], stale)
 
     def init_genesis(self, chain_id: bytes, state: HeaderState, changes: Changes) -> None:
         puts = [(k, v) for k, v in changes if v is not None]
@@ -272,6 +284,8 @@ class BlockStore:
         undo, old_hash = unpack(raw, "undo record")
         puts.append((schema.META_STATE_HASH, old_hash))
         for key, old in undo:
+            if key.startswith(schema.TX_SEEN):
+                continue  # an undo record written before the transaction index was the lookup
             if old is None:
                 deletes.append(key)
             else:

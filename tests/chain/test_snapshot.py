@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import plyvel
 import pytest
 
 from chain import schema, snapshot
@@ -123,6 +124,35 @@ def test_a_chain_imported_from_a_snapshot_refuses_a_transaction_applied_before_i
     with pytest.raises(NotFound, match="started from a snapshot at block"):
         imported.transaction(earlier.id)
     store.close()
+
+
+def test_a_store_imported_by_an_older_bor_keeps_its_dedup_set_when_reopened(
+    net: DevNet, tmp_path: Path
+) -> None:
+    """A snapshot-started store of the old layout (the ids of the snapshot's blocks kept as
+    TX_SEEN entries, none in the transaction index) is moved onto the index when it opens: a
+    transaction applied before the snapshot is still refused, and no TX_SEEN entry is left."""
+    chain = _grown(net, tmp_path / "a")
+    head, data = _snapshot_bytes(chain)
+    store = BlockStore(str(tmp_path / "b"))
+    _, chunks = read_snapshot(io.BytesIO(data))
+    store.import_snapshot(head, chunks)
+    lists = list(store.iterate(schema.TX_BLOCK, schema.prefix_end(schema.TX_BLOCK)))
+    store.close()
+    db = plyvel.DB(str(tmp_path / "b"))
+    for _, value in lists:  # as the older import left it
+        for at in range(0, len(value), schema.TX_BLOCK_ITEM):
+            tx_id = value[at + 4 : at + schema.TX_BLOCK_ITEM]
+            db.delete(schema.TX_INDEX + tx_id)
+            db.put(schema.TX_SEEN + tx_id, value[at : at + 4])
+    db.close()
+    reopened = Chain(BlockStore(str(tmp_path / "b")), net.genesis.to_initial_state())
+    applied = chain.block_by_num(head.num - 1).transactions[0]
+    with pytest.raises(DuplicateTransaction):
+        reopened.admit_transaction(applied, now_ms())
+    seen_end = schema.prefix_end(schema.TX_SEEN)
+    assert not list(reopened.store.iterate(schema.TX_SEEN, seen_end))
+    reopened.store.close()
 
 
 def _flip_in_bobs_balance(data: bytes) -> bytes:

@@ -59,9 +59,10 @@ def test_successive_updates_of_the_same_keys_stay_exact(states: list[dict[bytes,
 
 
 prefixed = st.dictionaries(
-    st.tuples(st.sampled_from([b"a", b"b", b"s", b"z"]), st.binary(max_size=2)).map(
-        lambda t: t[0] + t[1]
-    ),
+    st.tuples(
+        st.sampled_from([b"a", b"b", b"s", b"z"]),
+        st.one_of(st.binary(max_size=2), st.binary(min_size=254, max_size=258)),
+    ).map(lambda t: t[0] + t[1]),
     st.binary(max_size=3),
     max_size=12,
 )

@@ -12,6 +12,7 @@ from chain import schema
 from chain.actions import Transfer
 from chain.block import SignedBlock
 from chain.dpos import HeaderState
+from chain.encoding import pack, unpack
 from chain.errors import StoreError
 from chain.state import Changes
 from chain.state_hash import StateHash
@@ -221,5 +222,27 @@ class TestLevelDBBlockStore(BlockStoreContract):
         db.close()
         store = self.open_store(tmp_path / "db")
         store.open_chain(net.genesis.to_initial_state())
+        assert _dump(store) == before
+        store.close()
+
+    def test_popping_a_block_of_the_old_layout_brings_back_no_by_id_entry(
+        self, net: DevNet, history: History, tmp_path: Path
+    ) -> None:
+        """An undo record written before the transaction index was the de-duplication set's
+        lookup may hold TX_SEEN entries: popping its block restores everything else and
+        no TX_SEEN entry."""
+        store = self.fresh(net, tmp_path / "db")
+        before = _dump(store)
+        block, state = history[0]
+        store.commit_block(block, block.encode(), state, _changes(0), {}, _hash(0))
+        undo_key = schema.undo_key(block.num)
+        undo, old_hash = unpack(store.get(undo_key) or b"", "undo record")
+        old_layout = pack([[*undo, [schema.TX_SEEN + bytes(32), b"\x00\x00\x00\x09"]], old_hash])
+        store.close()
+        db = plyvel.DB(str(tmp_path / "db"))
+        db.put(undo_key, old_layout)
+        db.close()
+        store = self.open_store(tmp_path / "db")
+        store.pop_block(block)
         assert _dump(store) == before
         store.close()
