@@ -30,7 +30,8 @@ STATE = b"s"
 ACCOUNT = b"sa"  # + name
 PRODUCER = b"sp"  # + name
 # + tx id -> expiration(4): the by-id index of the de-duplication set before it was the
-# transaction index (TX_INDEX); a store holding any has them deleted when it is opened
+# transaction index (TX_INDEX); a store holding any has its id lists indexed and them
+# deleted when it is opened
 TX_SEEN = b"st"
 # + latest expiration(4) + num(8) -> the ids a block applied: expiration(4) + id(32) each
 TX_BLOCK = b"sx"

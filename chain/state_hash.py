@@ -29,6 +29,7 @@ from blake3 import blake3
 
 from chain.crypto import sha256
 from chain.errors import EncodingError
+from chain.schema import prefix_end
 
 __all__ = ["LANES", "STATE_HASH_BYTES", "StateHash"]
 
@@ -121,9 +122,8 @@ def _lanes(buf: memoryview, n: int) -> Lanes:
 
 def _run(changes: Sequence[tuple[bytes, bytes | None]], prefix: bytes) -> tuple[int, int]:
     """Where the keys starting with ``prefix`` are in ``changes`` (in key order)."""
-    end = prefix[:-1] + bytes([prefix[-1] + 1])
     lo = bisect_left(changes, prefix, key=_first)
-    return lo, bisect_left(changes, end, lo, key=_first)
+    return lo, bisect_left(changes, prefix_end(prefix), lo, key=_first)
 
 
 def _hash_run(

@@ -196,9 +196,19 @@ class BlockStore:
                 "the data dir was written by a BoR that kept one state entry per transaction "
                 "id (before the per-block id lists): move it away and sync or import again"
             )
-        self._drop_seen_index()
+        self._index_old_seen_entries()
 
-    def _drop_seen_index(self) -> None:
+    def _delete_range(self, start: bytes, stop: bytes) -> None:
+        """Delete every key in [start, stop), 4,096 to a write batch."""
+        doomed: list[bytes] = []
+        for key, _ in self.iterate(start, stop):
+            doomed.append(key)
+            if len(doomed) == 4096:
+                self._write([], doomed)
+                doomed = []
+        self._write([], doomed)
+
+    def _index_old_seen_entries(self) -> None:
         """Move a store written before the transaction index served as the de-duplication
         set's lookup onto it: when it still holds ``TX_SEEN`` entries, index the ids of every
         block id list (``TX_BLOCK``) first, then delete those entries (at most an hour of
@@ -215,13 +225,7 @@ class BlockStore:
                 self._write(indexed, [])
                 indexed = []
         self._write(indexed, [])
-        stale: list[bytes] = []
-        for key, _ in self.iterate(schema.TX_SEEN, seen_end):
-            stale.append(key)
-            if len(stale) == 4096:
-                self._write([], stale)
-                stale = []
-        self._write([], stale)
+        self._delete_range(schema.TX_SEEN, seen_end)
 
     def init_genesis(self, chain_id: bytes, state: HeaderState, changes: Changes) -> None:
         puts = [(k, v) for k, v in changes if v is not None]
@@ -357,13 +361,7 @@ class BlockStore:
         killed holds no chain and is cleared by the next import."""
         if self.chain_id() is not None:
             raise StoreError("the data dir already holds a chain: import into an empty one")
-        leftovers: list[bytes] = []
-        for key, _ in self.iterate(b"", b"\xff"):  # an import that was cut short
-            leftovers.append(key)
-            if len(leftovers) == 4096:
-                self._write([], leftovers)
-                leftovers = []
-        self._write([], leftovers)
+        self._delete_range(b"", b"\xff")  # what an import that was cut short left
         for chunk in chunks:
             indexed = [
                 e

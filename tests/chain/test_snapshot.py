@@ -54,6 +54,15 @@ def _snapshot_bytes(chain: Chain) -> tuple[SnapshotHead, bytes]:
     return head, out.getvalue()
 
 
+def _imported(chain: Chain, path: Path) -> tuple[SnapshotHead, BlockStore]:
+    """A snapshot of ``chain``'s LIB imported into an empty store at ``path``."""
+    head, data = _snapshot_bytes(chain)
+    store = BlockStore(str(path))
+    _, chunks = read_snapshot(io.BytesIO(data))
+    store.import_snapshot(head, chunks)
+    return head, store
+
+
 def _read_all(data: bytes) -> tuple[SnapshotHead, dict[bytes, bytes]]:
     head, chunks = read_snapshot(io.BytesIO(data))
     return head, {k: v for chunk in chunks for k, v in chunk}
@@ -82,10 +91,7 @@ def test_a_chain_imported_from_a_snapshot_goes_on_like_the_original(
     the original's later blocks to the same state, restarts, and refuses older blocks with a
     reason."""
     chain = _grown(net, tmp_path / "a")
-    head, data = _snapshot_bytes(chain)
-    store = BlockStore(str(tmp_path / "b"))
-    _, chunks = read_snapshot(io.BytesIO(data))
-    store.import_snapshot(head, chunks)
+    head, store = _imported(chain, tmp_path / "b")
     imported = Chain(store, net.genesis.to_initial_state())
     assert (imported.head.id, imported.lib, imported.view().first_block) == (
         head.block.id,
@@ -111,10 +117,7 @@ def test_a_chain_imported_from_a_snapshot_refuses_a_transaction_applied_before_i
     or of one before it, pushed again, is refused as a duplicate, and asking for one of a
     block before the snapshot's names the snapshot."""
     chain = _grown(net, tmp_path / "a")
-    head, data = _snapshot_bytes(chain)
-    store = BlockStore(str(tmp_path / "b"))
-    _, chunks = read_snapshot(io.BytesIO(data))
-    store.import_snapshot(head, chunks)
+    head, store = _imported(chain, tmp_path / "b")
     imported = Chain(store, net.genesis.to_initial_state())
     assert head.num >= 2
     for num in (head.num - 1, head.num):
@@ -133,10 +136,7 @@ def test_a_store_imported_by_an_older_bor_keeps_its_dedup_set_when_reopened(
     TX_SEEN entries, none in the transaction index) is moved onto the index when it opens: a
     transaction applied before the snapshot is still refused, and no TX_SEEN entry is left."""
     chain = _grown(net, tmp_path / "a")
-    head, data = _snapshot_bytes(chain)
-    store = BlockStore(str(tmp_path / "b"))
-    _, chunks = read_snapshot(io.BytesIO(data))
-    store.import_snapshot(head, chunks)
+    head, store = _imported(chain, tmp_path / "b")
     lists = list(store.iterate(schema.TX_BLOCK, schema.prefix_end(schema.TX_BLOCK)))
     store.close()
     db = plyvel.DB(str(tmp_path / "b"))
