@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import statistics
 import time
 
 import pytest
@@ -54,23 +55,28 @@ def test_the_completion_channel_fd_is_found_on_either_pyverbs_generation() -> No
 
 
 def test_an_idle_poller_does_not_hold_the_gil() -> None:
-    """The poller waits in select (GIL released): the loop's timers stay on time."""
+    """The poller waits in select (GIL released): the loop's timers stay on time. A poller
+    holding the GIL through its 0.2 s wait would make a typical 10 ms sleep end 0.1 s late or
+    more; the median is taken, so that one hiccup of an emulated guest on a busy host is not
+    mistaken for that."""
     device = RdmaDevice(device_info(), channels=2, slots=4, slot_size=4096)
 
-    async def main() -> float:
+    async def main() -> list[float]:
         device.start(asyncio.get_running_loop())
-        worst, end = 0.0, time.monotonic() + 2.0
+        late: list[float] = []
+        end = time.monotonic() + 2.0
         while time.monotonic() < end:
             t = time.monotonic()
             await asyncio.sleep(0.01)
-            worst = max(worst, time.monotonic() - t - 0.01)
-        return worst
+            late.append(time.monotonic() - t - 0.01)
+        return late
 
     try:
-        worst = asyncio.run(main())
+        late = asyncio.run(main())
     finally:
         device.close()
-    assert worst < 0.2, f"the event loop stalled for {worst * 1000:.0f} ms"
+    typical = statistics.median(late)
+    assert typical < 0.05, f"a 10 ms sleep typically ended {typical * 1000:.0f} ms late"
 
 
 def test_the_pool_uses_huge_pages_when_the_host_has_them() -> None:
