@@ -252,7 +252,7 @@ def decode_block(data: bytes) -> SignedBlock:
     txs = check_list(raw[2], MAX_BLOCK_TXS, "block.transactions")
     qc = qc_from_wire(raw[3]) if len(raw) == 4 else None
     block = SignedBlock(
-        header, raw[0], signature, tuple(signed_transaction_from_wire(t) for t in txs), qc
+        header, raw[0], signature, tuple([signed_transaction_from_wire(t) for t in txs]), qc
     )
     if pack(raw) != data:  # fields were type-checked: re-packing gives the canonical bytes
         raise EncodingError("block", "not in canonical encoding")

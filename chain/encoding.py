@@ -15,6 +15,7 @@ import msgpack
 from chain.errors import EncodingError
 
 _packers = threading.local()
+_unpackb = msgpack.unpackb
 
 
 def pack(obj: Any) -> bytes:
@@ -32,10 +33,10 @@ def pack(obj: Any) -> bytes:
 
 def unpack(data: bytes, what: str) -> Any:
     """Decode msgpack; any failure becomes EncodingError naming ``what``."""
-    if not isinstance(data, bytes | bytearray | memoryview):
+    if type(data) is not bytes and not isinstance(data, bytes | bytearray | memoryview):
         raise EncodingError(what, "expected bytes")
     try:
-        return msgpack.unpackb(data, raw=False, use_list=True, strict_map_key=True)
+        return _unpackb(data, raw=False, use_list=True, strict_map_key=True)
     except Exception as err:  # msgpack raises several unrelated exception types
         raise EncodingError(what, f"not msgpack ({type(err).__name__})") from err
 

@@ -33,10 +33,13 @@ def _sig_key(stx: SignedTransaction) -> _SigKey:
 
 @dataclass(slots=True)
 class _RecoveryJob:
-    """Signatures of some transactions being recovered in worker processes."""
+    """Signatures of some transactions being recovered in worker processes. A job of a whole
+    sequence (``prefetch`` of a block's transactions, none of them known yet) is answered
+    straight to ``recover_each`` of that same sequence, without the per-transaction cache."""
 
-    txs: list[SignedTransaction]
+    txs: Sequence[SignedTransaction]
     wait: Callable[[], list[PublicKey | None]]
+    whole: bool
 
 
 class SignerKeys:
@@ -63,26 +66,31 @@ class SignerKeys:
         self, txs: Sequence[SignedTransaction]
     ) -> list[frozenset[PublicKey] | BadSignature]:
         """Signer keys of each transaction, or the BadSignature that stops it."""
+        for job in self._jobs:
+            if job.whole and job.txs is txs:
+                self._jobs.remove(job)
+                return _answers(txs, job.wait())
         for stx in txs:
-            job = self._pending.get(_sig_key(stx))
-            if job is not None:
-                self._collect(job)
+            pending = self._pending.get(_sig_key(stx))
+            if pending is not None:
+                self._collect(pending)
         missing = [stx for stx in txs if _sig_key(stx) not in self._keys]
         bad: dict[_SigKey, BadSignature] = {}
         if missing:
-            recovered = iter(self._recoverer(self._signed_digests(missing)))
-            for stx in missing:
-                keys = [next(recovered) for _ in stx.signatures]
-                if any(k is None for k in keys):
-                    bad[_sig_key(stx)] = BadSignature(f"transaction {stx.id.hex()}: bad signature")
+            recovered = self._recoverer(self._signed_digests(missing))
+            for stx, keys in zip(missing, _answers(missing, recovered), strict=True):
+                if isinstance(keys, BadSignature):
+                    bad[_sig_key(stx)] = keys
                 else:
-                    self._remember(_sig_key(stx), frozenset(k for k in keys if k is not None))
+                    self._remember(_sig_key(stx), keys)
         return [bad.get(_sig_key(stx)) or self._keys[_sig_key(stx)] for stx in txs]
 
     def prefetch(self, txs: Sequence[SignedTransaction]) -> None:
         """Start recovering ``txs`` in worker processes (a no-op without a worker pool)."""
         if not isinstance(self._recoverer, ParallelRecoverer):
             return
+        if any(job.whole and job.txs is txs for job in self._jobs):
+            return  # already under way
         todo = [
             stx
             for stx in txs
@@ -90,9 +98,13 @@ class SignerKeys:
         ]
         if not todo:
             return
-        job = _RecoveryJob(todo, self._recoverer.submit(self._signed_digests(todo)))
-        for stx in todo:
-            self._pending[_sig_key(stx)] = job
+        whole = len(todo) == len(txs)
+        job = _RecoveryJob(
+            txs if whole else todo, self._recoverer.submit(self._signed_digests(todo)), whole
+        )
+        if not whole:
+            for stx in todo:
+                self._pending[_sig_key(stx)] = job
         self._jobs.append(job)
         if len(self._jobs) > MAX_PREFETCH_JOBS:
             self._collect(self._jobs[0])
@@ -107,15 +119,32 @@ class SignerKeys:
     def _collect(self, job: _RecoveryJob) -> None:
         """Wait for ``job`` and cache what it recovered; bad signatures are left uncached so
         that ``recover_each`` recovers them again and reports them."""
-        recovered = iter(job.wait())
-        for stx in job.txs:
-            self._pending.pop(_sig_key(stx), None)
-            keys = [next(recovered) for _ in stx.signatures]
-            if all(k is not None for k in keys):
-                self._remember(_sig_key(stx), frozenset(k for k in keys if k is not None))
+        for stx, keys in zip(job.txs, _answers(job.txs, job.wait()), strict=True):
+            if not job.whole:
+                self._pending.pop(_sig_key(stx), None)
+            if not isinstance(keys, BadSignature):
+                self._remember(_sig_key(stx), keys)
         self._jobs.remove(job)
 
     def _remember(self, key: _SigKey, keys: frozenset[PublicKey]) -> None:
         self._keys[key] = keys
         if len(self._keys) > KEY_CACHE_SIZE:
             self._keys.popitem(last=False)
+
+
+def _answers(
+    txs: Sequence[SignedTransaction], recovered: list[PublicKey | None]
+) -> list[frozenset[PublicKey] | BadSignature]:
+    """Each transaction's signer keys from the keys recovered for all their signatures, in
+    order (None for a bad signature)."""
+    out: list[frozenset[PublicKey] | BadSignature] = []
+    at = 0
+    for stx in txs:
+        count = len(stx.signatures)
+        keys = recovered[at : at + count]
+        at += count
+        if None in keys:
+            out.append(BadSignature(f"transaction {stx.id.hex()}: bad signature"))
+        else:
+            out.append(frozenset(keys))  # type: ignore[arg-type]  # no None, checked above
+    return out
