@@ -3,6 +3,7 @@ the cache, and a bad signature is reported for its own transaction only."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -10,10 +11,10 @@ import pytest
 from chain.actions import Transfer
 from chain.crypto import PrivateKey, recover_many, sha256
 from chain.errors import BadSignature
-from chain.signers import SignerKeys
+from chain.signers import MAX_SHARE, SignerKeys
 from chain.sigpool import ParallelRecoverer, Waiter
 from chain.transaction import SignedTransaction, Transaction
-from chain.types import AccountName
+from chain.types import AccountName, PublicKey
 
 CHAIN_ID = sha256(b"signers test chain")
 
@@ -101,3 +102,50 @@ def test_known_transactions_are_not_recovered_again(pool: _CountingPool) -> None
     keys.prefetch(txs)
     assert keys.recover(txs) == SignerKeys(CHAIN_ID, recover_many).recover(txs)
     assert all(keys.cached(stx) is not None for stx in txs[40:])
+
+
+class _SlowPool(_CountingPool):
+    """Workers whose answer comes ``delay`` seconds after it is asked for."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(1)
+        self.delay = delay
+        self.sent = 0
+
+    def submit(self, items: list[tuple[bytes, bytes]]) -> Waiter:
+        self.sent += len(items)
+        answer = recover_many(items)
+
+        def wait() -> list[PublicKey | None]:
+            time.sleep(self.delay)
+            return answer
+
+        return wait
+
+
+def test_the_share_recovered_here_follows_the_workers_lag() -> None:
+    """Workers that keep the caller waiting get a growing part of each block recovered here
+    instead (never over half), workers that answer at once get it back, and the keys are
+    right either way."""
+    slow = _SlowPool(0.005)
+    try:
+        keys = SignerKeys(CHAIN_ID, slow)
+        expected = SignerKeys(CHAIN_ID, recover_many)
+        for _ in range(40):
+            txs = _txs(50)
+            keys.prefetch(txs)
+            assert keys.recover(txs) == expected.recover(txs)
+        assert keys._share == MAX_SHARE
+        before = slow.sent
+        txs = _txs(50)
+        keys.prefetch(txs)
+        assert slow.sent - before == 25  # half of the block went to the workers
+        keys.recover(txs)
+        slow.delay = 0.0
+        for _ in range(120):
+            txs = _txs(50)
+            keys.prefetch(txs)
+            assert keys.recover(txs) == expected.recover(txs)
+        assert keys._share == 0.0
+    finally:
+        slow.close()
