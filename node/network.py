@@ -68,10 +68,12 @@ class NodeChainService:
     async def encoded_blocks(self, start: int, end: int) -> list[bytes]:
         return await self.runner.call(_encoded, self._chain, start, end)
 
-    async def push_blocks(self, blocks: Sequence[SignedBlock], light_upto: int) -> PushOutcome:
+    async def push_blocks(
+        self, blocks: Sequence[SignedBlock], light_upto: int, ahead: Sequence[SignedBlock] = ()
+    ) -> PushOutcome:
         now = int(time.time() * 1000)
         outcome, requeued = await self.runner.call_urgent(
-            _push, self._chain, blocks, light_upto, now
+            _push, self._chain, blocks, light_upto, now, ahead
         )
         if requeued:
             self.on_requeued(requeued)
@@ -116,10 +118,15 @@ def _encoded(chain: Chain, start: int, end: int) -> list[bytes]:
 
 
 def _push(
-    chain: Chain, blocks: Sequence[SignedBlock], light_upto: int, now: int
+    chain: Chain,
+    blocks: Sequence[SignedBlock],
+    light_upto: int,
+    now: int,
+    ahead: Sequence[SignedBlock] = (),
 ) -> tuple[PushOutcome, list[SignedTransaction]]:
-    """On the chain thread: push each block, recovering the next blocks' signatures ahead;
-    with the transactions fork switches put back into the mempool."""
+    """On the chain thread: push each block, recovering the next blocks' signatures ahead,
+    into ``ahead`` (the next call's blocks: the workers need not wait for it); with the
+    transactions fork switches put back into the mempool."""
     chain.set_light_validation(light_upto)
     results: list[BlockResult] = []
     applied: list[SignedBlock] = []
@@ -129,11 +136,12 @@ def _push(
         if block.num > light_upto:
             chain.prefetch_keys(block.transactions)
 
-    for block in blocks[:PREFETCH_BLOCKS]:
-        prefetch(block)
+    queue = [*blocks, *ahead[:PREFETCH_BLOCKS]]
+    for block in queue[:PREFETCH_BLOCKS]:
+        prefetch(block)  # a no-op for blocks the previous call's ahead started
     for i, block in enumerate(blocks):
-        if i + PREFETCH_BLOCKS < len(blocks):
-            prefetch(blocks[i + PREFETCH_BLOCKS])
+        if i + PREFETCH_BLOCKS < len(queue):
+            prefetch(queue[i + PREFETCH_BLOCKS])
         try:
             pushed = chain.push_block(block, now)
         except UnlinkableBlock as err:

@@ -17,6 +17,8 @@ from p2p.service import BlockResult, ChainService, PushOutcome
 # Blocks per trip to the chain thread: a few hundred milliseconds of work at most, so that
 # produced blocks and RPC calls are not held up behind a sync batch for long.
 BATCH = 50
+# Blocks after a batch handed along with it, for their signatures to be recovered early.
+AHEAD = 2
 
 OnPushed = Callable[[list[tuple[str, BlockResult]], PushOutcome], Awaitable[None]]
 
@@ -79,6 +81,16 @@ class BlockApplier:
             num += 1
         return batch
 
+    def _ahead(self, batch: list[tuple[str, SignedBlock]]) -> list[SignedBlock]:
+        """The blocks that would follow ``batch`` in the next one, as held now (up to
+        ``AHEAD``): their signatures can be recovered while ``batch`` is applied."""
+        num = max(b.num for _, b in batch) + 1
+        out: list[SignedBlock] = []
+        while num in self._pending and len(out) < AHEAD:
+            out.append(self._pending[num][0][1])
+            num += 1
+        return out
+
     async def run(self) -> None:
         while True:
             await self._wake.wait()
@@ -86,7 +98,9 @@ class BlockApplier:
             while batch := self.next_batch():
                 self._pushing = batch
                 try:
-                    outcome = await self.chain.push_blocks([b for _, b in batch], self.light_upto())
+                    outcome = await self.chain.push_blocks(
+                        [b for _, b in batch], self.light_upto(), self._ahead(batch)
+                    )
                 finally:
                     self._pushing = []
                 pairs = [(peer, r) for (peer, _), r in zip(batch, outcome.results, strict=True)]

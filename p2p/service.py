@@ -66,8 +66,11 @@ class ChainService(Protocol):
         """Encoded blocks ``start``..``end`` of our chain (fewer if our head is lower)."""
         ...
 
-    async def push_blocks(self, blocks: Sequence[SignedBlock], light_upto: int) -> PushOutcome:
-        """Validate and add ``blocks``; those numbered up to ``light_upto`` in light mode."""
+    async def push_blocks(
+        self, blocks: Sequence[SignedBlock], light_upto: int, ahead: Sequence[SignedBlock] = ()
+    ) -> PushOutcome:
+        """Validate and add ``blocks``; those numbered up to ``light_upto`` in light mode.
+        ``ahead``: the blocks likely pushed next, whose signatures may be recovered early."""
         ...
 
     async def admit_transactions(

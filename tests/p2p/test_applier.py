@@ -12,7 +12,7 @@ from chain.transaction import SignedTransaction
 from chain.types import BlockId
 from chain.votes import VoteOutcome
 from genesis.testing import DevNet
-from p2p.applier import BATCH, BlockApplier
+from p2p.applier import AHEAD, BATCH, BlockApplier
 from p2p.handshake import ChainPosition
 from p2p.service import BlockResult, Outcome, PushOutcome
 from p2p.sync import Action, FetchRange, Stage, SyncConfig, SyncManager
@@ -27,6 +27,7 @@ class FakeChain:
         self.head = 0
         self.pushes: list[list[int]] = []
         self.light: list[int] = []
+        self.ahead: list[list[int]] = []
 
     def position(self) -> ChainPosition:
         zero = BlockId(bytes(32))
@@ -41,9 +42,12 @@ class FakeChain:
     async def encoded_blocks(self, start: int, end: int) -> list[bytes]:
         return []
 
-    async def push_blocks(self, blocks: Sequence[SignedBlock], light_upto: int) -> PushOutcome:
+    async def push_blocks(
+        self, blocks: Sequence[SignedBlock], light_upto: int, ahead: Sequence[SignedBlock] = ()
+    ) -> PushOutcome:
         self.pushes.append([b.num for b in blocks])
         self.light.append(light_upto)
+        self.ahead.append([b.num for b in ahead])
         results, applied = [], []
         for block in blocks:
             if block.num == self.head + 1:
@@ -135,6 +139,29 @@ def test_a_batch_holds_at_most_batch_blocks_above_the_head() -> None:
     assert len(applier.next_batch()) == BATCH
 
 
+def test_a_batch_comes_with_the_blocks_that_follow_it() -> None:
+    """A push is handed the next ``AHEAD`` contiguous blocks held after its batch (for their
+    signatures to be recovered while it is applied), none past a gap or for the last batch."""
+    chain = FakeChain()
+
+    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
+        return None
+
+    async def main() -> None:
+        applier = BlockApplier(chain, on_pushed)
+        task = asyncio.create_task(applier.run())
+        for block in blocks(BATCH + 3):
+            applier.add("p", block)
+        async with asyncio.timeout(5):
+            while chain.head < BATCH + 3:
+                await asyncio.sleep(0.01)
+        task.cancel()
+
+    asyncio.run(main())
+    assert chain.pushes[0] == list(range(1, BATCH + 1))
+    assert chain.ahead == [list(range(BATCH + 1, BATCH + 1 + AHEAD)), []]
+
+
 def test_blocks_too_far_above_the_head_are_refused() -> None:
     """``max_ahead`` bounds memory: a block beyond head + max_ahead is not held."""
     chain = FakeChain()
@@ -191,10 +218,12 @@ class GatedChain(FakeChain):
         self.pushing = asyncio.Event()
         self.release = asyncio.Event()
 
-    async def push_blocks(self, blocks: Sequence[SignedBlock], light_upto: int) -> PushOutcome:
+    async def push_blocks(
+        self, blocks: Sequence[SignedBlock], light_upto: int, ahead: Sequence[SignedBlock] = ()
+    ) -> PushOutcome:
         self.pushing.set()
         await self.release.wait()
-        return await super().push_blocks(blocks, light_upto)
+        return await super().push_blocks(blocks, light_upto, ahead)
 
 
 def test_a_batch_being_applied_is_held_and_not_asked_for_again() -> None:

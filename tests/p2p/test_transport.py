@@ -52,7 +52,9 @@ class Chain:
     async def encoded_blocks(self, start: int, end: int) -> list[bytes]:
         raise NotImplementedError
 
-    async def push_blocks(self, blocks: Sequence[object], light_upto: int) -> PushOutcome:
+    async def push_blocks(
+        self, blocks: Sequence[object], light_upto: int, ahead: Sequence[object] = ()
+    ) -> PushOutcome:
         raise NotImplementedError
 
     async def admit_transactions(
