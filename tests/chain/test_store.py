@@ -246,3 +246,27 @@ class TestLevelDBBlockStore(BlockStoreContract):
         store.pop_block(block)
         assert _dump(store) == before
         store.close()
+
+
+def test_tables_are_written_uncompressed_and_compressed_ones_stay_readable(
+    tmp_path: Path,
+) -> None:
+    """A store's tables are written without compression (highly compressible values take
+    their full size on disk), and a store whose tables an older BoR wrote with Snappy reads
+    back the same values."""
+    old = plyvel.DB(str(tmp_path / "old"), create_if_missing=True, compression="snappy")
+    values = {b"k%05d" % i: bytes(1000) for i in range(2000)}  # 2 MB of zeros
+    for key, value in values.items():
+        old.put(key, value)
+    old.compact_range()  # into tables, compressed
+    old.close()
+    store = BlockStore(str(tmp_path / "old"))
+    try:
+        assert all(store.get(key) == value for key, value in values.items())
+        for i in range(2000):
+            store._db.put(b"n%05d" % i, bytes(1000))
+        store._db.compact_range()
+    finally:
+        store.close()
+    tables = sum(p.stat().st_size for p in (tmp_path / "old").glob("*.ldb"))
+    assert tables > 2000 * 1000 * 0.9, "the new zeros (2 MB) are stored as they are"
