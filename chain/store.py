@@ -48,20 +48,23 @@ class BlockStore:
         self._sync = sync
         try:
             # A bloom filter makes the commonest miss (is this transaction id new?) cost no
-            # disk read; the block cache holds the hot accounts. A 64 MiB write buffer: with
-            # the default 4 MiB, compaction took most of a second core during sync and import
-            # (bench_sync.py: 13 of 33 CPU seconds for 210k transactions). No compression:
-            # what is stored is mostly signatures, keys and hashes, which Snappy barely
-            # shrinks (a 600k-transfer history: 137 MB against 119), yet compressing each
-            # table compaction writes cost a quarter of an import's CPU (light: 29.7 -> 22.4 s
+            # disk read; the block cache holds the hot accounts. No compression: what is
+            # stored is mostly signatures, keys and hashes, which Snappy barely shrinks (a
+            # 600k-transfer history: 137 MB against 119), yet compressing each table
+            # compaction writes cost a quarter of an import's CPU (light: 29.7 -> 22.4 s
             # user; full: 32.0 -> 28.4 s wall, as the signature workers need that core).
-            # Tables written compressed by an older BoR stay readable.
+            # Tables written compressed by an older BoR stay readable. A 16 MiB write
+            # buffer: with compression on, the default 4 MiB made compaction take most of a
+            # second core (13 of 33 CPU seconds for 210k transactions) and 64 MiB was chosen;
+            # without it, a smaller memtable is quicker to insert into and look up in (light
+            # import of 600k transfers, median of 2: 64 MiB 20.7 s, 16 MiB 19.2 s, 8 MiB
+            # 18.3 s; full: no difference beyond noise, 29.4-31.6 s for all three).
             self._db = plyvel.DB(
                 path,
                 create_if_missing=True,
                 bloom_filter_bits=10,
                 lru_cache_size=64 << 20,
-                write_buffer_size=64 << 20,
+                write_buffer_size=16 << 20,
                 compression=None,
             )
         except (plyvel.Error, OSError) as err:  # IOError when another process holds the lock
