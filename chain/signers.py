@@ -79,10 +79,10 @@ class SignerKeys:
         self, txs: Sequence[SignedTransaction]
     ) -> list[frozenset[PublicKey] | BadSignature]:
         """Signer keys of each transaction, or the BadSignature that stops it."""
-        for job in self._jobs:
-            if job.whole and job.txs is txs:
-                self._jobs.remove(job)
-                return _answers(txs, self._finish(job))
+        whole = self._whole_job(txs)
+        if whole is not None:
+            self._jobs.remove(whole)
+            return _answers(txs, self._finish(whole))
         for stx in txs:
             pending = self._pending.get(_sig_key(stx))
             if pending is not None:
@@ -102,7 +102,7 @@ class SignerKeys:
         """Start recovering ``txs`` in worker processes (a no-op without a worker pool)."""
         if not isinstance(self._recoverer, ParallelRecoverer):
             return
-        if any(job.whole and job.txs is txs for job in self._jobs):
+        if self._whole_job(txs) is not None:
             return  # already under way
         todo = [
             stx
@@ -126,6 +126,10 @@ class SignerKeys:
         self._jobs.append(job)
         if len(self._jobs) > MAX_PREFETCH_JOBS:
             self._collect(self._jobs[0])
+
+    def _whole_job(self, txs: Sequence[SignedTransaction]) -> _RecoveryJob | None:
+        """The job prefetching exactly the sequence ``txs`` as a whole, if there is one."""
+        return next((job for job in self._jobs if job.whole and job.txs is txs), None)
 
     def _signed_digests(self, txs: Sequence[SignedTransaction]) -> list[tuple[bytes, bytes]]:
         items: list[tuple[bytes, bytes]] = []
