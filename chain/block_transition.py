@@ -28,7 +28,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from chain import schema
 from chain.block import BlockHeader, Schedule, SignedBlock, SignedHeader, header_digest
 from chain.crypto import recover
 from chain.dpos import HeaderState, elect
@@ -258,9 +257,8 @@ def next_state_hash(
     parent: StateHash, changes: Changes, originals: Mapping[bytes, bytes | None]
 ) -> StateHash:
     """The commitment to the state after ``changes``, given the committed value of every
-    changed key in ``originals``: the parent's, less each replaced entry, plus each new one.
-    Accounts are the busy keys, changed again and again, whose elements are worth keeping."""
-    return parent.moved(changes, originals, busy=schema.ACCOUNT)
+    changed key in ``originals``: the parent's, less each replaced entry, plus each new one."""
+    return parent.moved(changes, originals)
 
 
 def block_transition(

@@ -18,10 +18,7 @@ changed key. The header carries ``root()``, a SHA-256 of the lanes.
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import islice
-from operator import itemgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -29,140 +26,64 @@ from blake3 import blake3
 
 from chain.crypto import sha256
 from chain.errors import EncodingError
-from chain.schema import prefix_end
 
 __all__ = ["LANES", "STATE_HASH_BYTES", "StateHash"]
 
 LANES = 1024
 STATE_HASH_BYTES = 2 * LANES
-_BATCH = 1024  # elements summed at once: a 2 MiB buffer per thread
+# Elements are summed 32 at a time, out of a 64 KiB buffer per thread that stays in the
+# processor's cache: each element is hashed into memory just written and summed again, and
+# no element outlives its batch. In a block's application this measured 3.4-3.6 against
+# 3.7-3.9 µs a transfer for keeping each written account's element to subtract at its next
+# change (no hashing then, but every element a fresh 2 KiB written and read back cold), and
+# 8 elements a batch measured worse (numpy's call per batch).
+_BATCH = 32
 
 Lanes = npt.NDArray[np.uint16]
-_first = itemgetter(0)
-
 
 # The 4-byte length prefix of keys of up to 255 bytes, looked up rather than built: every
 # element of every block is hashed with one.
 _PREFIXES = tuple(n.to_bytes(4, "big") for n in range(256))
 
 
-def _element(key: bytes, value: bytes) -> bytes:
-    # The key's length first, so that (key, value) pairs cannot collide by moving a boundary.
-    return blake3(len(key).to_bytes(4, "big") + key + value).digest(STATE_HASH_BYTES)
+class _Scratch(threading.local):
+    """This thread's BLAKE3 hasher (reset and reused: 0.61 against 0.85 µs an element for a
+    new one, measured) and its two batch buffers, one for elements taken out of the set and
+    one for elements put in, each with its numpy view of ``_BATCH`` rows of lanes."""
+
+    def __init__(self) -> None:
+        self.hasher = blake3()
+        self.out = memoryview(bytearray(_BATCH * STATE_HASH_BYTES))
+        self.out_rows = np.frombuffer(self.out, dtype="<u2").reshape(_BATCH, LANES)
+        self.into = memoryview(bytearray(_BATCH * STATE_HASH_BYTES))
+        self.into_rows = np.frombuffer(self.into, dtype="<u2").reshape(_BATCH, LANES)
 
 
-# The elements of values recently written under busy keys (accounts), by key: the next
-# change of such a key removes exactly that entry, whose element then needs no hashing.
-# Bounded: 16,384 keys of about 2.2 KiB is 36 MiB (bench_sync.py's 5,000 busy accounts all
-# fit: with 4,096, a fifth of the removals missed and were hashed again, and the light
-# import of its 610k-transfer history took 8-12 % longer). Only ``StateHash.moved`` and
-# ``StateHash.updated`` use it, from one thread (the chain's). A plain dict: a removal takes
-# its key out (``pop``) and the new value's element goes in at the end, so the dict is kept
-# in the order keys were last written, and past the bound the half written longest ago goes
-# in one sweep (an OrderedDict's ``move_to_end`` for every write cost more).
-_recent: dict[bytes, tuple[bytes, bytes]] = {}
-_RECENT_MAX = 16384
-
-
-def _trim_recent() -> None:
-    if len(_recent) > _RECENT_MAX:
-        for key in list(islice(_recent, len(_recent) - _RECENT_MAX // 2)):
-            _recent.pop(key, None)
-
-
-def _known_or_hashed(key: bytes, value: bytes) -> bytes:
-    """The element of (key, value), taken out of ``_recent`` if held there."""
-    held = _recent.pop(key, None)
-    return held[1] if held is not None and held[0] == value else _element(key, value)
-
-
-_buffers = threading.local()
-
-
-def _hasher() -> blake3:
-    """This thread's BLAKE3 hasher, for ``StateHash.moved`` to reset and reuse."""
-    hasher: blake3 | None = getattr(_buffers, "hasher", None)
-    if hasher is None:
-        hasher = _buffers.hasher = blake3()
-    return hasher
-
-
-def _buffer() -> memoryview:
-    """This thread's buffer for a batch of elements: written over and over, so hashing
-    does not allocate (fresh memory for every element measured 1.8 µs against 1.0)."""
-    buf: memoryview | None = getattr(_buffers, "buf", None)
-    if buf is None:
-        buf = _buffers.buf = memoryview(bytearray(_BATCH * STATE_HASH_BYTES))
-    return buf
+_scratch = _Scratch()
 
 
 def _sum(entries: Iterable[tuple[bytes, bytes]]) -> Lanes:
+    """The lane-wise sum of the elements of ``entries``."""
+    scratch = _scratch
+    hasher, buf, rows = scratch.hasher, scratch.into, scratch.into_rows
+    reset, update, digest = hasher.reset, hasher.update, hasher.digest
+    size, prefixes = STATE_HASH_BYTES, _PREFIXES
     total = np.zeros(LANES, dtype=np.uint16)
-    buf, size, n = _buffer(), STATE_HASH_BYTES, 0
+    n = 0
     for key, value in entries:
-        buf[n * size : (n + 1) * size] = _element(key, value)
+        # The key's length first, so that (key, value) pairs cannot collide by moving a
+        # boundary.
+        length = len(key)
+        reset()
+        update((prefixes[length] if length < 256 else length.to_bytes(4, "big")) + key + value)
+        buf[n * size : (n + 1) * size] = digest(size)
         n += 1
         if n == _BATCH:
-            total += _lanes(buf, n)
+            total += rows.sum(axis=0, dtype=np.uint16)  # wraps modulo 2^16, lane by lane
             n = 0
     if n:
-        total += _lanes(buf, n)
+        total += rows[:n].sum(axis=0, dtype=np.uint16)
     return total
-
-
-def _lanes_of(elements: list[bytes]) -> Lanes:
-    return _lanes(memoryview(b"".join(elements)), len(elements))
-
-
-def _lanes(buf: memoryview, n: int) -> Lanes:
-    vectors = np.frombuffer(buf[: n * STATE_HASH_BYTES], dtype="<u2").reshape(n, LANES)
-    total: Lanes = vectors.sum(axis=0, dtype=np.uint16)  # wraps modulo 2^16, lane by lane
-    return total
-
-
-def _run(changes: Sequence[tuple[bytes, bytes | None]], prefix: bytes) -> tuple[int, int]:
-    """Where the keys starting with ``prefix`` are in ``changes`` (in key order)."""
-    lo = bisect_left(changes, prefix, key=_first)
-    return lo, bisect_left(changes, prefix_end(prefix), lo, key=_first)
-
-
-def _hash_run(
-    run: Sequence[tuple[bytes, bytes | None]],
-    before: Mapping[bytes, bytes | None],
-    gone: list[bytes],
-    new: list[bytes],
-    *,
-    keep: bool,
-) -> None:
-    """Append to ``gone`` the elements of the entries ``run`` replaces (as ``before`` has
-    them) and to ``new`` those of its new entries; ``keep``: hold the new elements in
-    ``_recent`` (a held element is used, and dropped, whatever ``keep`` says). Written out:
-    a length prefix looked up, and this thread's hasher reset rather than a new one built
-    (0.61 against 0.85 µs an element, measured)."""
-    recent, pop, size, prefixes = _recent, _recent.pop, STATE_HASH_BYTES, _PREFIXES
-    hasher = _hasher()
-    reset, update, digest = hasher.reset, hasher.update, hasher.digest
-    for key, value in run:
-        old = before[key]
-        if old == value:
-            continue
-        n = len(key)
-        prefix = prefixes[n] if n < 256 else n.to_bytes(4, "big")
-        if old is not None:
-            held = pop(key, None)
-            if held is not None and held[0] == old:
-                gone.append(held[1])
-            else:
-                reset()
-                update(prefix + key + old)
-                gone.append(digest(size))
-        if value is not None:
-            reset()
-            update(prefix + key + value)
-            element = digest(size)
-            if keep:
-                recent[key] = (value, element)
-            new.append(element)
 
 
 class StateHash:
@@ -196,53 +117,54 @@ class StateHash:
         return sha256(self.to_bytes())
 
     def updated(
-        self,
-        removed: Iterable[tuple[bytes, bytes]],
-        added: Iterable[tuple[bytes, bytes]],
-        busy: bytes | None = None,
+        self, removed: Iterable[tuple[bytes, bytes]], added: Iterable[tuple[bytes, bytes]]
     ) -> StateHash:
-        """The hash after ``removed`` entries left the set and ``added`` ones joined it. The
-        elements of added entries whose key starts with ``busy`` (keys changed again and
-        again, such as accounts) are kept for a while: the next change of that key removes
-        exactly that entry."""
-        gone = [_known_or_hashed(key, value) for key, value in removed]
-        new: list[bytes] = []
-        for key, value in added:
-            element = _element(key, value)
-            if busy is not None and key.startswith(busy):
-                _recent[key] = (value, element)
-            new.append(element)
-        _trim_recent()
-        return self._moved_by(gone, new)
+        """The hash after ``removed`` entries left the set and ``added`` ones joined it."""
+        return StateHash(self._lanes - _sum(removed) + _sum(added))
 
     def moved(
-        self,
-        changes: Sequence[tuple[bytes, bytes | None]],
-        before: Mapping[bytes, bytes | None],
-        *,
-        busy: bytes,
+        self, changes: Sequence[tuple[bytes, bytes | None]], before: Mapping[bytes, bytes | None]
     ) -> StateHash:
-        """The hash after each ``(key, value)`` of ``changes`` (in key order, as
-        ``StateView.changes`` gives them) replaced ``before[key]`` (None: no entry). Keys
-        starting with ``busy`` are those whose elements are kept (as ``updated`` does).
-
-        The hot path of every block. Keys in order make the busy keys one run of
-        ``changes``, found by bisection, so no key is tested for a prefix."""
-        lo, hi = _run(changes, busy)
-        gone: list[bytes] = []
-        new: list[bytes] = []
-        _hash_run(changes[:lo], before, gone, new, keep=False)
-        _hash_run(changes[lo:hi], before, gone, new, keep=True)
-        _hash_run(changes[hi:], before, gone, new, keep=False)
-        _trim_recent()
-        return self._moved_by(gone, new)
-
-    def _moved_by(self, gone: list[bytes], new: list[bytes]) -> StateHash:
-        lanes = self._lanes
-        for at in range(0, len(gone), _BATCH):
-            lanes = lanes - _lanes_of(gone[at : at + _BATCH])
-        for at in range(0, len(new), _BATCH):
-            lanes = lanes + _lanes_of(new[at : at + _BATCH])
+        """The hash after each ``(key, value)`` of ``changes`` replaced ``before[key]`` (None:
+        no entry). The hot path of every block, written out: ``updated`` would go through
+        two generators."""
+        scratch = _scratch
+        hasher, size, prefixes = scratch.hasher, STATE_HASH_BYTES, _PREFIXES
+        reset, update, digest = hasher.reset, hasher.update, hasher.digest
+        out, out_rows, into, into_rows = (
+            scratch.out,
+            scratch.out_rows,
+            scratch.into,
+            scratch.into_rows,
+        )
+        lanes = self._lanes.copy()
+        taken = put = 0
+        for key, value in changes:
+            old = before[key]
+            if old == value:
+                continue
+            length = len(key)
+            prefix = prefixes[length] if length < 256 else length.to_bytes(4, "big")
+            if old is not None:
+                reset()
+                update(prefix + key + old)
+                out[taken * size : (taken + 1) * size] = digest(size)
+                taken += 1
+                if taken == _BATCH:
+                    lanes -= out_rows.sum(axis=0, dtype=np.uint16)
+                    taken = 0
+            if value is not None:
+                reset()
+                update(prefix + key + value)
+                into[put * size : (put + 1) * size] = digest(size)
+                put += 1
+                if put == _BATCH:
+                    lanes += into_rows.sum(axis=0, dtype=np.uint16)
+                    put = 0
+        if taken:
+            lanes -= out_rows[:taken].sum(axis=0, dtype=np.uint16)
+        if put:
+            lanes += into_rows[:put].sum(axis=0, dtype=np.uint16)
         return StateHash(lanes)
 
     def plus(self, entries: Iterable[tuple[bytes, bytes]]) -> StateHash:

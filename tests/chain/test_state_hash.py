@@ -14,7 +14,7 @@ from chain import schema
 from chain.actions import Transfer
 from chain.controller import Chain
 from chain.errors import EncodingError
-from chain.state_hash import STATE_HASH_BYTES, StateHash
+from chain.state_hash import _BATCH, STATE_HASH_BYTES, StateHash
 from chain.testing import now_ms, state_dump
 from chain.types import AccountName
 from genesis.testing import DevNet
@@ -48,8 +48,8 @@ def test_an_update_equals_the_hash_recomputed(
 
 @given(st.lists(few_keys, min_size=2, max_size=8))
 def test_successive_updates_of_the_same_keys_stay_exact(states: list[dict[bytes, bytes]]) -> None:
-    """Block after block over a few keys (the elements of recent values are reused when they
-    are removed), each incremental hash equals the one computed from scratch."""
+    """Block after block over a few keys, each incremental hash equals the one computed from
+    scratch."""
     current = StateHash.of(states[0].items())
     for before, after in itertools.pairwise(states):
         removed = [(k, v) for k, v in before.items() if after.get(k) != v]
@@ -72,15 +72,29 @@ prefixed = st.dictionaries(
 def test_moving_block_after_block_equals_the_hash_recomputed(
     states: list[dict[bytes, bytes]],
 ) -> None:
-    """``moved`` over sorted changes (writes, deletions, rewrites of the same value) of keys
-    in several runs, one of them busy, gives the hash of the new state computed from scratch,
-    block after block (held elements of the busy run reused)."""
+    """``moved`` over sorted changes (writes, deletions, rewrites of the same value; keys of
+    up to 258 bytes) gives the hash of the new state
+    computed from scratch, block after block."""
     current = StateHash.of(states[0].items())
     for before, after in itertools.pairwise(states):
         keys = sorted(before.keys() | after.keys())
         changes = [(k, after.get(k)) for k in keys]
-        current = current.moved(changes, {k: before.get(k) for k in keys}, busy=b"b")
+        current = current.moved(changes, {k: before.get(k) for k in keys})
         assert current == StateHash.of(after.items())
+
+
+def test_a_block_of_more_changes_than_a_batch_of_elements_moves_exactly() -> None:
+    """Changes past the elements summed at once (a few batches of rewrites, deletions and new
+    keys, ending mid-batch) move the hash to exactly the new state's."""
+    count = 3 * _BATCH + 5
+    before = {f"k{i:04}".encode(): bytes([i % 251]) * 40 for i in range(count)}
+    after = {k: v + b"!" for k, v in before.items() if k[-1] % 3}
+    after |= {f"n{i:04}".encode(): b"new" for i in range(count // 2)}
+    keys = sorted(before.keys() | after.keys())
+    moved = StateHash.of(before.items()).moved(
+        [(k, after.get(k)) for k in keys], {k: before.get(k) for k in keys}
+    )
+    assert moved == StateHash.of(after.items())
 
 
 def test_entries_that_differ_by_a_moved_boundary_hash_differently() -> None:
