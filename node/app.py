@@ -292,7 +292,7 @@ class Node:
             self.api.committed(blocks)
         now_ms = time.time() * 1000
         for block in blocks:
-            self.watch.included([t.id for t in block.transactions], block.num)
+            self.watch.included((t.id for t in block.transactions), block.num)
             if in_sync:
                 # One line per block from a peer, as nodeos does; during catch-up the sync
                 # status tells the story instead. Latency: from the block's slot start.
@@ -311,7 +311,7 @@ class Node:
     def _on_produced(self, block: SignedBlock) -> None:
         if self.api is not None:
             self.api.committed([block])
-        self.watch.included([t.id for t in block.transactions], block.num)
+        self.watch.included((t.id for t in block.transactions), block.num)
         if self.network is not None:
             self.network.block_produced(block)
 

@@ -64,14 +64,14 @@ class BlockJsonCache:
     def committed(self, blocks: Sequence[SignedBlock]) -> None:
         """``blocks`` (consecutive, oldest first) were just applied or produced and are now
         the head of our chain: what ``_recent`` held at their numbers and above is gone."""
-        for block in blocks:
-            for num in [n for n in self._recent if n >= block.num]:
-                del self._recent[num]
+        if not blocks:
+            return
+        first, last = blocks[0].num, blocks[-1].num
+        for num in [n for n in self._recent if n >= first or n <= last - RECENT_BLOCKS]:
+            del self._recent[num]
+        for block in blocks[-RECENT_BLOCKS:]:
             self._recent[block.num] = block
-            self._recent_head = block.id
-        if blocks:
-            for num in [n for n in self._recent if n <= blocks[-1].num - RECENT_BLOCKS]:
-                del self._recent[num]
+        self._recent_head = blocks[-1].id
 
     def id_at(self, num: int, view: ChainView) -> BlockId | None:
         """Id of block ``num`` on the chain ``view`` shows, if known here; else None.

@@ -15,7 +15,7 @@ import functools
 import itertools
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
@@ -133,7 +133,9 @@ class InclusionWatch:
         if not waiters:
             self._waiters.pop(tx_id, None)
 
-    def included(self, tx_ids: list[TxId], num: BlockNum) -> None:
+    def included(self, tx_ids: Iterable[TxId], num: BlockNum) -> None:
+        if not self._waiters:
+            return  # the common case (no client waits), for blocks of thousands of ids
         for tx_id in tx_ids:
             for future in self._waiters.pop(tx_id, []):
                 if not future.done():

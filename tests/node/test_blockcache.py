@@ -7,10 +7,13 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from chain.block import SignedBlock
 from chain.types import BlockId, BlockNum
 from chain.view import ChainView
 from genesis.testing import DevNet
+from node import blockcache
 from node.blockcache import BlockJsonCache
 from node.views import block_json
 
@@ -90,3 +93,18 @@ def test_irreversible_numbers_are_kept_once_learnt(tmp_path: Path) -> None:
     unknown_head = replace(view, head=replace(view.head, id=BlockId(bytes(32))))
     assert cache.id_at(1, unknown_head) == blocks[0].id
     assert cache.id_at(2, unknown_head) is None
+
+
+def test_only_the_last_recent_blocks_numbers_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``RECENT_BLOCKS``, the oldest numbers are dropped, whether they came in an
+    earlier call or earlier in the same one."""
+    monkeypatch.setattr(blockcache, "RECENT_BLOCKS", 3)
+    net = DevNet.create(1)
+    blocks = _blocks(tmp_path, "a", 7, net)
+    cache = BlockJsonCache()
+    cache.committed(blocks[:2])
+    cache.committed(blocks[2:])
+    at_head = _at(tmp_path, net, blocks[-1], 0)
+    assert [cache.id_at(n, at_head) for n in range(1, 8)] == [None] * 4 + [b.id for b in blocks[4:]]
