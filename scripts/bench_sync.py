@@ -42,7 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scripts.bench_apply import measure_r
-from scripts.benchtools import free_port, post_json, tree_cpu
+from scripts.benchtools import KeptConnection, free_port, post_json, tree_cpu
 from scripts.make_history import make_history
 
 BIN = Path(sys.executable).parent / "bor-node"
@@ -150,8 +150,9 @@ def run_sync(
         "--p2p-tls",
         tls,
     )
+    poll = KeptConnection(http)
     try:
-        while rpc(http, "/v1/chain/get_info")["head_block_num"] < lib:
+        while poll.post("/v1/chain/get_info")["head_block_num"] < lib:
             time.sleep(0.05)
         seconds = time.perf_counter() - started
         cpu = tree_cpu(proc.pid)
@@ -160,6 +161,7 @@ def run_sync(
         received = sum(p["bytes_received"] for p in peers)
         used = {p["transport"] for p in peers}
     finally:
+        poll.close()
         stop(proc)
     if used != {transport}:
         raise SystemExit(f"bench_sync: asked for {transport}, the sync used {used}")
