@@ -4,11 +4,20 @@ Ranges from several peers arrive interleaved; the applier hands the chain contig
 starting at the next needed number, in batches (one trip to the chain thread per batch, with
 the next blocks' signatures recovered ahead by the chain's worker processes). Blocks too far
 above the head are refused, which bounds memory together with the sync manager's window.
+
+A peer's blocks are read off the network at the pace the chain takes them: past
+``LOOKAHEAD`` blocks above our head, the peer's reader waits (``room``, for a while at most)
+before it reads the next message. Without that, a fresh node decoded a whole history on the
+event loop as fast as it arrived, before applying much of it: the decoding held the GIL,
+which the chain thread gives up at every LevelDB read and then waited for, so the chain
+crawled and the signature workers idled (a full sync of 600k transfers: 5 s for its first
+50 blocks).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 
 from chain.block import SignedBlock
@@ -19,6 +28,13 @@ from p2p.service import BlockResult, ChainService, PushOutcome
 BATCH = 50
 # Blocks after a batch handed along with it, for their signatures to be recovered early.
 AHEAD = 2
+# How far above our head a peer's blocks are read without waiting: the batch being applied,
+# the next one and the blocks handed along with that.
+LOOKAHEAD = 2 * BATCH + AHEAD
+# The longest a reader waits for room: well under the sync manager's stall timeout and the
+# switch's silence limit, both counted from the last message read from a peer; a chain slower
+# than that still gets a block read from each peer every ROOM_WAIT seconds.
+ROOM_WAIT = 1.0
 
 OnPushed = Callable[[list[tuple[str, BlockResult]], PushOutcome], Awaitable[None]]
 
@@ -39,6 +55,8 @@ class BlockApplier:
         # The batch the chain is applying now: still held, though no longer pending.
         self._pushing: list[tuple[str, SignedBlock]] = []
         self._wake = asyncio.Event()
+        # Set (and replaced) whenever a batch has been pushed: our head may have moved.
+        self._pushed = asyncio.Event()
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._pending.values())
@@ -53,6 +71,18 @@ class BlockApplier:
             entries.append((peer, block))
         self._wake.set()
         return True
+
+    async def room(self, num: int) -> None:
+        """Wait until block ``num`` is within ``LOOKAHEAD`` of our head, ``ROOM_WAIT`` at
+        most (what the reader of a peer sending block ``num`` next does first)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ROOM_WAIT
+        while num > self.chain.position().head_num + LOOKAHEAD:
+            left = deadline - loop.time()
+            if left <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._pushed.wait(), left)
 
     def lowest(self) -> tuple[str, int] | None:
         """The lowest block held, waiting or in the batch being pushed, and the peer that sent
@@ -104,4 +134,6 @@ class BlockApplier:
                 finally:
                     self._pushing = []
                 pairs = [(peer, r) for (peer, _), r in zip(batch, outcome.results, strict=True)]
+                self._pushed.set()
+                self._pushed = asyncio.Event()
                 await self.on_pushed(pairs, outcome)

@@ -105,6 +105,7 @@ class BlockSync(Reactor):
                 log.debug("block_too_far_ahead", num=block.num, head=self.sync.head)
                 return  # not counted as delivered: the range stalls and is asked again
             self._act(self.sync.block_received(peer.id, block.num))
+            await self.applier.room(block.num + 1)  # what this peer is likely to send next
         elif isinstance(message, SyncRequest):
             self._serve(peer, message)
         elif isinstance(message, Notice):

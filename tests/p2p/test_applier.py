@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection, Sequence
 
+import pytest
+
 from chain.block import SignedBlock
 from chain.errors import TransactionError
 from chain.qc import Vote
@@ -12,7 +14,8 @@ from chain.transaction import SignedTransaction
 from chain.types import BlockId
 from chain.votes import VoteOutcome
 from genesis.testing import DevNet
-from p2p.applier import AHEAD, BATCH, BlockApplier
+from p2p import applier as applier_module
+from p2p.applier import AHEAD, BATCH, LOOKAHEAD, BlockApplier
 from p2p.handshake import ChainPosition
 from p2p.service import BlockResult, Outcome, PushOutcome
 from p2p.sync import Action, FetchRange, Stage, SyncConfig, SyncManager
@@ -261,3 +264,59 @@ def test_a_batch_being_applied_is_held_and_not_asked_for_again() -> None:
     assert actions == [], "nothing is asked again"
     assert held == ("a", 1), "the batch in flight is held"
     assert sync.stage == Stage.IN_SYNC
+
+
+def test_a_reader_waits_for_room_until_a_push_moves_the_head(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A block within LOOKAHEAD of the head has room at once; one further up waits until a
+    pushed batch brings the head close enough, not for ROOM_WAIT."""
+    monkeypatch.setattr(applier_module, "ROOM_WAIT", 30.0)
+    chain = FakeChain()
+
+    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
+        pass
+
+    async def main() -> tuple[float, bool, float]:
+        applier = BlockApplier(chain, on_pushed)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await applier.room(LOOKAHEAD)
+        at_once = loop.time() - started
+        waiting = asyncio.create_task(applier.room(LOOKAHEAD + 2))
+        await asyncio.sleep(0.2)
+        waited = not waiting.done()
+        for block in blocks(2):
+            applier.add("p", block)
+        task = asyncio.create_task(applier.run())
+        started = loop.time()
+        async with asyncio.timeout(5):
+            await waiting
+        task.cancel()
+        return at_once, waited, loop.time() - started
+
+    at_once, waited, after_push = asyncio.run(main())
+    assert at_once < 0.1
+    assert waited, "two blocks beyond LOOKAHEAD: no room before the head moves"
+    assert after_push < 5 and chain.head == 2
+
+
+def test_a_reader_waits_for_room_no_longer_than_room_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the chain not moving, a reader goes on after ROOM_WAIT (the peer's other
+    messages, and its stall and silence clocks, are not held up longer)."""
+    monkeypatch.setattr(applier_module, "ROOM_WAIT", 0.3)
+
+    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
+        pass
+
+    async def main() -> float:
+        applier = BlockApplier(FakeChain(), on_pushed)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await applier.room(LOOKAHEAD + 50)
+        return loop.time() - started
+
+    waited = asyncio.run(main())
+    assert 0.25 <= waited < 3
