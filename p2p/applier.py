@@ -10,8 +10,8 @@ A peer's blocks are read off the network at the pace the chain takes them: past
 before it reads the next message. Without that, a fresh node decoded a whole history on the
 event loop as fast as it arrived, before applying much of it: the decoding held the GIL,
 which the chain thread gives up at every LevelDB read and then waited for, so the chain
-crawled and the signature workers idled (a full sync of 600k transfers: 5 s for its first
-50 blocks).
+crawled and the signature workers idled (a full sync of 600k transfers reached block 52
+8 s after its start; 3.6 s with the wait).
 """
 
 from __future__ import annotations
