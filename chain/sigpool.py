@@ -6,22 +6,27 @@ recovers one share itself while the workers do the rest), or ``submit`` a batch 
 it later, so that the workers recover the next block's signatures while the caller applies
 the current block (``Chain.prefetch_keys``).
 
-Each worker is a process at the end of a pipe that carries fixed-size binary records (65-byte
-signature + 32-byte digest in, 33-byte key out, zeros for a bad signature). A
-``ProcessPoolExecutor`` did the same job with pickled tuples and two helper threads in the
-caller that competed with it for the GIL: the caller spent about 30 microseconds more per
-transaction (measured with scripts/bench_apply.py), which is what bounds throughput here.
+Each worker is a process (``chain.sigworker``) at the end of a pipe that carries fixed-size
+binary records (65-byte signature + 32-byte digest in, 33-byte key out, zeros for a bad
+signature). A ``ProcessPoolExecutor`` did the same job with pickled tuples and two helper
+threads in the caller that competed with it for the GIL: the caller spent about 30
+microseconds more per transaction (measured with scripts/bench_apply.py), which is what
+bounds throughput here.
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from pathlib import Path
 
-from chain.crypto import PUBLIC_KEY_SIZE, SIGNATURE_SIZE, recover, recover_many
-from chain.errors import BadSignature
+from chain.crypto import PUBLIC_KEY_SIZE, SIGNATURE_SIZE, recover_many
+from chain.sigworker import NO_KEY
 from chain.types import PublicKey
 
 # Below this many signatures the round trip to a worker costs more than it saves.
@@ -29,29 +34,20 @@ MIN_PARALLEL = 64
 # Records per message. A result message (33 bytes a record) then stays far below the 64 KiB
 # pipe buffer, so a worker never blocks writing a result the caller has not read yet.
 MAX_CHUNK = 800
-_RECORD = SIGNATURE_SIZE + 32
-_NO_KEY = bytes(PUBLIC_KEY_SIZE)
+# The directory that holds the ``chain`` package, for the workers' ``python -m``.
+_ROOT = str(Path(__file__).resolve().parent.parent)
 
 
-def _serve(conn: Connection) -> None:
-    """Worker loop: job id (8 bytes) + records in, job id + keys out; an empty message stops."""
-    while True:
-        try:
-            data = conn.recv_bytes()
-        except (EOFError, OSError):
-            return
-        if not data:
-            return
-        out = bytearray(data[:8])
-        for i in range(8, len(data), _RECORD):
-            try:
-                out += recover(data[i : i + SIGNATURE_SIZE], data[i + SIGNATURE_SIZE : i + _RECORD])
-            except BadSignature:
-                out += _NO_KEY
-        try:
-            conn.send_bytes(bytes(out))
-        except OSError:
-            return  # the node is gone (killed mid-job): nobody to answer, nothing to report
+def _start_worker(child: Connection) -> subprocess.Popen[bytes]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
+    return subprocess.Popen(
+        # -P: not the working directory first on sys.path, where a "chain" might shadow ours.
+        [sys.executable, "-P", "-m", "chain.sigworker", str(child.fileno())],
+        pass_fds=(child.fileno(),),
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
 
 
 Waiter = Callable[[], list[PublicKey | None]]
@@ -63,17 +59,16 @@ class ParallelRecoverer:
     def __init__(self, workers: int) -> None:
         if workers < 1:
             raise ValueError("a parallel recoverer needs at least one worker")
-        ctx = multiprocessing.get_context("spawn")
         self.workers = workers
         self._conns: list[Connection] = []
-        self._procs: list[multiprocessing.process.BaseProcess] = []
+        self._procs: list[subprocess.Popen[bytes]] = []
         for _ in range(workers):
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_serve, args=(child,), daemon=True, name="bor-sigworker")
-            proc.start()
-            child.close()
+            parent, child = multiprocessing.Pipe()
+            try:
+                self._procs.append(_start_worker(child))
+            finally:
+                child.close()
             self._conns.append(parent)
-            self._procs.append(proc)
         self._next_job = 0
         self._turn = 0
         self._stash: dict[int, bytes] = {}
@@ -136,7 +131,7 @@ class ParallelRecoverer:
             blob = self._stash.pop(job)
             for i in range(0, len(blob), PUBLIC_KEY_SIZE):
                 key = blob[i : i + PUBLIC_KEY_SIZE]
-                out.append(None if key == _NO_KEY else PublicKey(key))
+                out.append(None if key == NO_KEY else PublicKey(key))
         return out
 
     def close(self) -> None:
@@ -145,6 +140,8 @@ class ParallelRecoverer:
                 conn.send_bytes(b"")
             conn.close()
         for proc in self._procs:
-            proc.join(timeout=5)
-            if proc.is_alive():
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
                 proc.kill()
+                proc.wait()

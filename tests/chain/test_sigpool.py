@@ -1,13 +1,17 @@
-"""Signature recovery in worker processes gives what recovery here gives, even if a worker dies."""
+"""Signature recovery in worker processes gives what recovery here gives, even if a worker dies,
+and a worker does not load the program that started it."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 from chain.crypto import PrivateKey, recover_many, sha256
-from chain.sigpool import ParallelRecoverer, _serve
+from chain.sigpool import ParallelRecoverer
 
 
 def _items(n: int) -> list[tuple[bytes, bytes]]:
@@ -44,25 +48,40 @@ def test_a_dead_worker_costs_speed_not_answers() -> None:
     pool = ParallelRecoverer(2)
     try:
         for proc in pool._procs:
-            assert proc.pid is not None
             os.kill(proc.pid, signal.SIGKILL)
-            proc.join()
+            proc.wait()
         assert pool.submit(items)() == recover_many(items)
         assert pool(items) == recover_many(items)
     finally:
         pool.close()
 
 
-def test_a_worker_whose_node_is_gone_mid_job_exits_quietly() -> None:
-    """A worker that finds the node's end of its pipe closed when it answers (the node was
-    killed with -9 mid-job) exits with status 0, not with a BrokenPipeError traceback."""
-    ctx = multiprocessing.get_context("spawn")
-    parent, child = ctx.Pipe()
-    proc = ctx.Process(target=_serve, args=(child,), daemon=True)
-    proc.start()
-    child.close()
-    items = _items(400)  # tens of milliseconds of recovery: the close lands before the answer
-    parent.send_bytes(bytes(8) + b"".join(s + d for s, d in items))
-    parent.close()
-    proc.join(30)
-    assert proc.exitcode == 0
+def test_workers_do_not_import_the_program_that_starts_them(tmp_path: Path) -> None:
+    """A program's main module runs once, in the program, however many workers its pool starts
+    (a multiprocessing "spawn" child imports it again: for bor-node, the whole node)."""
+    marker = tmp_path / "imports"
+    script = tmp_path / "program.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            with open({str(marker)!r}, "a") as f:
+                f.write("x")
+            from chain.crypto import PrivateKey, sha256
+            from chain.sigpool import ParallelRecoverer
+
+            if __name__ == "__main__":
+                digest = sha256(b"m")
+                key = PrivateKey(sha256(b"k"))
+                pool = ParallelRecoverer(2)
+                try:
+                    keys = pool([(key.sign(digest), digest)] * 200)
+                finally:
+                    pool.close()
+                assert keys == [key.public_key] * 200, keys[:2]
+            """
+        )
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    subprocess.run([sys.executable, str(script)], check=True, env=env, timeout=60)
+    assert marker.read_text() == "x"
