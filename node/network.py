@@ -69,11 +69,22 @@ class NodeChainService:
         return await self.runner.call(_encoded, self._chain, start, end)
 
     async def push_blocks(
-        self, blocks: Sequence[SignedBlock], light_upto: int, ahead: Sequence[SignedBlock] = ()
+        self,
+        blocks: Sequence[SignedBlock],
+        light_upto: int,
+        ahead: Sequence[SignedBlock] = (),
+        taken: Callable[[int], None] | None = None,
     ) -> PushOutcome:
         now = int(time.time() * 1000)
+        on_chain_thread = None
+        if taken is not None:
+            loop = asyncio.get_running_loop()
+
+            def on_chain_thread(num: int) -> None:
+                loop.call_soon_threadsafe(taken, num)
+
         outcome, requeued = await self.runner.call_urgent(
-            _push, self._chain, blocks, light_upto, now, ahead
+            _push, self._chain, blocks, light_upto, now, ahead, on_chain_thread
         )
         if requeued:
             self.on_requeued(requeued)
@@ -123,10 +134,12 @@ def _push(
     light_upto: int,
     now: int,
     ahead: Sequence[SignedBlock] = (),
+    taken: Callable[[int], None] | None = None,
 ) -> tuple[PushOutcome, list[SignedTransaction]]:
     """On the chain thread: push each block, recovering the next blocks' signatures ahead,
-    into ``ahead`` (the next call's blocks: the workers need not wait for it); with the
-    transactions fork switches put back into the mempool."""
+    into ``ahead`` (the next call's blocks: the workers need not wait for it), and telling
+    ``taken`` of each block done with; with the transactions fork switches put back into the
+    mempool."""
     chain.set_light_validation(light_upto)
     results: list[BlockResult] = []
     applied: list[SignedBlock] = []
@@ -142,25 +155,33 @@ def _push(
     for i, block in enumerate(blocks):
         if i + PREFETCH_BLOCKS < len(queue):
             prefetch(queue[i + PREFETCH_BLOCKS])
-        try:
-            pushed = chain.push_block(block, now)
-        except UnlinkableBlock as err:
-            results.append(BlockResult(block, Outcome.UNLINKABLE, err.reason))
-            continue
-        except StaleBlock as err:
-            results.append(BlockResult(block, Outcome.STALE, err.reason))
-            continue
-        except (InvalidBlock, DoubleSign) as err:
-            results.append(BlockResult(block, Outcome.INVALID, f"{err.name}: {err.reason}"))
-            continue
-        applied.extend(pushed.applied)
-        requeued.extend(pushed.requeued)
-        if pushed.applied:
-            outcome = Outcome.APPLIED
-        else:
-            outcome = Outcome.ADDED if pushed.added else Outcome.DUPLICATE
-        results.append(BlockResult(block, outcome))
+        results.append(_push_one(chain, block, now, applied, requeued))
+        if taken is not None:
+            taken(block.num)
     return PushOutcome(results, applied), requeued
+
+
+def _push_one(
+    chain: Chain,
+    block: SignedBlock,
+    now: int,
+    applied: list[SignedBlock],
+    requeued: list[SignedTransaction],
+) -> BlockResult:
+    """Push ``block``; what it applied and put back into the mempool goes to the lists."""
+    try:
+        pushed = chain.push_block(block, now)
+    except UnlinkableBlock as err:
+        return BlockResult(block, Outcome.UNLINKABLE, err.reason)
+    except StaleBlock as err:
+        return BlockResult(block, Outcome.STALE, err.reason)
+    except (InvalidBlock, DoubleSign) as err:
+        return BlockResult(block, Outcome.INVALID, f"{err.name}: {err.reason}")
+    applied.extend(pushed.applied)
+    requeued.extend(pushed.requeued)
+    if pushed.applied:
+        return BlockResult(block, Outcome.APPLIED)
+    return BlockResult(block, Outcome.ADDED if pushed.added else Outcome.DUPLICATE)
 
 
 @dataclass(slots=True)

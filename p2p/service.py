@@ -8,7 +8,7 @@ never reads the peer layer's state.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -67,10 +67,16 @@ class ChainService(Protocol):
         ...
 
     async def push_blocks(
-        self, blocks: Sequence[SignedBlock], light_upto: int, ahead: Sequence[SignedBlock] = ()
+        self,
+        blocks: Sequence[SignedBlock],
+        light_upto: int,
+        ahead: Sequence[SignedBlock] = (),
+        taken: Callable[[int], None] | None = None,
     ) -> PushOutcome:
         """Validate and add ``blocks``; those numbered up to ``light_upto`` in light mode.
-        ``ahead``: the blocks likely pushed next, whose signatures may be recovered early."""
+        ``ahead``: the blocks likely pushed next, whose signatures may be recovered early.
+        ``taken(num)`` is called on the event loop as the chain is done with each block of
+        ``blocks`` (whatever came of it), before the call returns."""
         ...
 
     async def admit_transactions(

@@ -16,13 +16,14 @@ import p2p.switch
 from chain.controller import Chain
 from chain.crypto import PrivateKey
 from genesis.testing import DevNet
-from node.network import NetConfig, Network
+from node.network import NetConfig, Network, NodeChainService
 from node.runner import ChainRunner
 from p2p.blocksync import MAX_BAD_REQUESTS
 from p2p.errors import ChannelClosed
 from p2p.handshake import AuthPolicy, ChainPosition, make_handshake
 from p2p.messages import PROTOCOL_VERSION, GoAway, GoAwayReason, Hello, RawBlock, SyncRequest, Time
 from p2p.rdma.device import RdmaDevice
+from p2p.service import Outcome
 from p2p.tcp import TcpChannel
 from p2p.testing import dial
 
@@ -113,6 +114,37 @@ def run(tmp: Path, body: Callable[[Members], Awaitable[None]]) -> None:
             await members.stop()
 
     asyncio.run(main())
+
+
+def test_the_chain_service_tells_of_each_block_it_is_done_with(tmp_path: Path) -> None:
+    """push_blocks calls ``taken`` on the event loop with each block's number in order,
+    applied or not, before the call returns (readers of peers pace themselves by it)."""
+    devnet = DevNet.create()
+    source = devnet.open(tmp_path / "source")
+    made = [devnet.produce(source) for _ in range(3)]
+    source.store.close()
+    chain = devnet.open(tmp_path / "fresh")
+    runner = ChainRunner(chain)
+    service = NodeChainService(runner)
+
+    async def push() -> tuple[list[tuple[int, bool]], list[Outcome]]:
+        told: list[tuple[int, bool]] = []
+        loop = asyncio.get_running_loop()
+        outcome = await service.push_blocks(
+            [made[0], made[2], made[1]],  # 3 cannot link before 2 has come
+            0,
+            taken=lambda num: told.append((num, asyncio.get_running_loop() is loop)),
+        )
+        return told, [r.outcome for r in outcome.results]
+
+    try:
+        told, outcomes = asyncio.run(push())
+    finally:
+        runner.close()
+        chain.store.close()
+    assert told == [(1, True), (3, True), (2, True)]
+    assert outcomes[0] == Outcome.APPLIED and outcomes[2] == Outcome.APPLIED
+    assert outcomes[1] != Outcome.APPLIED
 
 
 def test_a_dialled_peer_receives_produced_blocks(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import pytest
 
@@ -31,6 +31,7 @@ class FakeChain:
         self.pushes: list[list[int]] = []
         self.light: list[int] = []
         self.ahead: list[list[int]] = []
+        self.told: list[bool] = []  # per push: whether it was to tell of each block taken
 
     def position(self) -> ChainPosition:
         zero = BlockId(bytes(32))
@@ -46,11 +47,16 @@ class FakeChain:
         return []
 
     async def push_blocks(
-        self, blocks: Sequence[SignedBlock], light_upto: int, ahead: Sequence[SignedBlock] = ()
+        self,
+        blocks: Sequence[SignedBlock],
+        light_upto: int,
+        ahead: Sequence[SignedBlock] = (),
+        taken: Callable[[int], None] | None = None,
     ) -> PushOutcome:
         self.pushes.append([b.num for b in blocks])
         self.light.append(light_upto)
         self.ahead.append([b.num for b in ahead])
+        self.told.append(taken is not None)
         results, applied = [], []
         for block in blocks:
             if block.num == self.head + 1:
@@ -222,11 +228,15 @@ class GatedChain(FakeChain):
         self.release = asyncio.Event()
 
     async def push_blocks(
-        self, blocks: Sequence[SignedBlock], light_upto: int, ahead: Sequence[SignedBlock] = ()
+        self,
+        blocks: Sequence[SignedBlock],
+        light_upto: int,
+        ahead: Sequence[SignedBlock] = (),
+        taken: Callable[[int], None] | None = None,
     ) -> PushOutcome:
         self.pushing.set()
         await self.release.wait()
-        return await super().push_blocks(blocks, light_upto, ahead)
+        return await super().push_blocks(blocks, light_upto, ahead, taken)
 
 
 def test_a_batch_being_applied_is_held_and_not_asked_for_again() -> None:
@@ -320,3 +330,99 @@ def test_a_reader_waits_for_room_no_longer_than_room_wait(
 
     waited = asyncio.run(main())
     assert 0.25 <= waited < 3
+
+
+class SteppedChain(FakeChain):
+    """A fake chain that, like the chain thread, tells of each block of a batch as it is done
+    with it (on the event loop) but publishes its head only when the whole batch is done; it
+    holds the rest of a batch until ``release`` once it has taken the batch's first block."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.published = 0
+
+    def position(self) -> ChainPosition:
+        zero = BlockId(bytes(32))
+        return ChainPosition(0, zero, self.published, zero)
+
+    async def push_blocks(
+        self,
+        blocks: Sequence[SignedBlock],
+        light_upto: int,
+        ahead: Sequence[SignedBlock] = (),
+        taken: Callable[[int], None] | None = None,
+    ) -> PushOutcome:
+        outcome = await super().push_blocks(blocks, light_upto, ahead)
+        for i, block in enumerate(blocks):
+            if taken is not None:
+                asyncio.get_running_loop().call_soon(taken, block.num)
+            if i == 0:
+                await self.release.wait()
+        self.published = self.head
+        return outcome
+
+
+def test_a_reader_gets_room_as_each_block_of_a_batch_is_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reader one block beyond LOOKAHEAD gets room as soon as the chain is done with the
+    first block of the batch being pushed, while the rest of the batch (and the head the
+    chain publishes) still waits; and room is measured from the head again after it."""
+    monkeypatch.setattr(applier_module, "ROOM_WAIT", 30.0)
+    chain = SteppedChain()
+
+    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
+        pass
+
+    async def main() -> tuple[bool, int, bool]:
+        applier = BlockApplier(chain, on_pushed)
+        waiting = asyncio.create_task(applier.room(LOOKAHEAD + 1))
+        await asyncio.sleep(0.1)
+        held_before = not waiting.done()
+        for block in blocks(3):
+            applier.add("p", block)
+        task = asyncio.create_task(applier.run())
+        async with asyncio.timeout(5):
+            await waiting
+        published_then = chain.position().head_num
+        chain.release.set()
+        while chain.published < 3:
+            await asyncio.sleep(0.01)
+        beyond = asyncio.create_task(applier.room(3 + LOOKAHEAD + 1))
+        await asyncio.sleep(0.1)
+        held_after = not beyond.done()
+        beyond.cancel()
+        task.cancel()
+        return held_before, published_then, held_after
+
+    held_before, published_then, held_after = asyncio.run(main())
+    assert held_before, "no block taken yet: no room"
+    assert published_then == 0, "let in before the batch was done"
+    assert held_after, "after the batch, room counts from the published head (3)"
+
+
+def test_only_batches_with_signatures_to_recover_are_told_of_block_by_block() -> None:
+    """A batch above the light-validation bound is pushed with a ``taken`` callback; one
+    within it (no signature worker to keep busy) without."""
+    chain = FakeChain()
+    light = [2]
+
+    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
+        light[0] = 0
+
+    async def main() -> None:
+        applier = BlockApplier(chain, on_pushed, light_upto=lambda: light[0])
+        task = asyncio.create_task(applier.run())
+        for block in blocks(2):
+            applier.add("p", block)
+        while chain.head < 2:
+            await asyncio.sleep(0.01)
+        applier.add("p", blocks(3)[2])
+        while chain.head < 3:
+            await asyncio.sleep(0.01)
+        task.cancel()
+
+    asyncio.run(main())
+    assert chain.pushes == [[1, 2], [3]]
+    assert chain.told == [False, True]

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 
 from chain.actions import Transfer
@@ -53,7 +53,11 @@ class Chain:
         raise NotImplementedError
 
     async def push_blocks(
-        self, blocks: Sequence[object], light_upto: int, ahead: Sequence[object] = ()
+        self,
+        blocks: Sequence[object],
+        light_upto: int,
+        ahead: Sequence[object] = (),
+        taken: Callable[[int], None] | None = None,
     ) -> PushOutcome:
         raise NotImplementedError
 
