@@ -15,7 +15,7 @@ from chain.types import BlockId
 from chain.votes import VoteOutcome
 from genesis.testing import DevNet
 from p2p import applier as applier_module
-from p2p.applier import AHEAD, BATCH, LOOKAHEAD, BlockApplier
+from p2p.applier import AHEAD, BATCH, LOOKAHEAD, LOOKAHEAD_LIGHT, BlockApplier
 from p2p.handshake import ChainPosition
 from p2p.service import BlockResult, Outcome, PushOutcome
 from p2p.sync import Action, FetchRange, Stage, SyncConfig, SyncManager
@@ -330,6 +330,30 @@ def test_a_reader_waits_for_room_no_longer_than_room_wait(
 
     waited = asyncio.run(main())
     assert 0.25 <= waited < 3
+
+
+def test_readers_look_further_ahead_of_batches_in_light_validation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In light validation (the chain tells of whole batches only) a block up to
+    LOOKAHEAD_LIGHT above the head has room at once; in full validation (told of each block)
+    one past LOOKAHEAD waits."""
+    monkeypatch.setattr(applier_module, "ROOM_WAIT", 0.3)
+
+    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
+        pass
+
+    async def waited(light_upto: int, num: int) -> float:
+        applier = BlockApplier(FakeChain(), on_pushed, light_upto=lambda: light_upto)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await applier.room(num)
+        return loop.time() - started
+
+    assert LOOKAHEAD < LOOKAHEAD_LIGHT
+    assert asyncio.run(waited(10_000, LOOKAHEAD_LIGHT)) < 0.1
+    assert asyncio.run(waited(10_000, LOOKAHEAD_LIGHT + 1)) >= 0.25
+    assert asyncio.run(waited(0, LOOKAHEAD + 1)) >= 0.25
 
 
 class SteppedChain(FakeChain):
