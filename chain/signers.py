@@ -22,6 +22,9 @@ from chain.types import PublicKey, TxId
 Recoverer = Callable[[list[tuple[bytes, bytes]]], list[PublicKey | None]]
 
 KEY_CACHE_SIZE = 200_000
+# How many blocks ahead of the one being applied callers start recovering signatures (the
+# import, the sync's chain thread; the sync's applier hands that many along with a batch).
+PREFETCH_BLOCKS = 2
 # Prefetched recovery jobs held at most; past this the oldest is collected. Bounds memory
 # when blocks are prefetched but never pushed.
 MAX_PREFETCH_JOBS = 16

@@ -10,9 +10,7 @@ from chain.block import decode_block
 from chain.blocklog import BlockLog, BlockLogWriter
 from chain.controller import Chain
 from chain.errors import StoreError
-
-# Blocks whose signatures are recovered ahead of the one being applied.
-PREFETCH_BLOCKS = 2
+from chain.signers import PREFETCH_BLOCKS
 
 
 def genesis_beside(path: Path) -> Path:

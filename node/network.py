@@ -20,6 +20,7 @@ from chain.controller import Chain
 from chain.crypto import PrivateKey
 from chain.errors import DoubleSign, InvalidBlock, StaleBlock, TransactionError, UnlinkableBlock
 from chain.qc import Vote
+from chain.signers import PREFETCH_BLOCKS
 from chain.transaction import SignedTransaction
 from chain.types import BlockId
 from chain.view import ChainView
@@ -40,9 +41,6 @@ from p2p.tls import TlsIdentity
 from p2p.transport import Transport, TransportConfig
 from p2p.tx_relay import TxRelay
 from p2p.vote_relay import OnCounted, VoteRelay
-
-# Blocks whose signatures are recovered ahead of the one being applied.
-PREFETCH_BLOCKS = 2
 
 
 class NodeChainService:

@@ -36,13 +36,14 @@ import contextlib
 from collections.abc import Awaitable, Callable
 
 from chain.block import SignedBlock
+from chain.signers import PREFETCH_BLOCKS
 from p2p.service import BlockResult, ChainService, PushOutcome
 
 # Blocks per trip to the chain thread: a few hundred milliseconds of work at most, so that
 # produced blocks and RPC calls are not held up behind a sync batch for long.
 BATCH = 50
 # Blocks after a batch handed along with it, for their signatures to be recovered early.
-AHEAD = 2
+AHEAD = PREFETCH_BLOCKS
 # How far above the last block the chain is done with a peer's blocks are read without
 # waiting. Told of each block (full validation): the next batch and the blocks handed along
 # with it, as a block more is read for each block of the batch in flight taken.
