@@ -318,6 +318,7 @@ class Node:
         self.metrics.block_txs.inc(sum(len(b.transactions) for b in blocks))
 
     def _on_produced(self, block: SignedBlock) -> None:
+        gc.set_threshold(*GC_THRESHOLDS)  # a lone producer that caught up hears no peer blocks
         if self.api is not None:
             self.api.committed([block])
         self.watch.included((t.id for t in block.transactions), block.num)
