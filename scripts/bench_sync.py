@@ -6,6 +6,12 @@ one fresh node over TCP on loopback and, in the same run, imports the history's 
 into another fresh data dir with ``bor-node import``. Both are timed from process start to
 the export's last block (the LIB of the history), so start-up costs both the same.
 
+An import and the sync beside it form a pair; each mode runs ``--repeat`` pairs (3 by
+default), every other pair syncing first, and reports medians: the ratio sync rate / import
+rate is the median of the pairs' ratios, since on a shared machine an import and a sync run
+minutes apart can see different loads (one ratio moved from 0.84 to 1.17 between runs of the
+same code when each mode ran one pair).
+
 Prints blocks/s, tx/s and MB/s of each, the CPU seconds of every process (with its signature
 workers), CPU seconds per 1,000 transactions on the sending and the receiving node, the ratio
 network-sync rate / local-import rate, and sync tx/s in units of R (single-core Ed25519
@@ -13,7 +19,7 @@ verifications per second through ``cryptography``, measured in the same run).
 
     python scripts/bench_sync.py [--txs 200000] [--txs-per-block 1000] [--history DIR]
                                  [--transport tcp|rdma|tcp,rdma] [--modes full,light]
-                                 [--p2p-tls on|off]
+                                 [--p2p-tls on|off] [--repeat 3]
 
 ``--transport rdma`` needs pyverbs and an RDMA device (run it with the RDMA venv's python,
 ``.venv-rdma/bin/python``; on Soft-RoCE see ``scripts/rdma-vm-test``): both nodes then run
@@ -103,8 +109,8 @@ def fresh_dir(work: Path, name: str, genesis: Path) -> Path:
     return path
 
 
-def run_import(work: Path, history: Path, mode: str) -> dict[str, float]:
-    target = fresh_dir(work, f"import-{mode}", history / "genesis.json")
+def run_import(work: Path, history: Path, mode: str, pair: int = 0) -> dict[str, float]:
+    target = fresh_dir(work, f"import-{mode}-{pair}", history / "genesis.json")
     started = time.perf_counter()
     proc = subprocess.Popen(
         [
@@ -123,6 +129,7 @@ def run_import(work: Path, history: Path, mode: str) -> dict[str, float]:
     seconds = time.perf_counter() - started
     if status != 0:
         raise SystemExit(f"bench_sync: import ({mode}) failed with status {status}")
+    shutil.rmtree(target, ignore_errors=True)
     return {"seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime}
 
 
@@ -134,9 +141,10 @@ def run_sync(
     lib: int,
     transport: str,
     tls: str,
+    pair: int = 0,
 ) -> Any:
     source_pid, source_p2p = source
-    target = fresh_dir(work, f"sync-{mode}-{transport}", history / "genesis.json")
+    target = fresh_dir(work, f"sync-{mode}-{transport}-{pair}", history / "genesis.json")
     source_cpu = tree_cpu(source_pid)
     started = time.perf_counter()
     proc, http, _ = start_node(
@@ -165,7 +173,92 @@ def run_sync(
         stop(proc)
     if used != {transport}:
         raise SystemExit(f"bench_sync: asked for {transport}, the sync used {used}")
+    shutil.rmtree(target, ignore_errors=True)
     return {"seconds": seconds, "cpu_s": cpu, "source_cpu_s": sent, "bytes": received}
+
+
+def run_pair(
+    work: Path,
+    history: Path,
+    source: tuple[int, int],
+    mode: str,
+    lib: int,
+    transports: list[str],
+    tls: str,
+    pair: int,
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """One import and, beside it, one sync over each transport. Every other pair runs the
+    syncs first, so that a trend in the machine's load favours neither side."""
+    syncs: dict[str, dict[str, float]] = {}
+    imp: dict[str, float] = {}
+    for step in ("import", "sync") if pair % 2 == 0 else ("sync", "import"):
+        if step == "import":
+            imp = run_import(work, history, mode, pair)
+            continue
+        for transport in transports:
+            syncs[transport] = run_sync(work, history, source, mode, lib, transport, tls, pair)
+    return imp, syncs
+
+
+def report_import(mode: str, imp: dict[str, float], lib: int, txs: int, size: int) -> None:
+    m = imp["seconds"]
+    print(
+        f"{mode:5} import      : {m:6.1f} s  {lib / m:7,.0f} blocks/s  "
+        f"{txs / m:7,.0f} tx/s  {size / 1e6 / m:5.2f} MB/s  "
+        f"cpu {imp['cpu_s']:.1f} s ({imp['cpu_s'] / txs * 1000:.3f} s per 1k tx)",
+        flush=True,
+    )
+
+
+def report_sync(
+    mode: str, transport: str, syn: dict[str, float], ratio: float, lib: int, txs: int, size: int
+) -> None:
+    s_ = syn["seconds"]
+    print(
+        f"{mode:5} sync {transport:4}   : {s_:6.1f} s  {lib / s_:7,.0f} blocks/s  "
+        f"{txs / s_:7,.0f} tx/s  {size / 1e6 / s_:5.2f} MB/s  "
+        f"cpu {syn['cpu_s']:.1f} s ({syn['cpu_s'] / lib * 1000:.1f} s per 1k "
+        f"blocks); sender cpu {syn['source_cpu_s']:.1f} s "
+        f"({syn['source_cpu_s'] / lib * 1000:.2f} s per 1k blocks); "
+        f"sync/import {ratio:.3f}",
+        flush=True,
+    )
+
+
+def summarise(
+    imports: list[dict[str, float]], syncs: list[dict[str, float]], lib: int, txs: int
+) -> dict[str, Any]:
+    """The figures of one mode and transport over its import/sync pairs: medians, with the
+    ratio the median of the pairs' ratios (an import and the sync beside it share the
+    machine's load of the moment)."""
+    med = statistics.median
+    ratios = [i["seconds"] / s["seconds"] for i, s in zip(imports, syncs, strict=True)]
+    m = med(i["seconds"] for i in imports)
+    s_ = med(s["seconds"] for s in syncs)
+    cpu = med(s["cpu_s"] for s in syncs)
+    sent = med(s["source_cpu_s"] for s in syncs)
+    return {
+        "import_s": round(m, 2),
+        "sync_s": round(s_, 2),
+        "sync_blocks_per_s": round(lib / s_, 1),
+        "sync_tx_per_s": round(txs / s_),
+        "import_tx_per_s": round(txs / m),
+        "sync_mb_per_s": round(med(s["bytes"] for s in syncs) / 1e6 / s_, 2),
+        "ratio_sync_import": round(med(ratios), 3),
+        "sync_tx_per_s_exact": txs / s_,
+        "import_cpu_s": round(med(i["cpu_s"] for i in imports), 1),
+        "receiver_cpu_s": round(cpu, 1),
+        "sender_cpu_s": round(sent, 1),
+        "receiver_cpu_s_per_1k_tx": round(cpu / txs * 1000, 4),
+        "sender_cpu_s_per_1k_tx": round(sent / txs * 1000, 4),
+        "receiver_cpu_s_per_1k_blocks": round(cpu / lib * 1000, 2),
+        "sender_cpu_s_per_1k_blocks": round(sent / lib * 1000, 2),
+        "mb_received": round(med(s["bytes"] for s in syncs) / 1e6, 2),
+        "pairs": len(ratios),
+        "ratio_samples": [round(r, 3) for r in ratios],
+        "import_s_samples": [round(i["seconds"], 2) for i in imports],
+        "sync_s_samples": [round(s["seconds"], 2) for s in syncs],
+    }
 
 
 def main() -> None:
@@ -177,7 +270,12 @@ def main() -> None:
     parser.add_argument("--modes", default="full,light")
     parser.add_argument("--transport", default="tcp", help="tcp, rdma, or tcp,rdma")
     parser.add_argument("--p2p-tls", default="on", choices=("on", "off"))
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="import/sync pairs per mode (the medians are used)"
+    )
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
 
     work = Path(tempfile.mkdtemp(prefix="bor-bench-sync-"))
     history = args.history or work / "history"
@@ -202,58 +300,33 @@ def main() -> None:
         # R moves with the load of this shared machine (8.1k to 5.4k inside one run was
         # seen): it is sampled before, between and after the runs, and the median is used.
         r_samples = [measure_r()]
-        r = r_samples[0]
-        print(f"R (Ed25519 verify/s, one core): {r:,.0f}")
+        print(f"R (Ed25519 verify/s, one core): {r_samples[0]:,.0f}")
         figures: dict[str, Any] = {
-            "R": round(r),
+            "R": round(r_samples[0]),
             "blocks": lib,
             "txs": txs,
             "mb": size / 1e6,
             "p2p_tls": args.p2p_tls,
+            "repeat": args.repeat,
         }
         try:
             for mode in args.modes.split(","):
-                imp = run_import(work, history, mode)
-                m = imp["seconds"]
-                print(
-                    f"{mode:5} import      : {m:6.1f} s  {lib / m:7,.0f} blocks/s  "
-                    f"{txs / m:7,.0f} tx/s  {size / 1e6 / m:5.2f} MB/s  "
-                    f"cpu {imp['cpu_s']:.1f} s ({imp['cpu_s'] / txs * 1000:.3f} s per 1k tx)"
-                )
-                for transport in transports:
-                    syn = run_sync(
-                        work, history, (source.pid, p2p), mode, lib, transport, args.p2p_tls
+                imports: list[dict[str, float]] = []
+                syncs: dict[str, list[dict[str, float]]] = {t: [] for t in transports}
+                for pair in range(args.repeat):
+                    imp, syns = run_pair(
+                        work, history, (source.pid, p2p), mode, lib, transports, args.p2p_tls, pair
                     )
-                    s_ = syn["seconds"]
-                    ratio = m / s_
-                    print(
-                        f"{mode:5} sync {transport:4}   : {s_:6.1f} s  {lib / s_:7,.0f} blocks/s  "
-                        f"{txs / s_:7,.0f} tx/s  {size / 1e6 / s_:5.2f} MB/s  "
-                        f"cpu {syn['cpu_s']:.1f} s ({syn['cpu_s'] / lib * 1000:.1f} s per 1k "
-                        f"blocks); sender cpu {syn['source_cpu_s']:.1f} s "
-                        f"({syn['source_cpu_s'] / lib * 1000:.2f} s per 1k blocks); "
-                        f"sync/import {ratio:.2f}; {txs / s_ / r:.2f} R by the first R sample"
-                    )
-                    key = mode if transport == "tcp" else f"{mode}_{transport}"
-                    figures[key] = {
-                        "import_s": round(m, 2),
-                        "sync_s": round(s_, 2),
-                        "sync_blocks_per_s": round(lib / s_, 1),
-                        "sync_tx_per_s": round(txs / s_),
-                        "import_tx_per_s": round(txs / m),
-                        "sync_mb_per_s": round(size / 1e6 / s_, 2),
-                        "ratio_sync_import": round(ratio, 3),
-                        "sync_tx_per_s_exact": txs / s_,
-                        "import_cpu_s": round(imp["cpu_s"], 1),
-                        "receiver_cpu_s": round(syn["cpu_s"], 1),
-                        "sender_cpu_s": round(syn["source_cpu_s"], 1),
-                        "receiver_cpu_s_per_1k_tx": round(syn["cpu_s"] / txs * 1000, 4),
-                        "sender_cpu_s_per_1k_tx": round(syn["source_cpu_s"] / txs * 1000, 4),
-                        "receiver_cpu_s_per_1k_blocks": round(syn["cpu_s"] / lib * 1000, 2),
-                        "sender_cpu_s_per_1k_blocks": round(syn["source_cpu_s"] / lib * 1000, 2),
-                        "mb_received": round(syn["bytes"] / 1e6, 2),
-                    }
+                    imports.append(imp)
+                    report_import(mode, imp, lib, txs, size)
+                    for transport, syn in syns.items():
+                        syncs[transport].append(syn)
+                        ratio = imp["seconds"] / syn["seconds"]
+                        report_sync(mode, transport, syn, ratio, lib, txs, size)
                     r_samples.append(measure_r())
+                for transport in transports:
+                    key = mode if transport == "tcp" else f"{mode}_{transport}"
+                    figures[key] = summarise(imports, syncs[transport], lib, txs)
         finally:
             stop(source)
         r_samples.append(measure_r())
@@ -265,7 +338,11 @@ def main() -> None:
         for key, value in figures.items():
             if isinstance(value, dict) and "sync_tx_per_s_exact" in value:
                 value["sync_R"] = round(value.pop("sync_tx_per_s_exact") / r, 3)
-                print(f"{key:10} sync_R {value['sync_R']:.3f}")
+                print(
+                    f"{key:10} median of {value['pairs']} pairs: sync/import "
+                    f"{value['ratio_sync_import']:.3f} (pairs {value['ratio_samples']}), "
+                    f"sync_R {value['sync_R']:.3f}"
+                )
         print(json.dumps(figures))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,34 @@
+"""bench_sync's summary of repeated import/sync pairs: medians, and the ratio as the median
+of the pairs' own ratios."""
+
+from __future__ import annotations
+
+from scripts.bench_sync import summarise
+
+
+def run(seconds: float, cpu: float = 1.0) -> dict[str, float]:
+    return {"seconds": seconds, "cpu_s": cpu, "source_cpu_s": 0.1, "bytes": 2e6}
+
+
+def test_ratio_is_the_median_of_the_pairs_ratios() -> None:
+    # Pair ratios 1.0, 0.5, 1.1: their median is 1.0 (the ratio of the medians, 22 / 20,
+    # would be 1.1).
+    imports = [run(10.0), run(40.0), run(22.0)]
+    syncs = [run(10.0), run(80.0), run(20.0)]
+    figures = summarise(imports, syncs, lib=100, txs=1000)
+    assert figures["ratio_samples"] == [1.0, 0.5, 1.1]
+    assert figures["ratio_sync_import"] == 1.0
+    assert figures["import_s"] == 22.0
+    assert figures["sync_s"] == 20.0
+    assert figures["sync_tx_per_s"] == 50
+    assert figures["pairs"] == 3
+
+
+def test_ratio_follows_the_pairs_not_the_medians() -> None:
+    # A fast import beside a fast sync and a slow one beside a slow one: each pair says 1.0,
+    # while the medians alone (import 30 s, sync 20 s) would say 1.5.
+    imports = [run(10.0), run(30.0), run(60.0)]
+    syncs = [run(10.0), run(20.0), run(60.0)]
+    figures = summarise(imports, syncs, lib=100, txs=1000)
+    assert figures["ratio_sync_import"] == 1.0
+    assert figures["import_s"] / figures["sync_s"] == 1.5
