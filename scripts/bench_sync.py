@@ -6,7 +6,7 @@ one fresh node over TCP on loopback and, in the same run, imports the history's 
 into another fresh data dir with ``bor-node import``. Both are timed from process start to
 the export's last block (the LIB of the history), so start-up costs both the same.
 
-An import and the sync beside it form a pair; each mode runs ``--repeat`` pairs (3 by
+An import and the sync beside it form a pair; each mode runs ``--repeat`` pairs (5 by
 default), every other pair syncing first, and reports medians: the ratio sync rate / import
 rate is the median of the pairs' ratios, since on a shared machine an import and a sync run
 minutes apart can see different loads (one ratio moved from 0.84 to 1.17 between runs of the
@@ -19,7 +19,7 @@ verifications per second through ``cryptography``, measured in the same run).
 
     python scripts/bench_sync.py [--txs 200000] [--txs-per-block 1000] [--history DIR]
                                  [--transport tcp|rdma|tcp,rdma] [--modes full,light]
-                                 [--p2p-tls on|off] [--repeat 3]
+                                 [--p2p-tls on|off] [--repeat 5]
 
 ``--transport rdma`` needs pyverbs and an RDMA device (run it with the RDMA venv's python,
 ``.venv-rdma/bin/python``; on Soft-RoCE see ``scripts/rdma-vm-test``): both nodes then run
@@ -271,7 +271,7 @@ def main() -> None:
     parser.add_argument("--transport", default="tcp", help="tcp, rdma, or tcp,rdma")
     parser.add_argument("--p2p-tls", default="on", choices=("on", "off"))
     parser.add_argument(
-        "--repeat", type=int, default=3, help="import/sync pairs per mode (the medians are used)"
+        "--repeat", type=int, default=5, help="import/sync pairs per mode (the medians are used)"
     )
     args = parser.parse_args()
     if args.repeat < 1:

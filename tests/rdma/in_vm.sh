@@ -65,7 +65,7 @@ bin=$(dirname "$python")
 case $what in
 bench)
     timeout 1500 "$python" scripts/bench_sync.py --txs 2000 \
-        --txs-per-block 20 --accounts 50 --transport tcp,rdma --modes full \
+        --txs-per-block 20 --accounts 50 --transport tcp,rdma --modes full --repeat 1 \
         >"$out/bench.log" 2>&1
     echo $? >"$result"
     ;;
