@@ -67,7 +67,9 @@ log = structlog.get_logger("node")
 # Young-generation collections every 50,000 allocations rather than CPython's 700: under a
 # push load, pending transactions otherwise survive into the old generation within a second
 # and force a full collection every ~2 s, a 50-200 ms pause of every thread (bench_rpc.py:
-# read p99 265 -> 103 ms, pushes beside readers 0.76 -> 0.82 of their rate alone).
+# read p99 265 -> 103 ms, pushes beside readers 0.76 -> 0.82 of their rate alone). Every
+# ``bor-node`` command starts with them (``cli.tune_gc``); an import of 600k transfers and
+# bench_apply.py ran no middle or full collection with the third threshold at 10 or at 20.
 GC_THRESHOLDS = (50_000, 20, 10)
 # While catching up, young-generation collections every 500,000 allocations. A sync batch
 # (up to 50 blocks) stays alive until the chain thread is done with all of it, about 5 tracked

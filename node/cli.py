@@ -21,7 +21,7 @@ from genesis.devnet import DEV_USERS, write_dev_genesis
 from genesis.errors import GenesisError
 from genesis.model import load_genesis
 from node import devnet, history
-from node.app import Node, open_chain, restart_from_snapshot
+from node.app import GC_THRESHOLDS, Node, open_chain, restart_from_snapshot
 from node.config import NodeConfig, add_options, load_config, parse_endpoint
 from node.errors import NodeError
 from node.logging import configure_logging
@@ -355,10 +355,10 @@ def tune_gc() -> None:
     """The cyclic garbage collector, tuned for a node: almost everything it allocates is
     freed by reference counting, yet with the default thresholds (700, 10, 10) collections
     took 11 % of the chain thread applying blocks (py-spy of scripts/bench_apply.py), each
-    full one scanning every block and account held. Collections start after 50,000 net
-    allocations instead of 700, and what is alive at start-up (modules, genesis) is moved
-    out of their reach."""
-    gc.set_threshold(50_000, 20, 20)
+    full one scanning every block and account held. Collections follow the node's
+    ``GC_THRESHOLDS`` (young ones after 50,000 net allocations instead of 700), and what is
+    alive at start-up (modules, genesis) is moved out of their reach."""
+    gc.set_threshold(*GC_THRESHOLDS)
     gc.freeze()
 
 
