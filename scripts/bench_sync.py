@@ -226,7 +226,7 @@ def report_sync(
 
 
 def summarise(
-    imports: list[dict[str, float]], syncs: list[dict[str, float]], lib: int, txs: int
+    imports: list[dict[str, float]], syncs: list[dict[str, float]], lib: int, txs: int, size: int
 ) -> dict[str, Any]:
     """The figures of one mode and transport over its import/sync pairs: medians, with the
     ratio the median of the pairs' ratios (an import and the sync beside it share the
@@ -243,7 +243,7 @@ def summarise(
         "sync_blocks_per_s": round(lib / s_, 1),
         "sync_tx_per_s": round(txs / s_),
         "import_tx_per_s": round(txs / m),
-        "sync_mb_per_s": round(med(s["bytes"] for s in syncs) / 1e6 / s_, 2),
+        "sync_mb_per_s": round(size / 1e6 / s_, 2),
         "ratio_sync_import": round(med(ratios), 3),
         "sync_tx_per_s_exact": txs / s_,
         "import_cpu_s": round(med(i["cpu_s"] for i in imports), 1),
@@ -326,7 +326,7 @@ def main() -> None:
                     r_samples.append(measure_r())
                 for transport in transports:
                     key = mode if transport == "tcp" else f"{mode}_{transport}"
-                    figures[key] = summarise(imports, syncs[transport], lib, txs)
+                    figures[key] = summarise(imports, syncs[transport], lib, txs, size)
         finally:
             stop(source)
         r_samples.append(measure_r())

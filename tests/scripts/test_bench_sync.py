@@ -15,12 +15,13 @@ def test_ratio_is_the_median_of_the_pairs_ratios() -> None:
     # would be 1.1).
     imports = [run(10.0), run(40.0), run(22.0)]
     syncs = [run(10.0), run(80.0), run(20.0)]
-    figures = summarise(imports, syncs, lib=100, txs=1000)
+    figures = summarise(imports, syncs, lib=100, txs=1000, size=10**6)
     assert figures["ratio_samples"] == [1.0, 0.5, 1.1]
     assert figures["ratio_sync_import"] == 1.0
     assert figures["import_s"] == 22.0
     assert figures["sync_s"] == 20.0
     assert figures["sync_tx_per_s"] == 50
+    assert figures["sync_mb_per_s"] == 0.05  # the history's size over the median sync
     assert figures["pairs"] == 3
 
 
@@ -29,6 +30,6 @@ def test_ratio_follows_the_pairs_not_the_medians() -> None:
     # while the medians alone (import 30 s, sync 20 s) would say 1.5.
     imports = [run(10.0), run(30.0), run(60.0)]
     syncs = [run(10.0), run(20.0), run(60.0)]
-    figures = summarise(imports, syncs, lib=100, txs=1000)
+    figures = summarise(imports, syncs, lib=100, txs=1000, size=10**6)
     assert figures["ratio_sync_import"] == 1.0
     assert figures["import_s"] / figures["sync_s"] == 1.5
