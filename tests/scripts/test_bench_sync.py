@@ -26,8 +26,8 @@ def test_ratio_is_the_median_of_the_pairs_ratios() -> None:
 
 
 def test_ratio_follows_the_pairs_not_the_medians() -> None:
-    # A fast import beside a fast sync and a slow one beside a slow one: each pair says 1.0,
-    # while the medians alone (import 30 s, sync 20 s) would say 1.5.
+    # Pair ratios 1.0, 1.5, 1.0: their median is 1.0, while the medians alone (import 30 s,
+    # sync 20 s) would say 1.5.
     imports = [run(10.0), run(30.0), run(60.0)]
     syncs = [run(10.0), run(20.0), run(60.0)]
     figures = summarise(imports, syncs, lib=100, txs=1000, size=10**6)
