@@ -109,8 +109,8 @@ def fresh_dir(work: Path, name: str, genesis: Path) -> Path:
     return path
 
 
-def run_import(work: Path, history: Path, mode: str, pair: int = 0) -> dict[str, float]:
-    target = fresh_dir(work, f"import-{mode}-{pair}", history / "genesis.json")
+def run_import(work: Path, history: Path, mode: str) -> dict[str, float]:
+    target = fresh_dir(work, f"import-{mode}", history / "genesis.json")
     started = time.perf_counter()
     proc = subprocess.Popen(
         [
@@ -141,10 +141,9 @@ def run_sync(
     lib: int,
     transport: str,
     tls: str,
-    pair: int = 0,
 ) -> Any:
     source_pid, source_p2p = source
-    target = fresh_dir(work, f"sync-{mode}-{transport}-{pair}", history / "genesis.json")
+    target = fresh_dir(work, f"sync-{mode}-{transport}", history / "genesis.json")
     source_cpu = tree_cpu(source_pid)
     started = time.perf_counter()
     proc, http, _ = start_node(
@@ -189,15 +188,15 @@ def run_pair(
 ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """One import and, beside it, one sync over each transport. Every other pair runs the
     syncs first, so that a trend in the machine's load favours neither side."""
-    syncs: dict[str, dict[str, float]] = {}
-    imp: dict[str, float] = {}
-    for step in ("import", "sync") if pair % 2 == 0 else ("sync", "import"):
-        if step == "import":
-            imp = run_import(work, history, mode, pair)
-            continue
-        for transport in transports:
-            syncs[transport] = run_sync(work, history, source, mode, lib, transport, tls, pair)
-    return imp, syncs
+
+    def syncs() -> dict[str, dict[str, float]]:
+        return {t: run_sync(work, history, source, mode, lib, t, tls) for t in transports}
+
+    if pair % 2:
+        done = syncs()
+        return run_import(work, history, mode), done
+    imp = run_import(work, history, mode)
+    return imp, syncs()
 
 
 def report_import(mode: str, imp: dict[str, float], lib: int, txs: int, size: int) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from scripts.bench_sync import summarise
 
 
-def run(seconds: float, cpu: float = 1.0) -> dict[str, float]:
-    return {"seconds": seconds, "cpu_s": cpu, "source_cpu_s": 0.1, "bytes": 2e6}
+def run(seconds: float) -> dict[str, float]:
+    return {"seconds": seconds, "cpu_s": 1.0, "source_cpu_s": 0.1, "bytes": 2e6}
 
 
 def test_ratio_is_the_median_of_the_pairs_ratios() -> None:
