@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import site
 import subprocess
 import sys
 from collections.abc import Callable
@@ -35,18 +36,33 @@ MIN_PARALLEL = 64
 # pipe buffer, so a worker never blocks writing a result the caller has not read yet.
 MAX_CHUNK = 800
 # The directory that holds the ``chain`` package, for the workers' ``python -m``.
-_ROOT = str(Path(__file__).resolve().parent.parent)
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def worker_env(root: Path = _ROOT) -> dict[str, str]:
+    """The workers' environment: ours, with ``root`` first on PYTHONPATH unless it is one of
+    the interpreter's site directories. An installed package is on the worker's path there
+    already, after the standard library; put first, a site directory would let any module
+    in it shadow one of the standard library's. A checkout (tests, an editable install) has
+    to be named."""
+    env = dict(os.environ)
+    if root not in _site_dirs():
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _site_dirs() -> set[Path]:
+    dirs = [*site.getsitepackages(), site.getusersitepackages()]
+    return {Path(d).resolve() for d in dirs}
 
 
 def _start_worker(child: Connection) -> subprocess.Popen[bytes]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
     return subprocess.Popen(
         # -P: not the working directory first on sys.path, where a "chain" might shadow ours.
         [sys.executable, "-P", "-m", "chain.sigworker", str(child.fileno())],
         pass_fds=(child.fileno(),),
         stdin=subprocess.DEVNULL,
-        env=env,
+        env=worker_env(),
     )
 
 

@@ -1,17 +1,21 @@
-"""Signature recovery in worker processes gives what recovery here gives, even if a worker dies,
-and a worker does not load the program that started it."""
+"""Signature recovery in worker processes gives what recovery here gives, even if a worker dies;
+a worker does not load the program that started it, nor find site-packages before the
+standard library."""
 
 from __future__ import annotations
 
 import os
 import signal
+import site
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from chain.crypto import PrivateKey, recover_many, sha256
-from chain.sigpool import ParallelRecoverer
+from chain.sigpool import ParallelRecoverer, worker_env
 
 
 def _items(n: int) -> list[tuple[bytes, bytes]]:
@@ -85,3 +89,16 @@ def test_workers_do_not_import_the_program_that_starts_them(tmp_path: Path) -> N
     env = {**os.environ, "PYTHONPATH": str(root)}
     subprocess.run([sys.executable, str(script)], check=True, env=env, timeout=60)
     assert marker.read_text() == "x"
+
+
+def test_worker_env_names_a_checkout_but_not_a_site_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A checkout goes first on the workers' PYTHONPATH; an installed package's site directory
+    does not, as it would put everything installed ahead of the standard library."""
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    assert worker_env(tmp_path)["PYTHONPATH"] == os.pathsep.join([str(tmp_path), "/elsewhere"])
+    installed = Path(site.getsitepackages()[0]).resolve()
+    assert worker_env(installed)["PYTHONPATH"] == "/elsewhere"
+    monkeypatch.delenv("PYTHONPATH")
+    assert "PYTHONPATH" not in worker_env(installed)
