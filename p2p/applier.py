@@ -108,7 +108,13 @@ class BlockApplier:
                 await asyncio.wait_for(self._moved.wait(), left)
 
     def _lookahead(self, num: int) -> int:
-        return LOOKAHEAD if num > self.light_upto() else LOOKAHEAD_LIGHT
+        return LOOKAHEAD if self._told_per_block(num) else LOOKAHEAD_LIGHT
+
+    def _told_per_block(self, num: int) -> bool:
+        """Whether the chain tells of each block it is done with in a batch up to block
+        ``num``: where it recovers signatures, not in light validation (see the module's
+        doc)."""
+        return num > self.light_upto()
 
     def _took(self, num: int) -> None:
         """The chain is done with block ``num`` of the batch being pushed."""
@@ -162,12 +168,10 @@ class BlockApplier:
             self._wake.clear()
             while batch := self.next_batch():
                 self._pushing = batch
-                light = self.light_upto()
-                # Told per block only where signatures are recovered (see the module's doc).
-                taken = self._took if batch[-1][1].num > light else None
+                taken = self._took if self._told_per_block(batch[-1][1].num) else None
                 try:
                     outcome = await self.chain.push_blocks(
-                        [b for _, b in batch], light, self._ahead(batch), taken
+                        [b for _, b in batch], self.light_upto(), self._ahead(batch), taken
                     )
                 finally:
                     self._pushing = []
