@@ -1,9 +1,9 @@
-"""bench_sync's summary of repeated import/sync pairs: medians, and the ratio as the median
-of the pairs' own ratios."""
+"""bench_sync's summary of repeated import/sync pairs (medians, and the ratio as the median
+of the pairs' own ratios) and how often it asks a syncing node for its head."""
 
 from __future__ import annotations
 
-from scripts.bench_sync import summarise
+from scripts.bench_sync import POLL_MAX_S, POLL_MIN_S, poll_delay, summarise
 
 
 def run(seconds: float) -> dict[str, float]:
@@ -33,3 +33,13 @@ def test_ratio_follows_the_pairs_not_the_medians() -> None:
     figures = summarise(imports, syncs, lib=100, txs=1000, size=10**6)
     assert figures["ratio_sync_import"] == 1.0
     assert figures["import_s"] / figures["sync_s"] == 1.5
+
+
+def test_poll_delay_is_a_quarter_of_the_time_left_within_bounds() -> None:
+    # 100 of 400 blocks in 10 s: 30 s left at that rate, a quarter of it capped at 0.25 s;
+    # 399 of 400 in 20 s: 0.05 s left, 0.0125 s raised to the minimum; 392 of 400 in
+    # 39.2 s: 0.8 s left, 0.2 s.
+    assert poll_delay(100, 400, 10.0) == POLL_MAX_S
+    assert poll_delay(399, 400, 20.0) == POLL_MIN_S
+    assert poll_delay(392, 400, 39.2) == 0.2
+    assert poll_delay(0, 400, 5.0) == POLL_MIN_S  # no rate yet: the end may be near
