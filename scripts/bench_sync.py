@@ -134,20 +134,23 @@ def run_import(work: Path, history: Path, mode: str) -> dict[str, float]:
 
 
 # How often the syncing node is asked for its head: a quarter of the time it is expected to
-# take to the end, within these bounds. Polled every 50 ms throughout, a node answered ~360
-# get_info calls over an 18 s light sync, each taking the GIL from its chain thread (the
-# import beside it is not polled: its progress goes to a pipe); polled this way, about 80,
-# and the end is still seen within POLL_MIN_S.
+# take to the end, within these bounds, and every POLL_START_S before its first block (no
+# rate to go by yet). Polled every 50 ms throughout, a node answered ~360 get_info calls
+# over an 18 s light sync, each taking the GIL from its chain thread (the import beside it is
+# not polled: its progress goes to a pipe); polled this way, about 80, and the end is still
+# seen within POLL_MIN_S.
 POLL_MIN_S = 0.02
 POLL_MAX_S = 0.25
+POLL_START_S = 0.1
 
 
 def poll_delay(head: int, lib: int, elapsed: float) -> float:
     """Seconds to wait before asking a node ``elapsed`` seconds into its sync, at block
     ``head`` of ``lib``, for its head again: a quarter of the time left at its mean rate so
-    far, between ``POLL_MIN_S`` and ``POLL_MAX_S``; before its first block, the minimum."""
+    far, between ``POLL_MIN_S`` and ``POLL_MAX_S``; ``POLL_START_S`` before its first
+    block."""
     if head <= 0:
-        return POLL_MIN_S
+        return POLL_START_S
     left = (lib - head) * elapsed / head
     return min(POLL_MAX_S, max(POLL_MIN_S, left / 4))
 

@@ -3,7 +3,7 @@ of the pairs' own ratios) and how often it asks a syncing node for its head."""
 
 from __future__ import annotations
 
-from scripts.bench_sync import POLL_MAX_S, POLL_MIN_S, poll_delay, summarise
+from scripts.bench_sync import POLL_MAX_S, POLL_MIN_S, POLL_START_S, poll_delay, summarise
 
 
 def run(seconds: float) -> dict[str, float]:
@@ -42,4 +42,4 @@ def test_poll_delay_is_a_quarter_of_the_time_left_within_bounds() -> None:
     assert poll_delay(100, 400, 10.0) == POLL_MAX_S
     assert poll_delay(399, 400, 20.0) == POLL_MIN_S
     assert poll_delay(392, 400, 39.2) == 0.2
-    assert poll_delay(0, 400, 5.0) == POLL_MIN_S  # no rate yet: the end may be near
+    assert poll_delay(0, 400, 0.5) == POLL_START_S  # no rate to go by yet
