@@ -133,12 +133,10 @@ def run_import(work: Path, history: Path, mode: str) -> dict[str, float]:
     return {"seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime}
 
 
-# How often the syncing node is asked for its head: a quarter of the time it is expected to
-# take to the end, within these bounds, and every POLL_START_S before its first block (no
-# rate to go by yet). Polled every 50 ms throughout, a node answered ~360 get_info calls
-# over an 18 s light sync, each taking the GIL from its chain thread (the import beside it is
-# not polled: its progress goes to a pipe); polled this way, about 80, and the end is still
-# seen within POLL_MIN_S.
+# Bounds of ``poll_delay``. Polled every 50 ms throughout, a syncing node answered ~360
+# get_info calls over an 18 s light sync, each taking the GIL from its chain thread, while the
+# import beside it is not polled (its progress goes to a pipe); polled by ``poll_delay``,
+# about 80, and the end is still seen within POLL_MIN_S.
 POLL_MIN_S = 0.02
 POLL_MAX_S = 0.25
 POLL_START_S = 0.1
