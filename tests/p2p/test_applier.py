@@ -15,7 +15,7 @@ from chain.types import BlockId
 from chain.votes import VoteOutcome
 from genesis.testing import DevNet
 from p2p import applier as applier_module
-from p2p.applier import AHEAD, BATCH, LOOKAHEAD, LOOKAHEAD_LIGHT, BlockApplier
+from p2p.applier import AHEAD, BATCH, LOOKAHEAD, BlockApplier
 from p2p.handshake import ChainPosition
 from p2p.service import BlockResult, Outcome, PushOutcome
 from p2p.sync import Action, FetchRange, Stage, SyncConfig, SyncManager
@@ -332,12 +332,11 @@ def test_a_reader_waits_for_room_no_longer_than_room_wait(
     assert 0.25 <= waited < 3
 
 
-def test_readers_look_further_ahead_of_batches_in_light_validation(
+def test_in_light_validation_a_reader_reads_one_batch_above_the_head(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """In light validation (the chain tells of whole batches only) a block up to
-    LOOKAHEAD_LIGHT above the head has room at once; in full validation (told of each block)
-    one past LOOKAHEAD waits."""
+    """In light validation, with the chain idle, a block up to BATCH above the head has room
+    at once and the next one waits; in full validation LOOKAHEAD has room at once."""
     monkeypatch.setattr(applier_module, "ROOM_WAIT", 0.3)
 
     async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
@@ -350,10 +349,72 @@ def test_readers_look_further_ahead_of_batches_in_light_validation(
         await applier.room(num)
         return loop.time() - started
 
-    assert LOOKAHEAD < LOOKAHEAD_LIGHT
-    assert asyncio.run(waited(10_000, LOOKAHEAD_LIGHT)) < 0.1
-    assert asyncio.run(waited(10_000, LOOKAHEAD_LIGHT + 1)) >= 0.25
+    assert asyncio.run(waited(10_000, BATCH)) < 0.1
+    assert asyncio.run(waited(10_000, BATCH + 1)) >= 0.25
+    assert asyncio.run(waited(0, LOOKAHEAD)) < 0.1
     assert asyncio.run(waited(0, LOOKAHEAD + 1)) >= 0.25
+
+
+def test_in_light_validation_the_applier_waits_for_a_whole_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In light validation, BATCH - 1 blocks above the head are held while more come; the
+    BATCH-th sends all of them to the chain in one push."""
+    monkeypatch.setattr(applier_module, "FILL_QUIET", 30.0)
+    monkeypatch.setattr(applier_module, "FILL_WAIT", 30.0)
+    chain = FakeChain()
+
+    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
+        pass
+
+    async def main() -> list[list[int]]:
+        applier = BlockApplier(chain, on_pushed, light_upto=lambda: 10_000)
+        made = blocks(BATCH)
+        for block in made[:-1]:
+            applier.add("p", block)
+        task = asyncio.create_task(applier.run())
+        await asyncio.sleep(0.2)
+        before = list(chain.pushes)
+        applier.add("p", made[-1])
+        async with asyncio.timeout(5):
+            while chain.head < BATCH:
+                await asyncio.sleep(0.01)
+        task.cancel()
+        return before
+
+    assert asyncio.run(main()) == [], "nothing pushed short of a batch while blocks come"
+    assert chain.pushes == [list(range(1, BATCH + 1))]
+
+
+@pytest.mark.parametrize(("quiet", "most"), [(0.1, 30.0), (30.0, 0.3)])
+def test_in_light_validation_a_short_batch_goes_once_blocks_stop_coming_or_at_fill_wait(
+    monkeypatch: pytest.MonkeyPatch, quiet: float, most: float
+) -> None:
+    """In light validation, blocks short of a batch are pushed once none has come for
+    FILL_QUIET, or after FILL_WAIT however they come, not before."""
+    monkeypatch.setattr(applier_module, "FILL_QUIET", quiet)
+    monkeypatch.setattr(applier_module, "FILL_WAIT", most)
+    chain = FakeChain()
+
+    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
+        pass
+
+    async def main() -> float:
+        applier = BlockApplier(chain, on_pushed, light_upto=lambda: 10_000)
+        for block in blocks(5):
+            applier.add("p", block)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        task = asyncio.create_task(applier.run())
+        async with asyncio.timeout(5):
+            while chain.head < 5:
+                await asyncio.sleep(0.01)
+        task.cancel()
+        return loop.time() - started
+
+    took = asyncio.run(main())
+    assert min(quiet, most) * 0.8 <= took < 3
+    assert chain.pushes == [[1, 2, 3, 4, 5]]
 
 
 class SteppedChain(FakeChain):
@@ -424,6 +485,43 @@ def test_a_reader_gets_room_as_each_block_of_a_batch_is_taken(
     assert held_before, "no block taken yet: no room"
     assert published_then == 0, "let in before the batch was done"
     assert held_after, "after the batch, room counts from the published head (3)"
+
+
+def test_in_light_validation_a_reader_waits_while_a_batch_is_applied(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In light validation a reader has no room while the chain applies a batch, not even
+    for the block after it, and a whole batch above the new head once the chain is done."""
+    monkeypatch.setattr(applier_module, "ROOM_WAIT", 30.0)
+    monkeypatch.setattr(applier_module, "FILL_QUIET", 0.01)
+    chain = SteppedChain()
+
+    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
+        pass
+
+    async def main() -> tuple[bool, float]:
+        applier = BlockApplier(chain, on_pushed, light_upto=lambda: 10_000)
+        for block in blocks(3):
+            applier.add("p", block)
+        task = asyncio.create_task(applier.run())
+        async with asyncio.timeout(5):
+            while not chain.pushes:
+                await asyncio.sleep(0.01)
+        waiting = asyncio.create_task(applier.room(4))
+        await asyncio.sleep(0.1)
+        held = not waiting.done()
+        chain.release.set()
+        async with asyncio.timeout(5):
+            await waiting
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await applier.room(3 + BATCH)
+        task.cancel()
+        return held, loop.time() - started
+
+    held, then = asyncio.run(main())
+    assert held, "no room while the batch is applied"
+    assert then < 0.1, "a batch above the published head has room at once"
 
 
 def test_only_batches_with_signatures_to_recover_are_told_of_block_by_block() -> None:
