@@ -390,8 +390,8 @@ def test_in_light_validation_the_applier_waits_for_a_whole_batch(
 def test_in_light_validation_a_short_batch_goes_once_blocks_stop_coming_or_at_fill_wait(
     monkeypatch: pytest.MonkeyPatch, quiet: float, most: float
 ) -> None:
-    """In light validation, blocks short of a batch are pushed once none has come for
-    FILL_QUIET, or after FILL_WAIT however they come, not before."""
+    """In light validation, blocks short of a batch are pushed, in one batch, once none has
+    come for FILL_QUIET or once FILL_WAIT has passed, whichever is first, and not before."""
     monkeypatch.setattr(applier_module, "FILL_QUIET", quiet)
     monkeypatch.setattr(applier_module, "FILL_WAIT", most)
     chain = FakeChain()
