@@ -8,7 +8,8 @@
 #          node serving OUT/history over it until host 2 says it is done
 #   host2  the other (10.77.0.2): tests/rdma/test_two_hosts.py, a node there syncing from
 #          host 1, the link cut mid-sync
-# Writes OUT/result (host1: OUT/result.host1): the exit code.
+# Writes OUT/guest-started (host1, host2: .HOST after it) first, then OUT/result (host1:
+# OUT/result.host1): the exit code.
 set -u
 src=$1
 out=$2
@@ -16,6 +17,8 @@ what=$3
 python=$4
 shift 4
 selection=("$@")
+# First of all: the guest has started (scripts/vm_boot.py boots a VM again only when it did not).
+case $what in host1 | host2) date >"$out/guest-started.$what" ;; *) date >"$out/guest-started" ;; esac
 [ ${#selection[@]} -gt 0 ] ||
     selection=(-k "rdma or not (memory or tcp)" tests/p2p/test_channel_contract.py tests/rdma)
 cd "$src"
