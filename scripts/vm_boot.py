@@ -20,9 +20,11 @@ import argparse
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 ATTEMPTS = 2  # the first boot and one retry: a second failed boot in a row is worth a look
 
@@ -51,6 +53,12 @@ def keep_failed_boot(log: Path, attempt: int) -> list[Path]:
     return kept
 
 
+def copy(source: IO[bytes], target: IO[bytes]) -> None:
+    for chunk in iter(lambda: source.read1(65536), b""):  # type: ignore[attr-defined]
+        target.write(chunk)
+        target.flush()
+
+
 class Stopped(Exception):
     """We were told to stop (SIGTERM): the VM got the signal too, and is not booted again."""
 
@@ -58,20 +66,40 @@ class Stopped(Exception):
 def boot(command: list[str], marker: Path, log: Path, cwd: Path | None) -> Attempt:
     marker.unlink(missing_ok=True)
     started = time.monotonic()
-    with log.open("wb") as out, console_log(log).open("wb") as err:
-        child = subprocess.Popen(command, stdout=out, stderr=err, cwd=cwd)
-        stopped = False
+    child: subprocess.Popen[bytes] | None = None
+    stopped = False
 
-        def stop(signum: int, _frame: object) -> None:
-            nonlocal stopped
-            stopped = True
+    def stop(signum: int, _frame: object) -> None:
+        nonlocal stopped
+        stopped = True
+        if child is not None:
             child.send_signal(signum)
 
-        previous = signal.signal(signal.SIGTERM, stop)
-        try:
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        with log.open("wb") as out, console_log(log).open("wb") as err:
+            # Pipes, not the files: QEMU opens /proc/self/fd/1 and 2 once per chardev (the
+            # console, the script's ports), and each open of a file there truncates it and
+            # writes from offset 0 over the others' lines; a pipe keeps every line.
+            child = subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd
+            )
+            if stopped:
+                child.terminate()
+            assert child.stdout is not None and child.stderr is not None
+            copies = [
+                threading.Thread(target=copy, args=(child.stdout, out), daemon=True),
+                threading.Thread(target=copy, args=(child.stderr, err), daemon=True),
+            ]
+            for thread in copies:
+                thread.start()
             returncode = child.wait()
-        finally:
-            signal.signal(signal.SIGTERM, previous)
+            for thread in copies:
+                # A guest's grandchild may hold a pipe after the VM ended; its output is not
+                # worth waiting for long.
+                thread.join(timeout=10)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     attempt = Attempt(marker.exists(), returncode, time.monotonic() - started)
     if stopped:
         raise Stopped(attempt)
