@@ -4,8 +4,9 @@ blocks.log.
 ``FILE`` holds a header (magic, version, chain id, first block number) and then, per block,
 ``length (4) || canonical block bytes || offset of this entry (8)``; the trailing offsets
 make the log walkable from its end and let a reader find the last whole entry after a
-crash. ``FILE.index`` holds one 8-byte offset per block, so block n is found at once; it is
-rebuilt by scanning the log whenever it is missing or disagrees.
+crash. ``FILE.index`` holds one 8-byte offset per block, so block n is found at once. A
+reader walks the whole log on open and refuses it unless it ends with a whole entry and
+agrees with its index (when there is one).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class BlockLogWriter:
 
 
 class BlockLog:
-    """Reads a block log; tolerates a torn last entry and a missing or stale index."""
+    """Reads a block log, checked whole on open: refuses a cut or damaged one (StoreError)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -76,16 +77,32 @@ class BlockLog:
         return self.first + len(self._offsets) - 1
 
     def _load_index(self) -> list[int]:
+        """The offset of every entry, each one checked. A history file is written whole and
+        synced once (``BlockLogWriter.close``), so a file that ends inside an entry, or
+        whose index names other entries than the file holds, is a damaged copy: importing
+        what it holds would end the chain early without a word. The index may be missing:
+        the walk stands in for it."""
         size = self.path.stat().st_size
+        offsets = self._scan(size)
+        last = self.first + len(offsets) - 1
+        whole = f"block {last} is its last whole block" if offsets else "it holds no whole block"
+        if (self._entry_end(offsets[-1]) if offsets else HEADER_SIZE) != size:
+            raise StoreError(f"{self.path} is cut short or damaged after its entries: {whole}")
         index = _index_path(self.path)
         try:
             raw = index.read_bytes()
-        except OSError:
-            raw = b""
-        offsets = [int.from_bytes(raw[i : i + 8], "big") for i in range(0, len(raw) - 7, 8)]
-        if offsets and self._entry_ok(offsets[-1], size) and self._entry_end(offsets[-1]) == size:
+        except FileNotFoundError:
             return offsets
-        return self._scan(size)
+        except OSError as err:
+            raise StoreError(f"cannot read {index}: {err.strerror}") from err
+        listed = [int.from_bytes(raw[i : i + 8], "big") for i in range(0, len(raw), 8)]
+        if len(raw) % 8 or listed != offsets:
+            raise StoreError(
+                f"{index.name} lists {len(raw) // 8} blocks but {self.path} holds "
+                f"{len(offsets)} whole ones: {whole} (a truncated copy? the index and the "
+                "file must come from the same export)"
+            )
+        return offsets
 
     def _entry_end(self, offset: int) -> int:
         self._file.seek(offset)
@@ -102,7 +119,7 @@ class BlockLog:
         return int.from_bytes(self._file.read(8), "big") == offset
 
     def _scan(self, size: int) -> list[int]:
-        """Rebuild the offsets by walking the log; stops at a torn last entry."""
+        """The offsets found by walking the log; stops at the first entry that is not whole."""
         offsets: list[int] = []
         offset = HEADER_SIZE
         while offset < size and self._entry_ok(offset, size):

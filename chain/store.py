@@ -3,18 +3,24 @@
 Every change of the applied chain is one atomic write batch: applying a block writes its
 state changes, the undo record that reverses them, the block, its indexes, its header state
 and the new head together; popping a block reverses all of that together. A crash at any
-instant therefore leaves the store on its last committed block.
+instant therefore leaves the store on its last committed block. Each batch is synced to disk
+before it returns, so a power cut keeps it too; a store that nonetheless opens below what it
+had committed (``chain.commit_mark``), or without its ``CURRENT`` file, is refused or rebuilt
+and checked, never started afresh.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import plyvel
 
 from chain import schema
 from chain.block import SignedBlock, decode_block
+from chain.commit_mark import CommitMark, Mark, holds_a_store, rebuild
 from chain.dpos import HeaderState, decode_header_state
 from chain.encoding import pack, unpack
 from chain.errors import SnapshotError, StoreError
@@ -42,10 +48,17 @@ def _reason(err: Exception) -> str:
 class BlockStore:
     """LevelDB-backed storage of the applied chain. Implements ``KVReader`` for the state."""
 
-    def __init__(self, path: str, *, sync: bool = False) -> None:
-        # sync=False: a write reaches the OS before Write() returns, so a killed process
-        # loses nothing; only a power cut can lose the last few batches (each still atomic).
+    def __init__(self, path: str, *, sync: bool = True) -> None:
+        # sync=True: a write batch is on disk (fdatasync) before it returns, so what the node
+        # acknowledged survives a power cut too; sync=False (``defer_sync``) leaves it with
+        # the OS, which a killed process does not lose but a power cut may.
         self._sync = sync
+        self._deferred = False
+        self._dir = Path(path)
+        held = holds_a_store(self._dir)
+        rebuilt = held and not (self._dir / "CURRENT").exists()
+        if rebuilt:
+            rebuild(self._dir)
         try:
             # A bloom filter makes the commonest miss (is this transaction id new?) cost no
             # disk read; the block cache holds the hot accounts. No compression: what is
@@ -61,7 +74,8 @@ class BlockStore:
             # 18.3 s; full: no difference beyond noise, 29.4-31.6 s for all three).
             self._db = plyvel.DB(
                 path,
-                create_if_missing=True,
+                # A directory that held a store is never silently replaced by a new one.
+                create_if_missing=not held,
                 bloom_filter_bits=10,
                 lru_cache_size=64 << 20,
                 write_buffer_size=16 << 20,
@@ -69,9 +83,69 @@ class BlockStore:
             )
         except (plyvel.Error, OSError) as err:  # IOError when another process holds the lock
             raise StoreError(f"cannot open block store at {path}: {_reason(err)}") from err
+        self._mark = CommitMark(self._dir)
+        try:
+            self._check_mark()
+            if rebuilt:
+                self.verify_state()
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
+        self._mark.close()
         self._db.close()
+
+    def _check_mark(self) -> None:
+        """Refuse a store that holds less than it had committed (see ``chain.commit_mark``);
+        give a store written before marks existed its mark."""
+        mark, chain_id = self._mark.read(), self.chain_id()
+        if mark is None:
+            if chain_id is not None:
+                self._update_mark(durable=True)
+            return
+        if chain_id is None:
+            raise StoreError(
+                f"the block store at {self._dir} is empty but held chain "
+                f"{mark.chain_id.hex()[:16]}… up to block {mark.head}: its files were lost; "
+                "move the data dir away and sync or import again"
+            )
+        head, lib = self._head_num(), self.lib_num()
+        if chain_id != mark.chain_id or head < mark.head or lib < mark.lib:
+            raise StoreError(
+                f"the block store at {self._dir} ends at block {head} (LIB {lib}) but had "
+                f"committed block {mark.head} (LIB {mark.lib}): its last writes were lost "
+                "(a damaged file, or a disk that ignored a flush); move the data dir away and "
+                f"sync or import again, or delete {self._mark.path} to go on from block {head}"
+            )
+
+    def _head_num(self) -> BlockNum:
+        head_id = self.head_id()
+        return BlockNum(0) if head_id is None else block_num_of(head_id)
+
+    def _update_mark(self, durable: bool = False, head: int | None = None) -> None:
+        """Mark the store's head (or ``head``, when about to lower it) and LIB as committed;
+        not while syncs are deferred, as the disk may then hold less than was written."""
+        chain_id = self.chain_id()
+        if chain_id is None or self._deferred:
+            return
+        self._mark.write(
+            Mark(chain_id, self._head_num() if head is None else head, self.lib_num()), durable
+        )
+
+    @contextmanager
+    def defer_sync(self) -> Iterator[None]:
+        """Write batches without waiting for the disk, then sync once: for a bulk import,
+        whose source still holds whatever a power cut takes. The mark stays where it was
+        until the closing synced write, so a cut import restarts where the disk is."""
+        self._deferred, sync = True, self._sync
+        self._sync = False
+        try:
+            yield
+        finally:
+            self._deferred, self._sync = False, sync
+        self._write([(schema.META_LIB, schema.be(self.lib_num(), 8))], [])  # synced: all before
+        self._update_mark()
 
     # --- KVReader ---------------------------------------------------------------------------
 
@@ -160,6 +234,18 @@ class BlockStore:
         if head.id != head_id:
             raise StoreError("block store head does not match its block index")
         return root, applied
+
+    def verify_state(self) -> None:
+        """StoreError unless the stored state hashes to the stored commitment and the
+        reversible blocks are whole: the check of a store LevelDB had to rebuild, whose
+        tables might bring back what was deleted. Reads the whole state once."""
+        state = self.iterate(schema.STATE, schema.prefix_end(schema.STATE))
+        if StateHash.of((k, v) for k, v in state if schema.committed(k)) != self.state_hash():
+            raise StoreError(
+                f"the state in {self._dir} does not match its commitment: move the data dir "
+                "away and sync or import again"
+            )
+        self.reversible_blocks()
 
     def evidence(self) -> list[SignedBlock]:
         end = schema.prefix_end(schema.EVIDENCE)
@@ -250,6 +336,7 @@ class BlockStore:
             (schema.META_LIB, schema.be(0, 8)),
         ]
         self._write(puts, [])
+        self._update_mark(durable=True)
 
     def commit_block(
         self,
@@ -286,6 +373,7 @@ class BlockStore:
         puts.extend((schema.tx_index_key(t.id), num_bytes) for t in block.transactions)
         puts.append((schema.META_HEAD, block.id))
         self._write(puts, deletes)
+        self._update_mark()
 
     def pop_block(self, block: SignedBlock) -> None:
         """Undo the head block exactly, atomically; its parent becomes the head."""
@@ -311,6 +399,7 @@ class BlockStore:
         ]
         deletes += [schema.tx_index_key(t.id) for t in block.transactions]
         puts.append((schema.META_HEAD, block.header.previous))
+        self._update_mark(durable=True, head=block.num - 1)
         self._write(puts, deletes)
 
     def advance_lib(self, old_lib: int, new_lib: int) -> None:
@@ -323,6 +412,7 @@ class BlockStore:
                 if block_id is not None:
                     deletes.append(schema.header_state_key(block_id))
         self._write([(schema.META_LIB, schema.be(new_lib, 8))], deletes)
+        self._update_mark()
 
     # --- snapshots --------------------------------------------------------------------------
 
@@ -393,6 +483,7 @@ class BlockStore:
             ],
             [],
         )
+        self._update_mark(durable=True)
 
     def put_evidence(self, first: SignedBlock, second: SignedBlock) -> None:
         puts = [

@@ -43,7 +43,9 @@ class DevNet:
         return cls(genesis, {n: PrivateKey.from_text(k) for n, k in keys.items()})
 
     def open(self, path: Path | str) -> Chain:
-        return Chain(BlockStore(str(path)), self.genesis.to_initial_state())
+        # Unsynced: a test's chain needs no power-cut durability, and a sync per block would
+        # make tests of long chains slow.
+        return Chain(BlockStore(str(path), sync=False), self.genesis.to_initial_state())
 
     def producer_key(self, chain: Chain, slot: int) -> PrivateKey:
         name, _ = chain.head.scheduled(slot, chain.params)

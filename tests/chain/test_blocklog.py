@@ -1,5 +1,5 @@
-"""The block log reads back what was appended and recovers, on open, from a crash's leftovers:
-a torn last entry and an index that is missing, longer or shorter than the log."""
+"""The block log reads back what was appended, rebuilds a missing index, and refuses a log that
+is cut short or disagrees with its index, naming its last whole block."""
 
 from __future__ import annotations
 
@@ -60,44 +60,59 @@ def test_reads_back_what_was_appended(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("cut", [1, 3, 4, 10, -8, -1], ids=lambda c: f"cut_at_{c}")
-def test_torn_last_entry_is_dropped(tmp_path: Path, cut: int) -> None:
-    """A log cut anywhere inside its last entry opens with the whole entries before it."""
+def test_log_cut_inside_an_entry_is_refused(tmp_path: Path, cut: int) -> None:
+    """A log cut anywhere inside its last entry is refused, naming the last whole block."""
     path, payloads = tmp_path / "blocks.log", _payloads(5)
     offsets = _write(path, payloads)
     size = path.stat().st_size
     torn_at = offsets[-1] + cut if cut > 0 else size + cut
     with path.open("r+b") as f:
         f.truncate(torn_at)
-    assert _read_all(path) == (FIRST + 3, payloads[:4], payloads[:4])
+    with pytest.raises(StoreError, match=f"block {FIRST + 3} is its last whole block"):
+        BlockLog(path)
 
 
-def test_index_longer_than_the_log_is_rebuilt(tmp_path: Path) -> None:
-    """An index naming entries the log lost (cut at an entry boundary) is not trusted."""
+def test_log_cut_inside_an_earlier_entry_is_refused(tmp_path: Path) -> None:
+    """A log cut mid-way, its index whole (a copy cut short), is refused; the index's count
+    and the last whole block are in the one-line reason."""
+    path, payloads = tmp_path / "blocks.log", _payloads(21)
+    offsets = _write(path, payloads)
+    with path.open("r+b") as f:
+        f.truncate(offsets[15] + 7)
+    with pytest.raises(StoreError, match=f"block {FIRST + 14} is its last whole block") as err:
+        BlockLog(path)
+    assert "\n" not in str(err.value)
+
+
+def test_index_longer_than_the_log_is_refused(tmp_path: Path) -> None:
+    """An index naming entries the log lost (cut at an entry boundary) is refused."""
     path, payloads = tmp_path / "blocks.log", _payloads(5)
     offsets = _write(path, payloads)
     with path.open("r+b") as f:
         f.truncate(offsets[3])
-    assert _read_all(path) == (FIRST + 2, payloads[:3], payloads[:3])
+    with pytest.raises(StoreError, match=f"lists 5 blocks .* block {FIRST + 2} is its last"):
+        BlockLog(path)
 
 
-def test_index_shorter_than_the_log_is_rebuilt(tmp_path: Path) -> None:
-    """Entries the index missed (the crash came before its write) are found by a scan."""
+def test_index_shorter_than_the_log_is_refused(tmp_path: Path) -> None:
+    """An index that names fewer entries than the log holds is not from the same export."""
     path, payloads = tmp_path / "blocks.log", _payloads(5)
     _write(path, payloads)
     index = _index(path)
     index.write_bytes(index.read_bytes()[: 2 * 8 + 3])  # two offsets and a torn third
-    assert _read_all(path) == (FIRST + 4, payloads, payloads)
+    with pytest.raises(StoreError, match="holds 5 whole ones"):
+        BlockLog(path)
 
 
-def test_index_shorter_and_last_entry_torn(tmp_path: Path) -> None:
-    """Both at once: the scan stops at the torn entry."""
-    path, payloads = tmp_path / "blocks.log", _payloads(5)
-    offsets = _write(path, payloads)
+def test_log_cut_inside_its_first_entry_is_refused(tmp_path: Path) -> None:
+    """A log with its header and part of one entry holds no whole block: refused, not empty."""
+    path = tmp_path / "blocks.log"
+    _write(path, _payloads(1))
+    _index(path).unlink()
     with path.open("r+b") as f:
-        f.truncate(offsets[-1] + 6)
-    index = _index(path)
-    index.write_bytes(index.read_bytes()[:16])
-    assert _read_all(path) == (FIRST + 3, payloads[:4], payloads[:4])
+        f.truncate(HEADER_SIZE + 5)
+    with pytest.raises(StoreError, match="holds no whole block"):
+        BlockLog(path)
 
 
 def test_missing_index_is_rebuilt(tmp_path: Path) -> None:
