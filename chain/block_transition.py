@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from chain.block import BlockHeader, Schedule, SignedBlock, SignedHeader, header_digest
 from chain.crypto import recover
 from chain.dpos import HeaderState, elect
-from chain.errors import BadSignature, InvalidBlock, TransactionError
+from chain.errors import BadSignature, InvalidBlock, OversizedBlock, TransactionError
 from chain.finality_rules import check_qc_claim, verify_block_qc
 from chain.merkle import merkle_root
 from chain.params import SLOT_MS, ChainParams, slot_start_ms, slot_time_s
@@ -197,6 +197,9 @@ def process_block_header(
     state = process_signed_header(parent, block, params=params, chain_id=chain_id, now_ms=now_ms)
     if len(block.transactions) > params.max_block_txs:
         raise InvalidBlock(num, f"more than {params.max_block_txs} transactions")
+    size = len(block.encode())  # a block from a peer keeps the bytes it came in
+    if size > params.max_block_bytes:
+        raise OversizedBlock(num, size, params.max_block_bytes)
     if merkle_root([t.id for t in block.transactions]) != block.header.tx_root:
         raise InvalidBlock(num, "transaction Merkle root does not match")
     return HeaderVerdict(state, find_double_sign(earlier, block))

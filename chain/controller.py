@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from chain.block import BlockHeader, SignedBlock
+from chain.block import BLOCK_ENVELOPE_BYTES, BlockHeader, SignedBlock, encoded_tx_size
 from chain.block_transition import (
     BlockTransition,
     Evidence,
@@ -448,9 +448,11 @@ class Chain:
             raise WrongProducerKey(f"slot {slot} belongs to {producer}, whose key is not ours")
         self.mempool.expire(slot_time_s(slot))
         candidates: list[tuple[SignedTransaction, frozenset[PublicKey]]] = []
+        room = self.params.max_block_bytes - BLOCK_ENVELOPE_BYTES
         for pending in self.mempool.pending():
-            if len(candidates) >= self.params.max_block_txs:
-                break
+            room -= encoded_tx_size(pending.tx)
+            if len(candidates) >= self.params.max_block_txs or room < 0:
+                break  # the rest wait for the next block, in the order they came
             candidates.append((pending.tx, pending.keys))
         exe = execute_transactions(
             self._state, parent, slot, candidates, params=self.params, strict=False
@@ -469,6 +471,7 @@ class Chain:
             qc_claim=claim,
         )
         block = SignedBlock.sign(header, exe.included, self.chain_id, key, qc)
+        assert len(block.encode()) <= self.params.max_block_bytes, "BLOCK_ENVELOPE_BYTES too small"
         state = process_header(parent, header, block.id, self.params)
         self._fork.add(state, block)
         self._commit(block, state, exe)

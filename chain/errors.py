@@ -135,6 +135,17 @@ class InvalidBlock(BlockError):
     name = "invalid_block"
 
 
+class OversizedBlock(InvalidBlock):
+    """A block whose encoding is larger than the chain's ``max_block_bytes``."""
+
+    name = "block_too_large"
+
+    def __init__(self, num: int, size: int, limit: int) -> None:
+        super().__init__(num, f"block is {size} bytes, limit {limit}")
+        self.size = size
+        self.limit = limit
+
+
 class UnlinkableBlock(BlockError):
     """A block whose previous block is unknown."""
 

@@ -12,13 +12,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from chain.block import ProducerKey, Schedule
+from chain.block import ProducerKey, Schedule, min_block_bytes
 from chain.crypto import public_key_from_text, public_key_to_text, sha256
 from chain.encoding import pack
 from chain.errors import ChainError
 from chain.finality import FINALITY_DPOS, FINALITY_MODES, FINALITY_VOTES
 from chain.initial_state import InitialState
-from chain.params import ChainParams, slot_of_ms
+from chain.params import DEFAULT_MAX_BLOCK_BYTES, MAX_BLOCK_BYTES, ChainParams, slot_of_ms
 from chain.qc import MAX_FINALIZERS
 from chain.state import Account, Producer
 from chain.types import MAX_AMOUNT, AccountName, PublicKey, is_valid_name
@@ -51,13 +51,16 @@ class Genesis:
         return sha256(pack(self._canonical()))
 
     def _canonical(self) -> list[Any]:
-        params = [
-            getattr(self.params, f.name) for f in fields(self.params) if f.name not in _FINALITY
-        ]
+        params = [getattr(self.params, f.name) for f in fields(self.params) if f.name not in _APART]
         # A dpos chain hashes as it did before finality by votes existed: its id is unchanged.
         finality: list[Any] = []
         if self.params.finality != FINALITY_DPOS:
             finality = [[self.params.finality, [list(f) for f in self.params.finalizers]]]
+        # Likewise a chain at the default block size limit keeps the id it had before the
+        # limit existed; another limit is another chain.
+        block_bytes: list[Any] = []
+        if self.params.max_block_bytes != DEFAULT_MAX_BLOCK_BYTES:
+            block_bytes = [["max_block_bytes", self.params.max_block_bytes]]
         return [
             "bor-genesis-v1",
             int(self.initial_timestamp.timestamp() * 1000),
@@ -66,6 +69,7 @@ class Genesis:
             [[a.name, a.key, a.balance] for a in self.accounts],
             [[p.name, p.key] for p in self.initial_producers],
             *finality,
+            *block_bytes,
         ]
 
     def to_initial_state(self) -> InitialState:
@@ -96,6 +100,7 @@ class Genesis:
                 "max_tx_lifetime_s": p.max_tx_lifetime_s,
                 "max_tx_bytes": p.max_tx_bytes,
                 "max_block_txs": p.max_block_txs,
+                "max_block_bytes": p.max_block_bytes,
                 "unbond_delay_s": p.unbond_delay_s,
                 "election_interval_blocks": p.election_interval_blocks,
                 "finality": p.finality,
@@ -122,7 +127,8 @@ class Genesis:
 
 # --- validation ---------------------------------------------------------------------------
 
-_FINALITY = ("finality", "finalizers")  # hashed apart, so that dpos chains keep their ids
+# Hashed apart, so that chains made before these parameters existed keep their ids.
+_APART = ("finality", "finalizers", "max_block_bytes")
 # What a genesis file without chain_params.finality gets: chains made before finality by
 # votes existed keep their rule and their chain id. New chains finalize by votes because the
 # genesis generator (``genesis.devnet``) writes it.
@@ -187,13 +193,21 @@ def _params(obj: dict[str, Any], governance: tuple[AccountName, ...]) -> ChainPa
         "unbond_delay_s": (0, 10 * 365 * 86400),
         "election_interval_blocks": (1, 1_000_000),
     }
-    unknown = set(cp) - set(limits) - {"finality"}
+    unknown = set(cp) - set(limits) - {"finality", "max_block_bytes"}
     if unknown:
         raise GenesisError(f"chain_params.{sorted(unknown)[0]}", "unknown parameter")
     values = {
         k: _int(cp.get(k, getattr(defaults, k)), f"chain_params.{k}", lo, hi)
         for k, (lo, hi) in limits.items()
     }
+    # Every transaction the chain admits must fit in a block, and every block in a frame.
+    lowest = min_block_bytes(values["max_tx_bytes"])
+    values["max_block_bytes"] = _int(
+        cp.get("max_block_bytes", defaults.max_block_bytes),
+        "chain_params.max_block_bytes",
+        lowest,
+        MAX_BLOCK_BYTES,
+    )
     finality = cp.get("finality", DEFAULT_FINALITY)
     if finality not in FINALITY_MODES:
         raise GenesisError("chain_params.finality", f"must be one of {', '.join(FINALITY_MODES)}")

@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
+from chain.block import min_block_bytes
 from chain.crypto import PrivateKey, public_key_to_text, sha256
 from chain.encoding import pack
+from chain.params import DEFAULT_MAX_BLOCK_BYTES, MAX_BLOCK_BYTES
 from genesis.devnet import make_dev_genesis, write_dev_genesis
 from genesis.errors import GenesisError
 from genesis.model import load_genesis, parse_genesis
@@ -139,3 +141,42 @@ def test_named_finalizers_need_finality_by_votes_and_distinct_keys(doc: dict[str
     with pytest.raises(GenesisError) as info:
         parse_genesis(doc)
     assert info.value.field == "finalizers[1].key"
+
+
+def test_block_size_limit_absent_is_the_default_and_keeps_the_chain_id(
+    doc: dict[str, Any],
+) -> None:
+    """A genesis without chain_params.max_block_bytes gets DEFAULT_MAX_BLOCK_BYTES and the id
+    it had before the limit existed (the same as with the default written out); another limit
+    is another chain, and it survives a round trip through to_json."""
+    doc["chain_params"].pop("max_block_bytes", None)
+    genesis = parse_genesis(doc)
+    assert genesis.params.max_block_bytes == DEFAULT_MAX_BLOCK_BYTES
+    doc["chain_params"]["max_block_bytes"] = DEFAULT_MAX_BLOCK_BYTES
+    assert parse_genesis(doc).chain_id == genesis.chain_id
+    doc["chain_params"]["max_block_bytes"] = 1 << 20
+    other = parse_genesis(doc)
+    assert other.chain_id != genesis.chain_id
+    assert parse_genesis(other.to_json()).chain_id == other.chain_id
+    assert other.to_json()["chain_params"]["max_block_bytes"] == 1 << 20
+
+
+@pytest.mark.parametrize(
+    ("max_tx_bytes", "max_block_bytes"),
+    [
+        (8192, min_block_bytes(8192) - 1),  # the largest transaction would never fit
+        (1 << 20, 1 << 20),
+        (8192, MAX_BLOCK_BYTES + 1),  # no peer could receive such a block
+    ],
+)
+def test_a_block_size_limit_outside_its_range_is_refused(
+    doc: dict[str, Any], max_tx_bytes: int, max_block_bytes: int
+) -> None:
+    """max_block_bytes must hold the largest admissible transaction and stay within
+    MAX_BLOCK_BYTES (what a peer frame carries); otherwise genesis names the field."""
+    doc["chain_params"] |= {"max_tx_bytes": max_tx_bytes, "max_block_bytes": max_block_bytes}
+    with pytest.raises(GenesisError) as info:
+        parse_genesis(doc)
+    assert info.value.field == "chain_params.max_block_bytes"
+    doc["chain_params"]["max_block_bytes"] = min_block_bytes(max_tx_bytes)
+    assert parse_genesis(doc).params.max_block_bytes == min_block_bytes(max_tx_bytes)
