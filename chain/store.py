@@ -124,10 +124,12 @@ class BlockStore:
         return BlockNum(0) if head_id is None else block_num_of(head_id)
 
     def _update_mark(self, durable: bool = False, head: int | None = None) -> None:
-        """Mark the store's head (or ``head``, when about to lower it) and LIB as committed;
-        not while syncs are deferred, as the disk may then hold less than was written."""
+        """Mark the store's head (or ``head``, when about to lower it) and LIB as committed.
+        While syncs are deferred the mark is not raised, as the disk may then hold less than
+        was written; it is still lowered before a pop (a fork switch inside a batch of
+        catch-up), or a crash after the pop would find the store below its mark."""
         chain_id = self.chain_id()
-        if chain_id is None or self._deferred:
+        if chain_id is None or (self._deferred and head is None):
             return
         self._mark.write(
             Mark(chain_id, self._head_num() if head is None else head, self.lib_num()), durable

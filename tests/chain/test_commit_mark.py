@@ -136,3 +136,23 @@ def test_mark_round_trips(tmp_path: Path) -> None:
     mark.write(written, durable=False)
     mark.close()
     assert CommitMark(tmp_path).read() == written
+
+
+def test_a_pop_inside_deferred_syncs_still_lowers_the_mark(tmp_path: Path) -> None:
+    """A fork switch inside a batch of catch-up (syncs deferred) lowers the mark before the
+    pop, so a store killed right after it reopens (seen: a producer killed under load came
+    back refused, its store at 70 under a mark of 71)."""
+    net = DevNet.create(3, blocks_per_turn=1)
+    path = tmp_path / "blocks"
+    chain: Chain = net.open(path)
+    for _ in range(5):
+        net.produce(chain)
+    head = chain.store.block(chain.head.id)
+    assert head is not None and chain.lib < head.num
+    with pytest.raises(KeyboardInterrupt), chain.store.defer_sync():
+        chain.store.pop_block(head)
+        during = CommitMark(path).read()
+        raise KeyboardInterrupt  # the batch ends here: its closing synced write never happens
+    chain.store.close()
+    assert during is not None and during.head == 4
+    BlockStore(str(path)).close()
