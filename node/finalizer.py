@@ -7,6 +7,12 @@ only then hands the votes to the network. A node killed at any instant therefore
 with a record at least as new as any vote it sent, and cannot vote against one (Spring's
 ``safety.dat``). A key with no record starts locked on the node's LIB.
 
+A head is voted on while the node is in sync, or when it is from one of the last
+``IN_STEP_SLOTS`` slots whatever peers claim (a stranger's claims must not silence our
+finalizers), and looked at again every ``RECHECK_SECONDS``: a head skipped while the node
+was out of sync gets its vote once it is back, even when no new head comes (a paused
+producer waits for exactly that vote).
+
 A deleted or lost safety file is the one way to make an honest finalizer double-vote: an
 operator who moves a finalizer key to another host moves the file with it.
 """
@@ -14,7 +20,9 @@ operator who moves a finalizer key to another host moves the file with it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,16 +35,21 @@ from chain.encoding import pack, unpack
 from chain.errors import ChainError
 from chain.finality import BlockRef, finalizer_policy
 from chain.finalizer import SafetyInfo, VoteDecision, decide_vote, decode_safety_info
+from chain.params import slot_of_ms
 from chain.qc import Vote
 from chain.types import PublicKey
 from chain.view import ChainView
 from node.errors import NodeError
+from node.producer import IN_STEP_SLOTS
 
 __all__ = ["SAFETY_FILE", "FinalizerService", "load_safety", "save_safety"]
 
 log = structlog.get_logger("finalizer")
 
 SAFETY_FILE = "safety.dat"
+# How often a head not yet considered is looked at again without a new head: half a slot,
+# so that a node back in sync votes within it (a check costs one comparison).
+RECHECK_SECONDS = 0.25
 
 
 def load_safety(path: Path) -> dict[PublicKey, SafetyInfo]:
@@ -87,8 +100,10 @@ class FinalizerService:
         view: Callable[[], ChainView],
         send: Callable[[Vote], None],
         may_vote: Callable[[], bool] = lambda: True,  # False while catching up
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.keys = keys
+        self._clock = clock
         self.path = directory / SAFETY_FILE
         self._view = view
         self._send = send
@@ -103,6 +118,12 @@ class FinalizerService:
         """The chain published a new view (called on the event loop)."""
         if view.head.id != self._considered:
             self._changed.set()
+
+    def may_vote(self, view: ChainView) -> bool:
+        """In sync, or our head is from one of the last slots: then it is the network's head
+        as far as anyone can tell, and a peer claiming more cannot keep us from voting."""
+        now_slot = slot_of_ms(int(self._clock() * 1000))
+        return self._may_vote() or now_slot - view.head.slot <= IN_STEP_SLOTS
 
     def _safety_of(self, key: PublicKey, view: ChainView) -> SafetyInfo:
         info = self.safety.get(key)
@@ -136,10 +157,11 @@ class FinalizerService:
         if self.keys:
             log.info("finalizer_started", keys=len(self.keys), safety_file=str(self.path))
         while self.keys:
-            await self._changed.wait()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), RECHECK_SECONDS)
             self._changed.clear()
             view = self._view()
-            if view.head.id == self._considered or not self._may_vote():
+            if view.head.id == self._considered or not self.may_vote(view):
                 continue
             self._considered = view.head.id
             votes, changed = self.decide(view.head, view)

@@ -12,6 +12,7 @@ import asyncio
 import os
 import time
 from collections.abc import Callable, Collection, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,12 +151,17 @@ def _push(
     queue = [*blocks, *ahead[:PREFETCH_BLOCKS]]
     for block in queue[:PREFETCH_BLOCKS]:
         prefetch(block)  # a no-op for blocks the previous call's ahead started
-    for i, block in enumerate(blocks):
-        if i + PREFETCH_BLOCKS < len(queue):
-            prefetch(queue[i + PREFETCH_BLOCKS])
-        results.append(_push_one(chain, block, now, applied, requeued))
-        if taken is not None:
-            taken(block.num)
+    # A batch of catch-up is synced to disk once, not per block (about 16 ms a sync on a
+    # test VM would cap catch-up near 60 blocks/s); a power cut loses at most that batch,
+    # which the peers still hold. One block at a time, as when following the chain, is
+    # synced on its own.
+    with chain.store.defer_sync() if len(blocks) > 1 else nullcontext():
+        for i, block in enumerate(blocks):
+            if i + PREFETCH_BLOCKS < len(queue):
+                prefetch(queue[i + PREFETCH_BLOCKS])
+            results.append(_push_one(chain, block, now, applied, requeued))
+            if taken is not None:
+                taken(block.num)
     return PushOutcome(results, applied), requeued
 
 
@@ -269,6 +275,9 @@ class Network:
             RdmaUpgrade(rdma, config.rdma_probe_timeout) if rdma is not None else None,
         )
         self.ready = asyncio.Event()
+        # Addresses the operator had us dial at run time (``connect``) and did not take back:
+        # a node restarted into the snapshot it state-synced dials them again.
+        self.added: dict[tuple[str, int], None] = {}
         runner.subscribe(self._chain_changed)
 
     def _chain_changed(self, view: ChainView) -> None:
@@ -370,7 +379,10 @@ class Network:
         }
 
     def connect(self, address: tuple[str, int]) -> bool:
-        return self.transport.dial(address)
+        started = self.transport.dial(address)
+        if started:
+            self.added[address] = None
+        return started
 
     async def disconnect(self, peer_id: str) -> bool:
         peer = self.switch.get(peer_id)
@@ -378,4 +390,5 @@ class Network:
             return False
         if peer.dial_address is not None:
             self.transport.forget(peer.dial_address)
+            self.added.pop(peer.dial_address, None)
         return await self.switch.disconnect(peer_id)

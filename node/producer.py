@@ -33,7 +33,14 @@ class ProducerLoop:
         on_block: Callable[[SignedBlock], None],
         may_produce: Callable[[], bool] = lambda: True,  # False while sync holds production
         votes_missing: Callable[[], bool] = lambda: False,  # True: finality stalled, pause
+        probe_every: float = 6.0,  # while paused, one block this often (seconds)
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """While paused, one block every ``probe_every`` seconds still goes out: should the
+        votes on our last head have been lost (a peer gone, a finalizer that was behind),
+        nothing else would ever give the finalizers a block to vote on, and the pause would
+        last for good. The production-pause timeout is the natural period: the pause still
+        slows an unfinalized branch's growth by that much."""
         self.runner = runner
         self.producers = set(producers)
         self.keys = keys
@@ -42,6 +49,9 @@ class ProducerLoop:
         self.may_produce = may_produce
         self.votes_missing = votes_missing
         self.paused = False
+        self.probe_every = probe_every
+        self._clock = clock
+        self._probed_at = 0.0  # when the pause began or the last probe went out
         self._warned: set[str] = set()
 
     async def run(self) -> None:
@@ -66,10 +76,14 @@ class ProducerLoop:
             return None
         if self.votes_missing() != self.paused:
             self.paused = not self.paused
+            self._probed_at = self._clock()
             event = "production_paused_no_votes" if self.paused else "production_resumed"
             log.warning(event, producer=name, slot=slot, head=head.num, lib=view.lib_num)
         if self.paused:
-            return None
+            if self._clock() - self._probed_at < self.probe_every:
+                return None
+            self._probed_at = self._clock()
+            log.info("production_probe", producer=name, slot=slot, head=head.num)
         key = self.keys.get(PublicKey(key_pub))
         if key is None:
             if name not in self._warned:
@@ -90,6 +104,7 @@ class ProducerLoop:
             id=block.id.hex()[:16],
             producer=name,
             txs=len(block.transactions),
+            bytes=len(block.encode()),
             lib=runner.view.lib_num,
             ms=round(elapsed * 1000, 1),
         )

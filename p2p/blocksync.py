@@ -41,6 +41,11 @@ from p2p.sync import Action, DropPeer, FetchRange, Stage, SyncConfig, SyncManage
 log = structlog.get_logger("p2p")
 
 MAX_BAD_REQUESTS = 5  # ranges asked beyond our head before the peer is sent away
+# A served range is read from the store about this many bytes at a time (SERVE_CHUNK blocks
+# at most): up to 50 blocks of up to 4 MiB each would be 200 MiB in hand per peer. The
+# first read is SERVE_FIRST blocks, before their size is known.
+SERVE_BYTES = 8 * 1024 * 1024
+SERVE_FIRST = 4
 TICK_SECONDS = 1.0  # how often stalled ranges are looked for
 NOTICE_SECONDS = 2.0  # how often peers hear our head and LIB
 
@@ -67,6 +72,7 @@ class BlockSync(Reactor):
             chain, self._on_pushed, self._light_upto, max_ahead=config.window
         )
         self._serving: dict[str, asyncio.Task[None]] = {}
+        self._served: dict[str, tuple[int, int]] = {}  # the range each task serves
         self._bad_requests: dict[str, int] = {}
         self._tg: asyncio.TaskGroup | None = None
         pos = chain.position()
@@ -94,6 +100,7 @@ class BlockSync(Reactor):
         serving = self._serving.pop(peer.id, None)
         if serving is not None:
             serving.cancel()
+        self._served.pop(peer.id, None)
         self._bad_requests.pop(peer.id, None)
         self._act(self.sync.peer_closed(peer.id))
 
@@ -157,10 +164,14 @@ class BlockSync(Reactor):
                 new = result.outcome == Outcome.ADDED
                 self._act(self.sync.block_kept(peer_id, block.num, new, block.id))
             elif result.outcome == Outcome.UNLINKABLE:
-                self._act(self.sync.block_unlinkable(peer_id, block.num))
+                self._act(
+                    self.sync.block_unlinkable(peer_id, block.num, block.id, block.header.previous)
+                )
             elif result.outcome == Outcome.STALE:
                 log.info("block_stale", num=block.num, from_peer=peer_id, why=result.detail)
-                self._act(self.sync.block_stale(peer_id, block.num))
+                self._act(
+                    self.sync.block_stale(peer_id, block.num, block.id, block.header.previous)
+                )
             else:  # INVALID
                 log.warning(
                     "block_rejected",
@@ -175,13 +186,23 @@ class BlockSync(Reactor):
     # --- serving ranges ---------------------------------------------------------------------
 
     def _serve(self, peer: Peer, request: SyncRequest) -> None:
-        serving = self._serving.pop(peer.id, None)
-        if serving is not None:
-            serving.cancel()  # a new request replaces the old one (EOSIO does the same)
+        """One range in flight per peer. The same range asked again while it is served is
+        not served twice; another one replaces it (EOSIO does the same), taking the blocks
+        of the old one still in the outbox out, so a peer that asks and never reads holds at
+        most one range's share of the outbox however often it asks."""
+        serving = self._serving.get(peer.id)
+        if serving is not None and not serving.done():
+            if self._served.get(peer.id) == (request.start, request.end):
+                return
+            serving.cancel()
+            peer.outbox.discard(RawBlock)  # only range serving queues RawBlock
+        self._serving.pop(peer.id, None)
+        self._served.pop(peer.id, None)
         if (request.start == 0 and request.end == 0) or self._tg is None:
             return
         task = self._tg.create_task(self._serve_range(peer, request.start, request.end))
         self._serving[peer.id] = task
+        self._served[peer.id] = (request.start, request.end)
 
     async def _serve_range(self, peer: Peer, start: int, end: int) -> None:
         pos = self.chain.position()
@@ -195,15 +216,17 @@ class BlockSync(Reactor):
                     peer.id, GoAwayReason.BENIGN_OTHER, "ranges of blocks we do not hold"
                 )
             return
-        num = start
+        num, count = start, SERVE_FIRST
         with contextlib.suppress(ChannelClosed):
             while num <= min(end, self.chain.position().head_num):
-                chunk = await self.chain.encoded_blocks(num, min(num + SERVE_CHUNK - 1, end))
+                chunk = await self.chain.encoded_blocks(num, min(num + count - 1, end))
                 if not chunk:
                     break
                 for raw in chunk:
-                    await peer.outbox.put(RawBlock(raw))
+                    await peer.outbox.put(RawBlock(raw))  # waits for room, bytes counted
                 num += len(chunk)
+                size = sum(len(raw) for raw in chunk)
+                count = max(1, min(SERVE_CHUNK, SERVE_BYTES * len(chunk) // max(size, 1)))
 
     # --- acting on the sync manager ---------------------------------------------------------
 

@@ -1,12 +1,13 @@
 """The fetching side of state sync: one download's state and the checks its pieces must pass.
 
 A ``Fetcher`` is the state of one download of the trusted block's snapshot: the peers
-serving it (each one's offer, its chunk requests in flight and its strikes for late ones),
-which chunk is asked of whom since when, the chunks still to ask (those given back first),
-the manifest request, the roots refused and the peers banned, and the progress it reports
-(``status``). Its methods keep that bookkeeping consistent (``release`` a peer, ``give_back``
-a chunk, ``next_missing``); it does no I/O: the reactor (``p2p.statesync.StateSync``) sends
-the requests, reads the answers and decides, and the chunks go to a ``SnapshotDownload``
+serving it (each one's offer and its chunk requests in flight), each peer's strikes for
+requests it let lapse and the peers dropped for them, which chunk is asked of whom since
+when, the chunks still to ask (those given back first), the manifest request, the roots
+refused and the peers banned, and the progress it reports (``status``). Its methods keep
+that bookkeeping consistent (``release`` or ``drop`` a peer, ``give_back`` a chunk,
+``next_missing``); it does no I/O: the reactor (``p2p.statesync.StateSync``) sends the
+requests, reads the answers and decides, and the chunks go to a ``SnapshotDownload``
 (``node.snapshots.FileDownload``), which keeps them across restarts.
 
 What a fetched snapshot's pieces must be is here too, shared with the node's files: an
@@ -38,6 +39,10 @@ if TYPE_CHECKING:
 # per account (1,000 accounts and the dedup set of 8,000 transactions: 520 KB in
 # tests/integration/test_state_sync.py), so 64 GiB is room for some 100 million accounts.
 MAX_SNAPSHOT_BYTES = 64 << 30
+# Peers whose lapses (strikes, drops) a download remembers at most, the oldest forgotten
+# first: an identity costs a stranger nothing, and 25 clients dropped every 10 s would add
+# 9,000 an hour. Far more than the peers one node serves from at once.
+MAX_REMEMBERED = 1024
 
 
 def manifest_root(hashes: Sequence[bytes]) -> bytes:
@@ -120,10 +125,9 @@ class Asked:
 
 @dataclass(slots=True)
 class Source:
-    """A peer serving the snapshot: its offer, its chunk requests in flight, its strikes."""
+    """A peer serving the snapshot: its offer and its chunk requests in flight."""
 
     offer: SnapshotOffer
-    strikes: int = 0
     in_flight: set[int] = field(default_factory=set)
 
 
@@ -140,7 +144,7 @@ class Fetcher:
         checkpoints: HeaderCheckpoints | None = None,
         per_peer: int = 4,
         timeout: float = 10.0,
-        max_strikes: int = 3,
+        max_strikes: int = 2,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         # The block whose snapshot is fetched: the operator's, or (None until then) the newest
@@ -168,6 +172,15 @@ class Fetcher:
         self.max_strikes = max_strikes
         self.clock = clock
         self.sources: dict[str, Source] = {}
+        # Requests (manifest or chunk) each peer let lapse since it last answered one, kept
+        # across its sessions (a peer id is its node id): a silent offerer that reconnects
+        # does not start afresh. At ``max_strikes`` it is dropped (``drop``).
+        self.strikes: Counter[str] = Counter()
+        # Peers dropped for lapses: their offers count (for the root, the manifest and the
+        # chunks) only while no other peer serves the trusted block, so that silent
+        # offerers cannot outvote or crowd out a peer that answers, yet a lone slow server
+        # is still used.
+        self.dropped: dict[str, None] = {}  # in the order dropped (``MAX_REMEMBERED``)
         # Until a block is trusted: each peer's last list, looked at again as the header
         # chain followed vouches for more blocks.
         self.listed: dict[str, tuple[SnapshotOffer, ...]] = {}
@@ -185,7 +198,8 @@ class Fetcher:
         self.fetched_chunks = 0
         self.resumed_chunks = 0 if self.offer is None else len(download.held())
         # Peers banned, by what they sent: "chunk", "manifest", or "snapshot" (every peer
-        # offering a root whose content is not the trusted block's snapshot).
+        # offering a root whose content is not the trusted block's snapshot); "silent" for
+        # those dropped for lapses.
         self.banned: Counter[str] = Counter()
         # When progress was last logged, and the peers not serving last asked for their list.
         self.last_log = 0.0
@@ -244,6 +258,7 @@ class Fetcher:
             "bytes_per_s": round(rate),
             "eta_s": round(left / rate, 1) if rate > 0 and offer is not None else None,
             "sources": sorted(p for p, s in self.sources.items() if s.offer.root == self._root()),
+            "dropped": sorted(self.dropped),
             "peers_banned": dict(self.banned),
         }
 
@@ -272,6 +287,38 @@ class Fetcher:
                     del self.asked[index]
                     self.give_back(index)
 
+    def serving(self) -> dict[str, Source]:
+        """The sources to count on: those not dropped, or, when every one was, all of them."""
+        kept = {p: s for p, s in self.sources.items() if p not in self.dropped}
+        return kept or self.sources
+
+    def answered(self, peer_id: str) -> None:
+        """``peer_id`` answered a request: its strikes are cleared (not its drop: a dropped
+        peer stays behind the others for this download)."""
+        self.strikes.pop(peer_id, None)
+
+    def lapsed(self, peer_id: str) -> bool:
+        """``peer_id`` let a request lapse: one strike; whether that makes ``max_strikes``."""
+        self.strikes[peer_id] += 1
+        _forget_oldest(self.strikes)
+        return self.strikes[peer_id] >= self.max_strikes
+
+    def drop(self, peer_id: str) -> None:
+        """Stop counting on ``peer_id`` for its lapses: its requests go to the others, its
+        offers count only while nobody else serves, and, back, it is on its last strike."""
+        self.release(peer_id)
+        self.dropped.pop(peer_id, None)
+        self.dropped[peer_id] = None
+        _forget_oldest(self.dropped)
+        self.strikes[peer_id] = self.max_strikes - 1
+        self.banned["silent"] += 1
+
     def _root(self) -> bytes | None:
         offer = self.offer
         return None if offer is None else offer.root
+
+
+def _forget_oldest(remembered: dict[str, Any]) -> None:
+    """Forget the peers remembered first, down to ``MAX_REMEMBERED``."""
+    while len(remembered) > MAX_REMEMBERED:
+        del remembered[next(iter(remembered))]

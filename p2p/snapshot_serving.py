@@ -45,8 +45,8 @@ MAX_SERVING = 8
 # that asks and never reads pins 16 chunks (16 MiB at the default chunk size) instead of an
 # outbox of 2,000 (p2p.peer.OUTBOX_SIZE), ~2 GB.
 MAX_QUEUED = 8
-# How long an answer waits for room: the requester gives a request up after 10 s, so an
-# answer later than that is of no use to it.
+# How long an answer waits for room: the requester gives a request up after 10 s (its
+# state-sync-request-timeout-ms, by default), so an answer later than that is of no use.
 SEND_WAIT_S = 10.0
 # asyncio.Queue tells when it is not full, not when it is below MAX_QUEUED: a waiting
 # answer looks again after this, doubling up to ROOM_POLL_MAX_S.

@@ -15,10 +15,13 @@ block offered that the header chain followed from genesis shows irreversible (``
   which keeps what is verified across restarts (a kill -9 refetches nothing it had);
 - a peer that sends a chunk not matching its hash, or a manifest not matching its root, is
   banned (that peer only: the root came from the offers; counted in ``peers_banned``), and
-  its requests go to the others; one that stays silent past ``timeout`` loses its requests
-  (or the manifest request) and, after ``max_strikes`` chunk requests, its session; one
-  that no longer lists the snapshot (it pruned it) loses its requests to the others,
-  unpunished;
+  its requests go to the others; each request (manifest or chunk) a peer lets lapse past
+  ``timeout`` is a strike against it, and goes to another peer (the manifest to the
+  offerer of the root with the fewest strikes): at ``max_strikes`` lapses in a row the peer
+  is dropped (sent away with a ban, counted as "silent") and its offers count only while
+  nobody else serves the block, so that offerers that never answer cannot hold the
+  download, however many they are and whatever root they agree on; one that no longer
+  lists the snapshot (it pruned it) loses its requests to the others, unpunished;
 - as soon as the chunks held from the first on hold the snapshot's head, the block it names
   must be the trusted one: a root whose content is the snapshot of another block (a forger
   can make a self-consistent one) is refused and every peer offering it banned;
@@ -201,12 +204,15 @@ class StateSync(Reactor):
         trusted = f.trusted
         if trusted is None or f.offer is not None or f.manifest_asked is not None or f.accepting:
             return
-        roots = Counter(s.offer.root for s in f.sources.values())
+        serving = f.serving()
+        roots = Counter(s.offer.root for s in serving.values())
         if not roots:
             return
         root = roots.most_common(1)[0][0]
-        # The first to offer it: one that let a request time out re-enters last.
-        peer_id = next(p for p, s in f.sources.items() if s.offer.root == root)
+        # Of its offerers, the one with the fewest lapses (the first to offer it on a tie):
+        # each silent one is asked in turn until it is dropped.
+        offering = [p for p, s in serving.items() if s.offer.root == root]
+        peer_id = min(offering, key=lambda p: f.strikes[p])
         peer = self.switch.get(peer_id)
         if peer is not None and peer.offer(SnapshotManifestRequest(trusted)):
             f.manifest_asked = Asked(peer_id, f.clock())
@@ -221,6 +227,7 @@ class StateSync(Reactor):
         if message.block_id != f.trusted:
             return
         f.manifest_asked = None
+        f.answered(peer.id)
         offer = source.offer
         if len(message.hashes) != offer.chunks or manifest_root(message.hashes) != offer.root:
             # The root came from the offers, the hashes from this peer alone: it lied, not
@@ -270,8 +277,7 @@ class StateSync(Reactor):
             self.switch.punish(peer.id, GoAwayReason.VALIDATION, "corrupt snapshot chunk")
             self._schedule()
             return
-        if source is not None:
-            source.strikes = 0
+        f.answered(peer.id)
         try:
             await f.download.write(message.index, message.data)
         except SnapshotError as err:
@@ -310,7 +316,9 @@ class StateSync(Reactor):
         todo = f.todo
         now = f.clock()
         # Peers that kept up first, then the least busy.
-        ranked = sorted(f.sources.items(), key=lambda kv: (kv[1].strikes, len(kv[1].in_flight)))
+        ranked = sorted(
+            f.serving().items(), key=lambda kv: (f.strikes[kv[0]], len(kv[1].in_flight))
+        )
         for peer_id, source in ranked:
             if source.offer != offer:
                 continue
@@ -357,17 +365,15 @@ class StateSync(Reactor):
             if source is None:
                 continue
             source.in_flight.discard(index)
-            source.strikes += 1
-            if source.strikes >= f.max_strikes:
-                log.info("state_sync_peer_silent", peer=asked.peer)
-                f.release(asked.peer)
-                self.switch.send_away(asked.peer, GoAwayReason.BENIGN_OTHER, "snapshot chunks late")
+            if f.lapsed(asked.peer):
+                self._drop(f, asked.peer, "chunk")
         manifest = f.manifest_asked
         if manifest is not None and now - manifest.sent_at >= f.timeout:
-            # Asked again of another; this one re-enters the sources (last) with its next list.
+            # Asked again (below) of the root's offerer with the fewest lapses.
             log.info("state_sync_manifest_late", peer=manifest.peer)
             f.manifest_asked = None
-            f.release(manifest.peer)
+            if f.lapsed(manifest.peer):
+                self._drop(f, manifest.peer, "manifest")
         if now - f.last_log >= ASK_EVERY_S:
             for peer in self.switch.peers():
                 if peer.id not in f.sources:
@@ -375,6 +381,16 @@ class StateSync(Reactor):
         self._ask_manifest(f)
         self._log_progress(f)
         self._schedule()
+
+    def _drop(self, f: Fetcher, peer_id: str, what: str) -> None:
+        """``peer_id`` let ``max_strikes`` requests lapse in a row: dropped, and sent away
+        with a ban (the switch's, 10 s doubling with each), benign so that it may serve
+        again later."""
+        log.warning("state_sync_peer_dropped", peer=peer_id, strikes=f.strikes[peer_id], last=what)
+        f.drop(peer_id)
+        self.switch.punish(
+            peer_id, GoAwayReason.BENIGN_OTHER, f"snapshot {what} requests left unanswered"
+        )
 
     def _log_progress(self, f: Fetcher) -> None:
         now = f.clock()

@@ -2,7 +2,9 @@
 
 The transport hands the switch each authenticated connection (``serve``); the switch runs
 the session — a reader that routes every message to the reactor owning its type, a writer
-draining the peer's outbox, a keepalive that measures RTT and drops a silent peer — and
+draining the peer's outbox (bounded in bytes, ``p2p.peer.Outbox``) that drops a peer whose
+socket takes nothing (``WRITE_SECONDS``), a keepalive that measures RTT and drops a silent
+peer — and
 tells each reactor when the peer comes and goes. Admission decisions the transport needs
 during a handshake (banned? too many clients? already connected?) are the switch's too.
 """
@@ -18,9 +20,15 @@ from dataclasses import dataclass
 import structlog
 
 from p2p.channel import Channel
-from p2p.errors import ChannelBroken, ChannelClosed, HandshakeFailed, MalformedMessage
-from p2p.messages import GoAway, GoAwayReason, Handshake, Time
-from p2p.peer import Peer, peer_id_of
+from p2p.errors import (
+    ChannelBroken,
+    ChannelClosed,
+    HandshakeFailed,
+    MalformedMessage,
+    OversizedFrame,
+)
+from p2p.messages import GoAway, GoAwayReason, Handshake, Outbound, Time
+from p2p.peer import Peer, peer_id_of, wire_size
 from p2p.reactor import Reactor
 
 log = structlog.get_logger("p2p")
@@ -28,6 +36,12 @@ log = structlog.get_logger("p2p")
 BAN_SECONDS = 10.0  # first ban; doubles with every further ban of the same node, to 10 min
 MAX_BAN_SECONDS = 600.0
 SEND_AWAY_SECONDS = 2.0  # a go_away that cannot be sent in this long is not sent
+# A message must leave (into the channel's bounded send buffer) within this floor plus 1 s
+# per MiB of it (the 8 Mbit/s floor of ``p2p.tcp``'s receive deadline), or the peer is
+# dropped: a peer whose socket accepts nothing would otherwise hold its session, and what
+# was queued for it, for as long as it keeps asking.
+WRITE_SECONDS = 10.0
+WRITE_BYTES_PER_SECOND = 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -168,13 +182,14 @@ class Switch:
                 finally:
                     writer.cancel()
                     keepalive.cancel()
-        except* _Silent:
-            pass  # the keepalive ended the session: the reader was cancelled
+        except* (_Silent, _NotReading):
+            pass  # the keepalive or the writer ended the session: the reader was cancelled
         finally:
             if self._peers.get(peer.id) is peer:
                 del self._peers[peer.id]
             for reactor in self.reactors:
                 reactor.remove_peer(peer)
+            peer.outbox.clear()  # what it never read goes now, not when the peer is collected
             await peer.channel.close()
             stats = peer.channel.stats()
             log.info(
@@ -233,7 +248,27 @@ class Switch:
     async def _writer(self, peer: Peer) -> None:
         with contextlib.suppress(ChannelClosed):
             while True:
-                await peer.channel.send(await peer.outbox.get())
+                message = await peer.outbox.get()
+                try:
+                    async with asyncio.timeout(write_limit(message)):
+                        await peer.channel.send(message)
+                except TimeoutError:
+                    log.info(
+                        "peer_not_reading",
+                        message=type(message).__name__,
+                        queued_bytes=peer.outbox.bytes,
+                    )
+                    # No go_away: it would wait behind what the peer does not read.
+                    raise _NotReading from None
+                except OversizedFrame as err:
+                    # Our bug, not the peer's (a block is bounded by the chain's
+                    # max_block_bytes, below the frame limit): a channel frames a message
+                    # before it writes a byte, so dropping it leaves the session whole.
+                    log.error(
+                        "outgoing_message_dropped",
+                        message=type(message).__name__,
+                        why=str(err),
+                    )
 
     async def _keepalive(self, peer: Peer) -> None:
         interval = self.config.keepalive
@@ -257,5 +292,14 @@ class Switch:
         await peer.channel.close()
 
 
+def write_limit(message: Outbound) -> float:
+    """How long sending ``message`` may take before the peer counts as not reading."""
+    return WRITE_SECONDS + wire_size(message) / WRITE_BYTES_PER_SECOND
+
+
 class _Silent(Exception):
     """The peer stopped answering keepalives; its session ends."""
+
+
+class _NotReading(Exception):
+    """The peer's socket took nothing for a message's write limit; its session ends."""

@@ -22,9 +22,12 @@ a range with no block for ``timeout`` seconds is reassigned and earns its peer a
 peer that stalls before it ever sent a block we asked for, or stalls ``max_strikes`` times
 without delivering a range in full in between, is dropped (the switch bans it with back-off).
 So are peers whose blocks fail validation ``max_strikes`` times, and peers that keep sending
-blocks that link to nothing. A dropped peer's claims stop counting at once. A slow peer is
-demoted instead: the range our chain waits on is taken from it when another peer could serve
-it several times faster, and ranges go by each peer's record (``p2p.sync_peers``). Peers'
+blocks that link to nothing (or, below our LIB, to a made-up parent). A dropped peer's claims
+stop counting at once, and a claim that stays ahead of us with no block of the peer's behind
+it stops counting after ``claim_trust`` seconds (``_trusted``): it cannot keep us out of sync
+for good. A slow peer is demoted instead (one that has sent nothing yet is not slow: the
+timeout judges it): the range our chain waits on is taken from it when another peer could
+serve it several times faster, and ranges go by each peer's record (``p2p.sync_peers``). Peers'
 claims hold our producer back only while blocks back them (``holds_production``).
 """
 
@@ -147,12 +150,15 @@ class SyncManager:
         if p is not None and num > p.head:
             p.head = num
         for r in self.ranges:
-            if r.peer == peer and r.start <= num <= r.end:
-                r.next_num = max(r.next_num, num + 1)
+            # Only a block past what the range brought so far is progress: one sent again and
+            # again (a stranger's block numbered our head + 1) must not keep the range alive.
+            if r.peer == peer and r.next_num <= num <= r.end:
+                r.next_num = num + 1
                 r.received += 1
                 r.progress_at = now
                 if p is not None:
                     p.delivered += 1
+                    p.backed_at = now
                 if num >= r.end:
                     self._finish(r, now)
                 break
@@ -168,6 +174,7 @@ class SyncManager:
         p = self.peers.get(peer)
         if p is not None:
             p.unlinkable = 0
+            p.backed_at = self._backed_at
         return []
 
     def block_kept(
@@ -181,6 +188,7 @@ class SyncManager:
         if p is not None:
             if new:
                 p.unlinkable = 0
+                p.backed_at = self.clock()
             if num >= p.head:
                 p.lost_at = max(p.lost_at, num)
         if block_id is not None and num > self.lib:
@@ -203,30 +211,54 @@ class SyncManager:
         self.next_request = self.head + 1
         return actions + self._schedule()
 
-    def block_stale(self, peer: PeerId, num: int) -> list[Action]:
+    def block_stale(
+        self, peer: PeerId, num: int, block_id: bytes | None = None, parent: bytes | None = None
+    ) -> list[Action]:
         """A block from ``peer`` conflicts with our irreversible chain: the peer is on a branch
         we finalized away from (it was cut off, or came back behind and produced on its old
-        head). Honest nodes do that after a partition, so no strike, and it stays connected
-        to sync our branch from us; what it was asked for is asked of others."""
-        if peer not in self.peers:
+        head). Honest nodes do that after a partition, each block the child of the one before
+        (``block_id``, ``parent``): so that branch costs one strike, and the peer stays
+        connected to sync our branch from us; what it was asked for is asked of others. But a
+        block whose parent is made up counts as one that links to nothing: a stranger whose
+        blocks fall at or below our LIB must not trickle them for good."""
+        p = self.peers.get(peer)
+        if p is None or p.dropping:
             return []
+        if parent is None or parent != p.orphan_tip:
+            p.unlinkable += 1
+        p.orphan_tip = block_id
+        if p.unlinkable > self.config.max_strikes:
+            return self._drop(p, GoAwayReason.UNLINKABLE, _unlinkable_detail(p)) + self._schedule()
         self._release(peer)
         return self._schedule()
 
-    def block_unlinkable(self, peer: PeerId, num: int) -> list[Action]:
+    def block_unlinkable(
+        self, peer: PeerId, num: int, block_id: bytes | None = None, parent: bytes | None = None
+    ) -> list[Action]:
         """A block from ``peer`` does not link to any block we know: the peer is on a branch
         we have not seen (and may be on one the network abandoned). Fetch the peer's branch
         from our LIB + 1 up to its head, from that peer, and let the fork database rank it —
         even when its head is below ours, since a branch can rank higher by its LIB. No
         strike for one: the peer may have done nothing wrong. But a peer whose blocks keep
-        linking to nothing, while none of them is new to us, is making up branches."""
+        linking to nothing, while none of them is new to us, is making up branches: each
+        such block counts, but for one whose ``parent`` is the peer's previous unlinkable
+        block (``block_id``): that is the same unknown branch going on (the rest of a range
+        asked before its first block showed the fork, or a block it relayed meanwhile)."""
         p = self.peers.get(peer)
         if p is None or p.dropping:
             return []
+        same_branch = parent is not None and parent == p.orphan_tip
+        p.orphan_tip = block_id
         if self.fork is not None and self.fork[0] == peer:
-            # Its branch is on its way, and it relayed a new block of it meanwhile: fetch up to
-            # there as well, without starting over (which, on every block it produces, would
-            # never let the fetch finish).
+            if not same_branch:
+                # A stranger trickling or flooding blocks with random parents: without this
+                # count, its branch "on its way" would shelter it for good.
+                p.unlinkable += 1
+                if p.unlinkable > self.config.max_strikes:
+                    detail = _unlinkable_detail(p)
+                    return self._drop(p, GoAwayReason.UNLINKABLE, detail) + self._schedule()
+            # Its branch is on its way: fetch up to this block as well, without starting over
+            # (which, on every block it produces, would never let the fetch finish).
             self.fork = (peer, max(self.fork[1], num))
             return self._schedule()
         return self._fetch_branch(p, max(num, p.head)) + self._schedule()
@@ -267,7 +299,10 @@ class SyncManager:
         for r in list(self.ranges):
             if now - r.progress_at > self.config.timeout:
                 actions += self._stalled(r, now)
-            elif self._slow(r, now):
+            elif self._slow(r, now) and self.peers[r.peer].delivered:
+                # A peer that has sent nothing we asked for is not slow but unproven: it
+                # keeps the range until the timeout judges it. Taken away at 2 s, a liar's
+                # ranges would never stall, with a peer on our head present (3 producers).
                 p = self.peers[r.peer]
                 p.rate = r.received / (now - r.sent_at)  # what it does now, not its average
                 p.last_used = now
@@ -323,8 +358,7 @@ class SyncManager:
         ``block_unlinkable``); a peer whose branches keep bringing nothing new is dropped."""
         p.unlinkable += 1
         if p.unlinkable > self.config.max_strikes:
-            detail = f"{p.unlinkable} branches that link to no block we know or bring none new"
-            return self._drop(p, GoAwayReason.UNLINKABLE, detail)
+            return self._drop(p, GoAwayReason.UNLINKABLE, _unlinkable_detail(p))
         self.ranges.clear()
         self.gaps.clear()
         self.next_request = self.lib + 1
@@ -404,7 +438,7 @@ class SyncManager:
             self._abandon(r)
 
     def _stage(self) -> tuple[Stage, int]:
-        counted = [p for p in self.peers.values() if not p.dropping]
+        counted = [p for p in self.peers.values() if self._trusted(p)]
         known_lib = max((p.lib for p in counted), default=0)
         known_head = max(
             (p.head for p in counted if p.head > p.lost_at + HEAD_ALLOWANCE),
@@ -428,6 +462,20 @@ class SyncManager:
         if (self.stage != Stage.IN_SYNC or self._met_ahead) and self.head < finish:
             return Stage.HEAD_CATCHUP, finish
         return Stage.IN_SYNC, self.head
+
+    def _trusted(self, p: PeerRecord) -> bool:
+        """Whether the claims of ``p`` count for the stage: not dropped, and backed by blocks.
+        A claim that goes ahead of us is trusted for ``claim_trust`` seconds, and as long
+        after each block of the peer's that came in order in a range we asked for, or joined
+        our chain; a claim that stays ahead with no block behind it stops counting."""
+        if p.dropping:
+            return False
+        now = self.clock()
+        ahead = p.lib > self.head or p.head > max(self.head, p.lost_at)
+        if ahead and not p.ahead:
+            p.backed_at = max(p.backed_at, now)
+        p.ahead = ahead
+        return now - p.backed_at < self.config.claim_trust
 
     def _schedule(self) -> list[Action]:
         actions = self._outranking()
@@ -506,3 +554,7 @@ class SyncManager:
             if self.fork is None or p.id == self.fork[0] or p.lib >= self._end_for(p, start, end)
         ]
         return pick(candidates, self.config.peer_limit)
+
+
+def _unlinkable_detail(p: PeerRecord) -> str:
+    return f"{p.unlinkable} blocks or branches that link to no block we know or bring none new"

@@ -45,3 +45,8 @@ class SyncConfig:
     # from a peer joined our chain catch-up still holds it: twice ``timeout``, so that an
     # honest sync whose source stalls and is replaced does not let the producer go early.
     pause_grace: float = 10.0
+    # How long a peer's claims (head, LIB) count for the stage without a block of its backing
+    # them: a peer claiming blocks it never sends must not keep us out of sync (and our
+    # finalizers quiet) for good. Twice ``timeout``: an honest source asked for a range
+    # delivers well within one, and one not asked is replaced by those that deliver.
+    claim_trust: float = 10.0

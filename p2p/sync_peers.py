@@ -50,6 +50,11 @@ class PeerRecord:
     lost_at: int = 0
     head_id: bytes | None = None  # as its last handshake or notice said
     branch_lib: int = 0  # its LIB when we last fetched its branch for outranking ours
+    # When its claims last went ahead of ours, or a block of it last backed them (one that
+    # came in order in a range we asked for, or that joined our chain or was new to us).
+    backed_at: float = float("-inf")
+    ahead: bool = False  # whether its claims were ahead of ours when last looked at
+    orphan_tip: bytes | None = None  # the id of its last block that linked to nothing
 
     def measured(self, blocks: int, seconds: float) -> None:
         """A range of ours ended after ``blocks`` blocks in ``seconds``."""

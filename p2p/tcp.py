@@ -80,7 +80,9 @@ class TcpChannel(Channel):
         try:
             async with asyncio.timeout(timeout):
                 reader, writer = await asyncio.open_connection(host, port)
-        except (TimeoutError, OSError) as err:
+        except (TimeoutError, OSError, UnicodeError) as err:
+            # UnicodeError: the resolver's idna codec refusing a label (over 63 characters,
+            # or empty): a bad host name is a failed dial, never the end of the dial loop.
             raise ChannelBroken(f"cannot connect to {host}:{port}: {err}") from err
         return cls(reader, writer, max_frame)
 
@@ -151,6 +153,18 @@ class TcpChannel(Channel):
         self._reader.set_exception(
             TimeoutError(f"{self._remote} too slow: a frame did not arrive whole in time")
         )
+
+    def abort(self) -> None:
+        """Close at once, dropping whatever is queued either way (a connection given up
+        before its handshake: nothing of ours is worth flushing to it)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        self._writer.transport.abort()
+        if self._plaintext is not None:
+            self._plaintext.transport.abort()
 
     async def close(self) -> None:
         if self._closed:

@@ -1,6 +1,8 @@
 """Stand-ins for tests and benches: a Channel pair in memory, for the logic above channels
 (and the contract suite); a dialler that opens a real connection to a node up to its
-first frame, for peers played by hand; and one such peer, a liar about its head."""
+first frame, for peers played by hand; and two such peers, a liar about its head and one
+that backs its lie with a trickle of blocks that link to nothing; and a snapshot offerer
+that never answers."""
 
 from __future__ import annotations
 
@@ -10,19 +12,29 @@ import functools
 import os
 import threading
 import time
+from collections.abc import Callable
 
+from chain.block import BlockHeader, SignedBlock
 from chain.crypto import PrivateKey
-from chain.types import BlockId
+from chain.types import AccountName, BlockId, BlockNum, block_num_of
 from p2p.channel import Channel
 from p2p.codec import decode_frame, encode_frame
-from p2p.errors import ChannelBroken, ChannelClosed, MalformedMessage
+from p2p.errors import ChannelBroken, ChannelClosed, HandshakeFailed, MalformedMessage, P2PError
 from p2p.handshake import ChainPosition, make_handshake
 from p2p.messages import (
     PROTOCOL_VERSION,
+    BlockMessage,
     GoAway,
+    GoAwayReason,
     Hello,
     Message,
+    Notice,
     Outbound,
+    SnapshotChunkRequest,
+    SnapshotList,
+    SnapshotListRequest,
+    SnapshotManifestRequest,
+    SnapshotOffer,
     SyncRequest,
     Time,
 )
@@ -140,6 +152,40 @@ async def until_closed(channel: Channel) -> None:
             await channel.recv()
 
 
+async def authenticate(channel: TcpChannel, binding: bytes, info: dict[str, object]) -> None:
+    """On a channel from ``dial``, the hello and a handshake signed by a fresh key, claiming
+    the node's LIB (``info``: its ``get_info``) as head, as any stranger may. Raises
+    HandshakeFailed with the reason if the node sends us away, ChannelClosed if it closes."""
+    chain_id = bytes.fromhex(str(info["chain_id"]))
+    node_id = os.urandom(32)
+    await channel.send(Hello(PROTOCOL_VERSION, chain_id, node_id, os.urandom(32)))
+    hello = await channel.recv()
+    if not isinstance(hello, Hello):
+        raise _refusal(hello)
+    lib = int(str(info["last_irreversible_block_num"]))
+    lib_id = BlockId(bytes.fromhex(str(info["last_irreversible_block_id"])))
+    await channel.send(
+        make_handshake(
+            chain_id=chain_id,
+            node_id=node_id,
+            node_key=PrivateKey.generate(),
+            peer_nonce=hello.nonce,
+            position=ChainPosition(lib, lib_id, lib, lib_id),
+            p2p_address="",
+            tls_binding=binding,
+        )
+    )
+    answer = await channel.recv()
+    if isinstance(answer, GoAway):
+        raise _refusal(answer)
+
+
+def _refusal(message: Message) -> HandshakeFailed:
+    if isinstance(message, GoAway):
+        return HandshakeFailed(message.reason, message.detail)
+    return HandshakeFailed(GoAwayReason.FATAL_OTHER, f"got {type(message).__name__}")
+
+
 # --- a peer that lies about its head --------------------------------------------------------
 
 CLAIM = 10**9  # the head and LIB a liar claims
@@ -159,6 +205,7 @@ class LyingPeer:
         self.sent_away: GoAway | None = None
         self.session_ended = threading.Event()
         self.sync_requests = 0
+        self.heard_head = 0  # the node's head, as its notices and relayed blocks tell
 
     def renew(self) -> None:
         self.node_id = os.urandom(32)
@@ -173,21 +220,29 @@ class LyingPeer:
                 self.sent_away = refused
                 return
             self.connected.set()
-            while True:
-                message = await channel.recv()
-                if isinstance(message, GoAway):
-                    self.sent_away = message
-                    return
-                if isinstance(message, Time) and message.xmt and not message.org:
-                    now = time.time_ns()
-                    await channel.send(Time(message.xmt, now, time.time_ns(), 0))
-                elif isinstance(message, SyncRequest):
-                    self.sync_requests += 1
+            await self._talk(channel)
         except ChannelClosed:
             return
         finally:
             await channel.close()
             self.session_ended.set()
+
+    async def _talk(self, channel: TcpChannel) -> None:
+        """Answer pings until sent away."""
+        while True:
+            message = await channel.recv()
+            if isinstance(message, GoAway):
+                self.sent_away = message
+                return
+            if isinstance(message, Time) and message.xmt and not message.org:
+                now = time.time_ns()
+                await channel.send(Time(message.xmt, now, time.time_ns(), 0))
+            elif isinstance(message, SyncRequest):
+                self.sync_requests += 1
+            elif isinstance(message, Notice) and len(message.ids) == 2:
+                self.heard_head = max(self.heard_head, block_num_of(message.ids[0]))
+            elif isinstance(message, BlockMessage):  # the node relays the blocks it makes
+                self.heard_head = max(self.heard_head, message.block.num)
 
     def start(self) -> threading.Thread:
         """A session in a thread of its own."""
@@ -197,6 +252,10 @@ class LyingPeer:
         thread.start()
         return thread
 
+    def claim(self) -> ChainPosition:
+        """The position the handshake claims."""
+        return ChainPosition(CLAIM, _claimed_id(CLAIM), CLAIM, _claimed_id(CLAIM))
+
     async def _handshake(self, channel: TcpChannel, binding: bytes) -> GoAway | None:
         await channel.send(Hello(PROTOCOL_VERSION, self.chain_id, self.node_id, os.urandom(32)))
         hello = await channel.recv()
@@ -204,7 +263,7 @@ class LyingPeer:
             return hello
         if not isinstance(hello, Hello):
             raise MalformedMessage(f"expected a hello, got {type(hello).__name__}")
-        claim = ChainPosition(CLAIM, _claimed_id(CLAIM), CLAIM, _claimed_id(CLAIM))
+        claim = self.claim()
         handshake = make_handshake(
             chain_id=self.chain_id,
             node_id=self.node_id,
@@ -221,3 +280,111 @@ class LyingPeer:
 
 def _claimed_id(num: int) -> BlockId:
     return BlockId(num.to_bytes(4, "big") + os.urandom(28))
+
+
+# --- a peer that backs its lie with blocks that link to nothing --------------------------------
+
+TRICKLE_AHEAD = 50  # how far above the node's head a trickler claims its head to be
+
+
+class TricklingPeer(LyingPeer):
+    """Claims the node's LIB (a true one, so that the handshake is accepted) and a head
+    ``TRICKLE_AHEAD`` above the node's, serves no range, and every ``every`` seconds sends a
+    well-formed block, signed by its own key, numbered the node's head + 1 with a random
+    parent: each one "delivers" into whatever range it was asked for, and none links.
+    ``position`` reads the node's position (its public RPC tells it to anyone)."""
+
+    def __init__(
+        self,
+        chain_id: bytes,
+        address: tuple[str, int],
+        position: Callable[[], ChainPosition],
+        every: float = 1.0,
+    ) -> None:
+        super().__init__(chain_id, address)
+        self.position = position
+        self.every = every
+        self.blocks_sent = 0
+
+    def claim(self) -> ChainPosition:
+        ours = self.position()
+        self.heard_head = ours.head_num
+        ahead = ours.head_num + TRICKLE_AHEAD
+        return ChainPosition(ours.lib_num, ours.lib_id, ahead, _claimed_id(ahead))
+
+    async def _talk(self, channel: TcpChannel) -> None:
+        """Answer pings and trickle blocks, until sent away."""
+        trickle = asyncio.create_task(self._trickle(channel))
+        try:
+            await super()._talk(channel)
+        finally:
+            trickle.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ChannelClosed):
+                await trickle
+
+    async def _trickle(self, channel: TcpChannel) -> None:
+        while True:
+            await asyncio.sleep(self.every)
+            await channel.send(BlockMessage.of(self.random_block(self.heard_head + 1)))
+            self.blocks_sent += 1
+
+    def random_block(self, num: int) -> SignedBlock:
+        """Block ``num``, well-formed and signed, whose parent is no block at all."""
+        header = BlockHeader(
+            num=BlockNum(num),
+            previous=_claimed_id(num - 1),
+            slot=int(time.time() * 2),
+            producer=AccountName("producera"),
+            schedule_version=0,
+            tx_root=os.urandom(32),
+            state_root=os.urandom(32),
+        )
+        return SignedBlock.sign(header, (), self.chain_id, self.key)
+
+
+# --- a snapshot offerer that never answers --------------------------------------------------
+
+
+class SilentOfferer(LyingPeer):
+    """Offers ``offer`` (a snapshot of the block a state-syncing node trusts, under a root
+    of the attacker's choosing) whenever asked for its list, and never answers a manifest or
+    chunk request; ``haunt`` comes back after every session, banned or not."""
+
+    def __init__(self, chain_id: bytes, address: tuple[str, int], offer: SnapshotOffer) -> None:
+        super().__init__(chain_id, address)
+        self.offer = offer
+        self.manifest_requests = 0
+        self.chunk_requests = 0
+        self.dropped: list[GoAway] = []  # the go_aways that ended its sessions
+
+    async def _talk(self, channel: TcpChannel) -> None:
+        """Answer pings and list requests until sent away; ignore the rest."""
+        while True:
+            message = await channel.recv()
+            if isinstance(message, GoAway):
+                self.sent_away = message
+                self.dropped.append(message)
+                return
+            if isinstance(message, Time) and message.xmt and not message.org:
+                now = time.time_ns()
+                await channel.send(Time(message.xmt, now, time.time_ns(), 0))
+            elif isinstance(message, SnapshotListRequest):
+                await channel.send(SnapshotList((self.offer,)))
+            elif isinstance(message, SnapshotManifestRequest):
+                self.manifest_requests += 1
+            elif isinstance(message, SnapshotChunkRequest):
+                self.chunk_requests += 1
+
+    def haunt(self, stop: threading.Event, pause: float = 0.5) -> threading.Thread:
+        """Sessions one after another (``pause`` apart, refused ones too) until ``stop``,
+        in a thread of its own."""
+
+        async def sessions() -> None:
+            while not stop.is_set():
+                with contextlib.suppress(P2PError, OSError):
+                    await self.session()
+                await asyncio.sleep(pause)
+
+        thread = threading.Thread(target=asyncio.run, args=(sessions(),), daemon=True)
+        thread.start()
+        return thread

@@ -37,10 +37,12 @@ each end) instead of a TLS error or a hang.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import secrets
 import ssl
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,11 +149,19 @@ def check_agree(ours: bool, theirs: bool) -> None:
 
 
 async def negotiate(
-    channel: TcpChannel, identity: TlsIdentity | None, dialed: bool, timeout: float
+    channel: TcpChannel,
+    identity: TlsIdentity | None,
+    dialed: bool,
+    timeout: float,
+    *,
+    preamble_timeout: float | None = None,
+    preamble_read: Callable[[], None] = lambda: None,
 ) -> bytes:
     """Exchange preambles and, with ``identity``, run TLS 1.3 on ``channel``. Returns the TLS
     binding for the handshake (empty without TLS). Raises HandshakeFailed (preamble or a TLS
-    mismatch) or ChannelClosed (the connection or TLS failed)."""
+    mismatch), ChannelClosed (the connection or TLS failed) or, for a listener whose peer's
+    preamble did not come within ``preamble_timeout``, TimeoutError. ``preamble_read`` is
+    called once a listener has it (the transport then keeps the connection's slot for it)."""
     ours = identity is not None
     if dialed:
         await channel.send_raw(preamble(ours))
@@ -160,7 +170,10 @@ async def negotiate(
             return b""
         await channel.start_tls(identity.client, server_side=False, timeout=timeout)
     else:
-        theirs = parse_preamble(await channel.recv_raw(PREAMBLE_SIZE))
+        async with asyncio.timeout(preamble_timeout):
+            raw = await channel.recv_raw(PREAMBLE_SIZE)
+        preamble_read()
+        theirs = parse_preamble(raw)
         if identity is None or not theirs:
             await channel.send_raw(preamble(ours))  # so that the dialler knows why, too
             check_agree(ours, theirs)

@@ -8,10 +8,16 @@ to the switch as a ``Connection`` whose channel is TCP or RDMA — above this mo
 not matter which. Admission decisions about authenticated peers (bans, limits, duplicates) are
 the switch's: the transport asks its ``Gate`` at the right moments of the handshake.
 
-Before a peer has authenticated it gets little: at most ``max_unauthenticated`` inbound
-connections may be in their handshake at once and ``max_per_address`` inbound connections
-come from one address (others are closed at once, unread), frames are refused above
-``HANDSHAKE_MAX_FRAME``, and the handshake must finish within ``handshake_timeout``.
+Before a peer has authenticated it gets little. A new inbound connection waits for its
+8-byte preamble in a waiting room (``max_waiting``, ``max_waiting_per_address``) for at most
+``preamble_timeout``; when the room is full the oldest connection still waiting gives way.
+With its preamble read it takes one of ``max_unauthenticated`` handshake slots (of which one
+address holds ``max_unauthenticated_per_address``) and counts against ``max_per_address``,
+or is closed unanswered if those are full. Frames are refused above ``HANDSHAKE_MAX_FRAME``,
+and the handshake must finish within ``handshake_timeout``. An honest dialler writes its
+preamble as it connects, so strangers that drip theirs give way to each other rather than
+lock honest peers out (40 of them from one address let 1 of 26 honest handshakes through
+when every connection took a handshake slot on arrival).
 """
 
 from __future__ import annotations
@@ -55,40 +61,130 @@ class TransportConfig:
     # once; each slot holds at most a handshake-sized frame plus the stream's read buffer.
     max_unauthenticated: int = 32  # inbound connections in their handshake (0: no limit)
     max_per_address: int = 8  # inbound connections from one IP address (0: no limit)
+    # Of the handshake slots, one address may hold this many: a host of strangers needs many
+    # addresses to fill them all.
+    max_unauthenticated_per_address: int = 4  # (0: no limit)
+    # Connections waiting for their 8-byte preamble: a socket and a few bytes each. An honest
+    # dialler writes its preamble as it connects, so it keeps its place unless this many
+    # newer connections come before we read it: 32 per address let 26 of 26 honest
+    # handshakes through 40 strangers dripping the preamble from the same address; room for
+    # 4 let none through (given up, the strangers reconnect at once, ~450 times a second).
+    max_waiting: int = 256
+    max_waiting_per_address: int = 32
+    # An honest dialler writes its preamble as it connects; 2 s is for a lossy link.
+    preamble_timeout: float = 2.0
     tls: TlsIdentity | None = None  # p2p-tls = on: TLS 1.3 on every connection (``p2p.tls``)
+
+
+@dataclass(eq=False, slots=True)
+class _Slot:
+    host: str
+    waiting: bool = True  # for its preamble: in the waiting room, not yet in a handshake slot
+    handshaking: bool = False
 
 
 @dataclass(slots=True)
 class InboundCount:
-    """Inbound connections being counted: those still in their handshake, and all of them
-    per source address. ``refusal`` says why one more would be refused, if it would."""
+    """Inbound connections being counted, by channel, in two tiers. A new connection enters
+    the waiting room (``max_waiting``, ``max_waiting_per_address``), which never refuses: when
+    full it gives up the oldest connection still waiting for its preamble. Once its preamble
+    has come (``preamble_read``) a connection takes a handshake slot (``max_unauthenticated``,
+    ``max_unauthenticated_per_address``) and counts against ``max_per_address`` until it is
+    closed, or is refused if those are full. An honest dialler sends its preamble as it
+    connects, so it needs its place in the waiting room for a moment only."""
 
     max_unauthenticated: int
     max_per_address: int
+    max_unauthenticated_per_address: int = 0
+    max_waiting: int = 0
+    max_waiting_per_address: int = 0
     unauthenticated: int = 0
     per_address: dict[str, int] = field(default_factory=dict)
+    unauthenticated_per_address: dict[str, int] = field(default_factory=dict)
+    waiting: int = 0
+    waiting_per_address: dict[str, int] = field(default_factory=dict)
+    _slots: dict[TcpChannel, _Slot] = field(default_factory=dict)  # in order of arrival
 
-    def refusal(self, host: str) -> str | None:
-        if self.max_unauthenticated and self.unauthenticated >= self.max_unauthenticated:
-            return "too many unauthenticated connections"
-        if self.max_per_address and self.per_address.get(host, 0) >= self.max_per_address:
-            return "too many connections from this address"
+    def __contains__(self, channel: object) -> bool:
+        return channel in self._slots
+
+    def make_room(self, host: str) -> TcpChannel | None:
+        """The connection to give up for a new one from ``host``, if the waiting room is full:
+        the oldest waiting, of ``host`` if it holds its share, of anyone otherwise."""
+        cap = self.max_waiting_per_address
+        if cap and self.waiting_per_address.get(host, 0) >= cap:
+            return self._oldest_waiting(host)
+        if self.max_waiting and self.waiting >= self.max_waiting:
+            return self._oldest_waiting(None)
         return None
 
-    def opened(self, host: str) -> None:
-        self.unauthenticated += 1
-        self.per_address[host] = self.per_address.get(host, 0) + 1
+    def opened(self, channel: TcpChannel, host: str) -> None:
+        self._slots[channel] = _Slot(host)
+        self.waiting += 1
+        _add(self.waiting_per_address, host, 1)
 
-    def handshake_over(self) -> None:
-        """The handshake is over (whether or not it succeeded)."""
-        self.unauthenticated -= 1
-
-    def closed(self, host: str) -> None:
-        left = self.per_address[host] - 1
-        if left:
-            self.per_address[host] = left
+    def preamble_read(self, channel: TcpChannel) -> str | None:
+        """Move ``channel`` to a handshake slot; or say why it is refused (and count it out)."""
+        slot = self._slots[channel]
+        host = slot.host
+        self._leave_waiting(slot)
+        refusal = None
+        if self.max_per_address and self.per_address.get(host, 0) >= self.max_per_address:
+            refusal = "too many connections from this address"
+        elif self.max_unauthenticated and self.unauthenticated >= self.max_unauthenticated:
+            refusal = "too many unauthenticated connections"
         else:
-            del self.per_address[host]
+            cap = self.max_unauthenticated_per_address
+            if cap and self.unauthenticated_per_address.get(host, 0) >= cap:
+                refusal = "too many unauthenticated connections from this address"
+        if refusal is not None:
+            del self._slots[channel]
+            return refusal
+        slot.handshaking = True
+        self.unauthenticated += 1
+        _add(self.unauthenticated_per_address, host, 1)
+        _add(self.per_address, host, 1)
+        return None
+
+    def handshake_over(self, channel: TcpChannel) -> None:
+        """The handshake is over (whether or not it succeeded)."""
+        slot = self._slots.get(channel)
+        if slot is not None and slot.handshaking:
+            slot.handshaking = False
+            self.unauthenticated -= 1
+            _add(self.unauthenticated_per_address, slot.host, -1)
+
+    def closed(self, channel: TcpChannel) -> None:
+        """The connection is gone (or given up for another: counted out at once)."""
+        slot = self._slots.get(channel)
+        if slot is None:
+            return
+        counted = not slot.waiting  # past its preamble: it counts against its address
+        self._leave_waiting(slot)
+        self.handshake_over(channel)
+        del self._slots[channel]
+        if counted:
+            _add(self.per_address, slot.host, -1)
+
+    def _leave_waiting(self, slot: _Slot) -> None:
+        if slot.waiting:
+            slot.waiting = False
+            self.waiting -= 1
+            _add(self.waiting_per_address, slot.host, -1)
+
+    def _oldest_waiting(self, host: str | None) -> TcpChannel | None:
+        for channel, slot in self._slots.items():
+            if slot.waiting and (host is None or slot.host == host):
+                return channel
+        return None
+
+
+def _add(counts: dict[str, int], host: str, step: int) -> None:
+    left = counts.get(host, 0) + step
+    if left:
+        counts[host] = left
+    else:
+        counts.pop(host, None)
 
 
 class Gate(Protocol):
@@ -123,7 +219,13 @@ class Transport:
         self._dialing: set[tuple[str, int]] = set()
         self._connected: set[tuple[str, int]] = set()
         self._errors: dict[tuple[str, int], str] = {}  # why a dialled address is not connected
-        self.inbound = InboundCount(config.max_unauthenticated, config.max_per_address)
+        self.inbound = InboundCount(
+            config.max_unauthenticated,
+            config.max_per_address,
+            config.max_unauthenticated_per_address,
+            config.max_waiting,
+            config.max_waiting_per_address,
+        )
         self._refused: dict[str, int] = {}  # refusals not logged yet, by reason
         self._refusals_logged = 0.0
 
@@ -189,20 +291,29 @@ class Transport:
             return
         peer = writer.get_extra_info("peername")
         host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
-        refusal = self.inbound.refusal(host)
-        if refusal is not None:
-            writer.transport.abort()  # nothing read, nothing sent, nothing left to linger
-            self._count_refusal(refusal)
-            return
+        victim = self.inbound.make_room(host)
+        if victim is not None:
+            self.inbound.closed(victim)
+            victim.abort()  # its pending read ends; its task finds it counted out already
+            self._count_refusal("waiting room full: the oldest still owing its preamble given up")
         channel = TcpChannel(reader, writer)
-        self.inbound.opened(host)
-        self._tg.create_task(self._inbound(channel, host), name=f"in-{channel.remote}")
+        self.inbound.opened(channel, host)
+        self._tg.create_task(self._inbound(channel), name=f"in-{channel.remote}")
 
-    async def _inbound(self, channel: TcpChannel, host: str) -> None:
+    async def _inbound(self, channel: TcpChannel) -> None:
         try:
             await self._connection(channel, dialed=False)
         finally:
-            self.inbound.closed(host)
+            self.inbound.closed(channel)
+
+    def _preamble_read(self, channel: TcpChannel) -> None:
+        """The preamble of an inbound connection came: it takes a handshake slot, or is
+        closed, unanswered, if none is free."""
+        if channel in self.inbound:
+            refusal = self.inbound.preamble_read(channel)
+            if refusal is not None:
+                self._count_refusal(refusal)
+                raise _Refused(refusal)
 
     def _count_refusal(self, reason: str) -> None:
         """Refusals come in floods: log the first, then how many there were since, at most
@@ -258,6 +369,9 @@ class Transport:
                 await channel.send(GoAway(refusal, self.node_id, err.detail))
             await channel.close()
             return False, refusal
+        except _Refused:
+            channel.abort()  # nothing sent, nothing left to linger
+            return False, None
         except _WentAway as away:
             log.info(
                 "peer_sent_us_away", remote=channel.remote, reason=away.reason.name, why=away.detail
@@ -272,7 +386,7 @@ class Transport:
             return False, None
         finally:
             if not dialed:
-                self.inbound.handshake_over()
+                self.inbound.handshake_over(channel)
         channel.max_frame = MAX_FRAME_SIZE
         if address is not None:
             self._errors.pop(address, None)
@@ -292,8 +406,14 @@ class Transport:
         self, channel: Channel, dialed: bool, address: tuple[str, int] | None
     ) -> Connection:
         assert isinstance(channel, TcpChannel), "connections start on TCP"
+        tcp = channel
         tls_binding = await negotiate(
-            channel, self.config.tls, dialed, self.config.handshake_timeout
+            tcp,
+            self.config.tls,
+            dialed,
+            self.config.handshake_timeout,
+            preamble_timeout=self.config.preamble_timeout,
+            preamble_read=lambda: self._preamble_read(tcp),
         )
         chain_id = self.chain.chain_id
         nonce = os.urandom(32)
@@ -344,6 +464,10 @@ class Transport:
 
 def _where(address: tuple[str, int]) -> str:
     return f"{address[0]}:{address[1]}"
+
+
+class _Refused(Exception):
+    """No handshake slot for an inbound connection: it is closed without a word."""
 
 
 class _WentAway(Exception):

@@ -28,6 +28,7 @@ from p2p.messages import PROTOCOL_VERSION, Handshake, Hello
 from p2p.tcp import FRAME_SECONDS, TcpChannel
 from p2p.testing import dial, until_closed
 from p2p.tls import preamble
+from p2p.transport import TransportConfig
 from scripts.bench_flood import ANNOUNCED, hostile, rss_mib, source_address
 from tests.integration.conftest import SLOWDOWN, NodeProcess, Nodes, free_port, wait_for
 
@@ -185,16 +186,17 @@ def test_peers_that_drip_a_frame_are_cut_off_at_the_frame_deadline(
     assert all(FRAME_SECONDS - 0.5 < t < (FRAME_SECONDS + 1.0) * SLOWDOWN for t in times), times
 
 
-def test_strangers_that_drip_the_preamble_are_cut_off_at_the_handshake_timeout(
+def test_strangers_that_drip_the_preamble_are_cut_off_at_the_preamble_timeout(
     nodes: Nodes, tmp_path: Path
 ) -> None:
-    """The frame deadline covers frames only: what comes before the first frame, the 8-byte
-    preamble and the TLS handshake, is bounded by the handshake timeout (p2p-handshake-timeout-ms,
-    5 s by default; TLS gets the same limit). Five strangers that drip the preamble a byte a
-    second (it would take 8 s) are closed at that timeout."""
+    """The frame deadline covers frames only: the 8-byte preamble before the first frame must
+    come within the preamble timeout (2 s, ``TransportConfig.preamble_timeout``), shorter than
+    the handshake timeout that bounds TLS and the rest. Five strangers that drip the preamble a
+    byte a second (it would take 8 s) are closed at that timeout."""
     target, p2p = producer(nodes, tmp_path)
     opening = preamble(True)
     assert len(opening) * 1.0 > HANDSHAKE_SECONDS + 2  # dripped, it would take longer
+    preamble_seconds = TransportConfig().preamble_timeout
 
     async def main() -> list[float]:
         strangers = [
@@ -211,7 +213,7 @@ def test_strangers_that_drip_the_preamble_are_cut_off_at_the_handshake_timeout(
 
     times = asyncio.run(main())
     print("closed after", sorted(round(t, 2) for t in times))
-    assert all(HANDSHAKE_SECONDS - 0.5 < t < (HANDSHAKE_SECONDS + 1.0) * SLOWDOWN for t in times), (
+    assert all(preamble_seconds - 0.5 < t < (preamble_seconds + 1.0) * SLOWDOWN for t in times), (
         times
     )
     assert target.running

@@ -4,23 +4,35 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from chain.controller import Chain
+from chain.params import slot_start_ms
 from chain.qc import Vote
 from chain.types import PublicKey
 from genesis.testing import DevNet
 from node.errors import NodeError
-from node.finalizer import SAFETY_FILE, FinalizerService, load_safety
+from node.finalizer import RECHECK_SECONDS, SAFETY_FILE, FinalizerService, load_safety
 
 
 def service(
-    net: DevNet, chain: Chain, directory: Path, sent: list[Vote], may_vote: bool = True
+    net: DevNet,
+    chain: Chain,
+    directory: Path,
+    sent: list[Vote],
+    may_vote: bool = True,
+    clock: Callable[[], float] = time.time,
 ) -> FinalizerService:
     keys = {PublicKey(k.public_key): k for n, k in net.keys.items() if n.startswith("producer")}
-    return FinalizerService(keys, directory, chain.view, sent.append, lambda: may_vote)
+    return FinalizerService(keys, directory, chain.view, sent.append, lambda: may_vote, clock)
+
+
+def long_after(chain: Chain) -> Callable[[], float]:
+    """A clock that reads a minute after the head's slot began: the head is not recent."""
+    return lambda: slot_start_ms(chain.head.slot) / 1000 + 60
 
 
 async def step(
@@ -80,13 +92,57 @@ def test_a_restarted_finalizer_does_not_vote_again_on_what_it_voted_on(tmp_path:
 
 
 def test_no_vote_while_catching_up(tmp_path: Path) -> None:
-    """While the node is not in sync its finalizers keep quiet."""
+    """While the node is not in sync and its head is not recent, its finalizers keep quiet."""
     net = DevNet.create(4, blocks_per_turn=1, finality="votes")
     chain = net.open(tmp_path / "chain")
     sent: list[Vote] = []
     net.produce(chain)
-    asyncio.run(step(service(net, chain, tmp_path / "f", sent, may_vote=False), chain))
+    svc = service(net, chain, tmp_path / "f", sent, may_vote=False, clock=long_after(chain))
+    asyncio.run(step(svc, chain))
     assert sent == []
+
+
+def test_a_recent_head_gets_its_vote_whatever_peers_claim(tmp_path: Path) -> None:
+    """A head from the current slot is voted on even while sync says we are behind (a peer
+    claiming blocks it never sends must not silence our finalizers)."""
+    net = DevNet.create(4, blocks_per_turn=1, finality="votes")
+    chain = net.open(tmp_path / "chain")
+    sent: list[Vote] = []
+    block = net.produce(chain)
+    in_its_slot = lambda: slot_start_ms(chain.head.slot) / 1000 + 0.1  # noqa: E731
+    svc = service(net, chain, tmp_path / "f", sent, may_vote=False, clock=in_its_slot)
+    asyncio.run(step(svc, chain, sent, 4))
+    assert {v.block_id for v in sent} == {block.id}
+
+
+def test_a_head_skipped_while_out_of_sync_gets_its_vote_once_back_in_sync(
+    tmp_path: Path,
+) -> None:
+    """A head that came while the node was not in sync is voted on when the node is in sync
+    again, though no new head comes (a paused producer makes none until it has a QC)."""
+    net = DevNet.create(4, blocks_per_turn=1, finality="votes")
+    chain = net.open(tmp_path / "chain")
+    sent: list[Vote] = []
+    block = net.produce(chain)
+    in_sync = [False]
+    keys = {PublicKey(k.public_key): k for n, k in net.keys.items() if n.startswith("producer")}
+    svc = FinalizerService(
+        keys, tmp_path / "f", chain.view, sent.append, lambda: in_sync[0], long_after(chain)
+    )
+
+    async def main() -> None:
+        task = asyncio.create_task(svc.run())
+        svc.head_changed(chain.view())
+        await asyncio.sleep(3 * RECHECK_SECONDS)
+        assert sent == [], "no vote while out of sync"
+        in_sync[0] = True  # and no head_changed: the head stays where it was
+        deadline = time.monotonic() + 10
+        while len(sent) < 4 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        task.cancel()
+
+    asyncio.run(main())
+    assert {v.block_id for v in sent} == {block.id} and len(sent) == 4
 
 
 def test_a_damaged_safety_file_stops_the_node(tmp_path: Path) -> None:

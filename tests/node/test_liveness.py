@@ -116,3 +116,43 @@ def test_a_peer_joining_gives_a_paused_producer_a_fresh_timeout(tmp_path: Path) 
     progress.view_changed(chain.view())
     clock.now += 7
     assert progress.paused, "unanswered again, it pauses again"
+
+
+def test_a_paused_producer_sends_one_probe_block_per_period_so_votes_can_resume(
+    tmp_path: Path,
+) -> None:
+    """Paused for good (votes on its head lost), the producer still makes one block every
+    probe period, and none in between: the finalizers always get a new head to vote on."""
+    net = DevNet.create(1, finality="votes")
+    chain = net.open(tmp_path / "chain")
+    runner = ChainRunner(chain)
+    clock = Clock()
+    name, _ = chain.head.scheduled(chain.head.slot + 1, chain.params)
+    producer = ProducerLoop(
+        runner,
+        (name,),
+        {PublicKey(k.public_key): k for k in net.keys.values()},
+        NodeMetrics(),
+        on_block=lambda block: None,
+        votes_missing=lambda: True,
+        probe_every=6.0,
+        clock=clock,
+    )
+
+    async def main() -> None:
+        slot = runner.view.head.slot + 1
+        assert await producer.maybe_produce(slot) is None and producer.paused
+        clock.now += 5.9
+        assert await producer.maybe_produce(slot) is None, "not before the period is up"
+        clock.now += 0.2
+        probe = await producer.maybe_produce(slot)
+        assert probe is not None and producer.paused, "one block, still paused"
+        assert await producer.maybe_produce(slot + 1) is None, "then the pause again"
+        clock.now += 6.1
+        assert await producer.maybe_produce(slot + 1) is not None
+
+    try:
+        asyncio.run(main())
+    finally:
+        runner.close()
+        chain.store.close()

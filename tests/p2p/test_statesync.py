@@ -31,7 +31,7 @@ from p2p.messages import (
     SnapshotOffer,
 )
 from p2p.peer import Peer
-from p2p.snapshot_fetch import Fetcher, manifest_root
+from p2p.snapshot_fetch import MAX_REMEMBERED, Fetcher, manifest_root
 from p2p.statesync import RECHOOSE_S, StateSync
 from tests.p2p import fakes
 from tests.p2p.fakes import FakeSwitch
@@ -171,8 +171,9 @@ async def _started(
 
 
 def test_a_peer_silent_past_its_strikes_loses_its_session_and_all_its_requests() -> None:
-    """With more requests in flight than strikes allowed, a silent peer is sent away at its
-    last strike, and every request it held (counted or not) goes to the other peer."""
+    """With more requests in flight than strikes allowed, a silent peer is dropped and sent
+    away with a ban (benign) at its last strike, and every request it held (counted or not)
+    goes to the other peer."""
 
     async def scenario() -> None:
         peers = {n: FakePeer(n) for n in ("a", "b")}
@@ -194,7 +195,8 @@ def test_a_peer_silent_past_its_strikes_loses_its_session_and_all_its_requests()
         assert len(silent.asked()) == 4
         cast(Clock, fetcher.clock).now += 11
         reactor._tick(fetcher)
-        assert switch.sent_away == ["a"] and "a" not in fetcher.sources
+        assert [(p, r) for p, r, _ in switch.punished] == [("a", GoAwayReason.BENIGN_OTHER)]
+        assert "a" not in fetcher.sources and fetcher.status()["dropped"] == ["a"]
         assert set(silent.asked()) <= set(other.asked())
 
     asyncio.run(scenario())
@@ -426,6 +428,7 @@ def test_a_silent_peer_loses_its_requests_after_the_timeout() -> None:
 
     async def scenario() -> None:
         reactor, fetcher, _, peers, _, _ = rig()
+        fetcher.max_strikes = 3  # above the requests in flight: counted, not dropped
         for peer in peers.values():
             await _recv(reactor, peer, SnapshotList((OFFER,)))
         manifest_peer = next(
@@ -440,7 +443,7 @@ def test_a_silent_peer_loses_its_requests_after_the_timeout() -> None:
         cast(Clock, fetcher.clock).now += 11
         reactor._tick(fetcher)
         assert set(pending) <= set(other.asked()), "the silent peer's chunks were re-asked"
-        assert fetcher.sources["a"].strikes == len(pending)
+        assert fetcher.strikes["a"] == len(pending) and "a" in fetcher.sources
 
     asyncio.run(scenario())
 
@@ -620,3 +623,126 @@ def test_a_block_chosen_by_headers_that_nobody_serves_is_given_up() -> None:
         assert fetcher.trusted is None and fetcher.following()
 
     asyncio.run(scenario())
+
+
+SILENT_ROOT = blake3(b"a root nobody can back").digest()
+SILENT_OFFER = SnapshotOffer(TRUSTED, len(DATA), CHUNK, SILENT_ROOT)
+
+
+class Offerers:
+    """Three silent offerers agreeing on a root of their own, and one honest peer: each
+    silent one re-lists whenever asked and, sent away, reconnects at once (its ban ignored,
+    the worst case for the fetcher)."""
+
+    def __init__(self) -> None:
+        self.reactor, self.fetcher, self.switch, self.peers, self.download, self.done = rig(
+            ("s1", "s2", "s3", "h")
+        )
+        self.listed: dict[str, int] = {}  # list requests answered, per peer
+        self.punished = 0
+
+    async def step(self) -> None:
+        """Silent peers punished since the last step leave and come back; every peer answers
+        the list requests it has not answered yet."""
+        for peer_id, _, _ in self.switch.punished[self.punished :]:
+            back = cast(Peer, self.peers[peer_id])
+            self.reactor.remove_peer(back)
+            self.reactor.add_peer(back)
+        self.punished = len(self.switch.punished)
+        for peer in self.peers.values():
+            asked = sum(isinstance(m, SnapshotListRequest) for m in peer.offered)
+            if asked > self.listed.get(peer.id, 0):
+                self.listed[peer.id] = asked
+                offer = OFFER if peer.id == "h" else SILENT_OFFER
+                await _recv(self.reactor, peer, SnapshotList((offer,)))
+
+    def manifest_asked(self, peer_id: str) -> int:
+        return sum(isinstance(m, SnapshotManifestRequest) for m in self.peers[peer_id].offered)
+
+
+def test_silent_offerers_outvoting_an_honest_peer_are_dropped_and_the_download_ends() -> None:
+    """Three offerers that agree on a root and never answer the manifest request are each
+    dropped (banned, benign) after two lapses, however often they come back, and the honest
+    peer's manifest and chunks end the download: six timeouts at most."""
+
+    async def scenario() -> None:
+        net = Offerers()
+        clock = cast(Clock, net.fetcher.clock)
+        await net.step()
+        lapses = 0
+        while net.manifest_asked("h") == 0 and lapses < 12:
+            clock.now += 11
+            net.reactor._tick(net.fetcher)
+            lapses += 1
+            await net.step()
+        assert net.manifest_asked("h") == 1, f"the honest peer never asked in {lapses} lapses"
+        assert lapses <= 6
+        silent = ("s1", "s2", "s3")
+        assert sorted(p for p, _, _ in net.switch.punished) == list(silent)
+        assert {r for _, r, _ in net.switch.punished} == {GoAwayReason.BENIGN_OTHER}
+        assert all(net.manifest_asked(p) == 2 for p in silent), "each asked twice, no more"
+        status = net.fetcher.status()
+        assert status["dropped"] == list(silent) and status["peers_banned"] == {"silent": 3}
+        await _recv(net.reactor, net.peers["h"], SnapshotManifest(TRUSTED, HASHES))
+        for _ in range(3):
+            for index in net.peers["h"].asked():
+                if index not in net.download.chunks:
+                    await _recv(
+                        net.reactor, net.peers["h"], SnapshotChunk(TRUSTED, index, CHUNKS[index])
+                    )
+        await asyncio.sleep(0)
+        assert net.done == [Path("snapshot.part")]
+        assert all(net.peers[p].asked() == [] for p in silent)
+
+    asyncio.run(scenario())
+
+
+def test_a_dropped_peer_serving_alone_is_asked_again_on_its_last_strike() -> None:
+    """A lone server dropped for lapses is still the one to ask when it comes back (nobody
+    else serves), but on its last strike: one more lapse drops it again."""
+
+    async def scenario() -> None:
+        reactor, fetcher, switch, peers, _, _ = rig(("a",))
+        peer = peers["a"]
+        await _recv(reactor, peer, SnapshotList((OFFER,)))
+        for _ in range(2):
+            cast(Clock, fetcher.clock).now += 11
+            reactor._tick(fetcher)
+        assert [p for p, _, _ in switch.punished] == ["a"] and fetcher.sources == {}
+        reactor.remove_peer(cast(Peer, peer))
+        reactor.add_peer(cast(Peer, peer))
+        await _recv(reactor, peer, SnapshotList((OFFER,)))
+        assert len(_manifest_asked_of(peers)) == 3, "asked again: nobody else serves"
+        cast(Clock, fetcher.clock).now += 11
+        reactor._tick(fetcher)
+        assert [p for p, _, _ in switch.punished] == ["a", "a"]
+
+    asyncio.run(scenario())
+
+
+def test_an_answer_clears_a_peers_strikes() -> None:
+    """A peer that lets one request lapse and then answers one is back to no strikes, so
+    an occasional late answer never adds up to a drop."""
+
+    async def scenario() -> None:
+        reactor, fetcher, switch, peers, _, _ = rig(("a",))
+        peer = peers["a"]
+        await _recv(reactor, peer, SnapshotList((OFFER,)))
+        cast(Clock, fetcher.clock).now += 11
+        reactor._tick(fetcher)
+        assert fetcher.strikes["a"] == 1
+        await _recv(reactor, peer, SnapshotManifest(TRUSTED, HASHES))
+        assert fetcher.strikes["a"] == 0 and switch.punished == []
+
+    asyncio.run(scenario())
+
+
+def test_the_peers_remembered_for_their_lapses_are_bounded() -> None:
+    """Identities cost nothing: past MAX_REMEMBERED, the oldest strikes and drops are
+    forgotten, the newest kept."""
+    fetcher = Fetcher(TRUSTED, MemoryDownload(), print, clock=Clock())
+    for n in range(MAX_REMEMBERED + 10):
+        fetcher.lapsed(f"p{n}")
+        fetcher.drop(f"p{n}")
+    assert len(fetcher.strikes) == len(fetcher.dropped) == MAX_REMEMBERED
+    assert f"p{MAX_REMEMBERED + 9}" in fetcher.dropped and "p0" not in fetcher.dropped

@@ -11,14 +11,17 @@ from typing import ClassVar
 import pytest
 
 from chain.types import BlockId
+from p2p import switch as switch_module
 from p2p.errors import ChannelClosed, HandshakeFailed
 from p2p.messages import (
     PROTOCOL_VERSION,
     GoAway,
     GoAwayReason,
     Handshake,
+    IdListMode,
     Message,
     Notice,
+    RawBlock,
     SyncRequest,
     Time,
 )
@@ -198,5 +201,39 @@ def test_a_silent_peer_is_dropped_even_if_closing_does_not_wake_its_reader() -> 
         assert end.silent and end.reason is None
         assert len(switch) == 0 and ours.closed
         del theirs
+
+    asyncio.run(main())
+
+
+def test_a_peer_that_reads_nothing_is_dropped_at_the_write_limit_and_its_outbox_freed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A peer whose end takes nothing (its channel's buffer full, a 4 KiB receive window)
+    loses its session once a message waits WRITE_SECONDS to leave, though it keeps talking,
+    and what was queued for it is dropped with the session."""
+    monkeypatch.setattr(switch_module, "WRITE_SECONDS", 0.3)
+
+    async def main() -> None:
+        switch = Switch(os.urandom(32), SwitchConfig(keepalive=60), [])
+        ours, theirs = MemoryChannel.pair(capacity=2)
+        node = os.urandom(32)
+        task = asyncio.create_task(switch.serve(Connection(ours, node, handshake(node), False)))
+        await asyncio.sleep(0.01)
+        [peer] = switch.peers()
+        for _ in range(10):
+            peer.offer(RawBlock(bytes(1000)))
+
+        async def chatter() -> None:  # it talks, so the keepalive would not drop it
+            while True:
+                await theirs.send(Notice(IdListMode.CATCH_UP, 0))
+                await asyncio.sleep(0.05)
+
+        talking = asyncio.ensure_future(chatter())
+        started = time.monotonic()
+        end = await asyncio.wait_for(task, 5)
+        talking.cancel()
+        assert 0.3 <= time.monotonic() - started < 2.0
+        assert not end.silent and len(switch) == 0
+        assert peer.outbox.empty() and peer.outbox.bytes == 0
 
     asyncio.run(main())

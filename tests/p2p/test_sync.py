@@ -128,17 +128,61 @@ def test_strikes_drop_a_peer_and_rewind() -> None:
     assert DropPeer("bad", GoAwayReason.VALIDATION, "bad signature") in second
 
 
-def test_stale_blocks_are_no_strike() -> None:
+def test_stale_blocks_of_one_branch_are_one_strike() -> None:
     """A peer whose blocks conflict with our irreversible chain (it was cut off and produced on
-    its own branch) is never dropped for them, however many it sends; what it was asked for
-    goes to another peer."""
+    its own branch, each block the child of the one before) is not dropped for them, however
+    many it sends; what it was asked for goes to another peer."""
     sync, _ = manager(max_ranges=1, max_strikes=2)
     sync.peer_position("behind", lib=500, head=500)
     sync.peer_position("good", lib=500, head=500)
     deliver(sync, "behind", 1, 5)
-    actions = [a for n in range(6, 12) for a in sync.block_stale("behind", n)]
+    actions = [
+        a for n in range(6, 12) for a in sync.block_stale("behind", n, b"b%d" % n, b"b%d" % (n - 1))
+    ]
     assert not any(isinstance(a, DropPeer) for a in actions), actions
     assert FetchRange("good", 6, 100) in actions, "the rest of its range, from another peer"
+    assert sync.peers["behind"].unlinkable == 1
+
+
+def test_stale_blocks_with_made_up_parents_drop_the_peer_for_unlinkable() -> None:
+    """A stranger whose trickled blocks fall at or below our LIB (numbered after a head it
+    heard late), each with a random parent, is dropped for UNLINKABLE at the
+    (max_strikes + 1)th, as for blocks above the LIB that link to nothing; a block new to
+    us in between starts the count again."""
+    sync, _ = manager(max_strikes=3)
+    sync.chain_advanced(head=60, lib=58)
+    sync.peer_position("x", lib=58, head=110)
+    for num in (49, 53):
+        assert not any(isinstance(a, DropPeer) for a in sync.block_stale("x", num, b"x", b"?"))
+    sync.block_kept("x", 61, new=True)
+    actions: list[object] = []
+    for num in (57, 57, 61, 61):
+        actions += sync.block_stale("x", num, b"x%d" % len(actions), b"random")
+    drops = [a for a in actions if isinstance(a, DropPeer)]
+    assert [d.reason for d in drops] == [GoAwayReason.UNLINKABLE], actions
+
+
+def test_a_peer_that_sent_nothing_keeps_its_range_until_the_timeout_drops_it() -> None:
+    """A liar claiming LIB 10⁹ beside an honest peer that relays each new block to us: the
+    liar's range, which the honest peer then holds too, is not taken from it as slow and
+    given back anew (on 3 real producers that went on until its claims stopped counting, and
+    it was never dropped), so it is dropped at the timeout, 5 s after it was asked."""
+    sync, clock = manager(timeout=5.0, claim_trust=10.0)
+    sync.chain_advanced(head=20, lib=18)
+    sync.peer_position("honest", lib=18, head=20)
+    assert sync.peer_position("liar", lib=10**9, head=10**9)[0] == FetchRange("liar", 21, 120)
+    drops: list[DropPeer] = []
+    head = 20
+    while not drops and clock.now < 115:
+        clock.now += 0.25
+        if clock.now * 4 % 2 == 0:  # a block every 0.5 s, relayed by the honest peer
+            head += 1
+            sync.block_received("honest", head)
+            sync.block_applied("honest", head)
+            sync.chain_advanced(head=head, lib=head - 2)
+        drops += [a for a in sync.tick() if isinstance(a, DropPeer)]
+    assert [(d.peer, d.reason) for d in drops] == [("liar", GoAwayReason.BENIGN_OTHER)]
+    assert clock.now <= 106, "at the timeout"
 
 
 def test_back_to_catchup_when_a_peer_lib_passes_our_head() -> None:
@@ -345,11 +389,101 @@ def test_a_block_relayed_while_its_branch_is_fetched_extends_the_fetch() -> None
     sync, _ = manager(max_ranges=1, span=10, max_strikes=1)
     sync.chain_advanced(head=33, lib=8)
     sync.peer_position("c", lib=8, head=27)
-    assert sync.block_unlinkable("c", 28) == [FetchRange("c", 9, 18)]
+    assert sync.block_unlinkable("c", 28, b"c28", b"c27") == [FetchRange("c", 9, 18)]
     deliver_only(sync, "c", 9, 12)
-    assert sync.block_unlinkable("c", 29) == []
+    assert sync.block_unlinkable("c", 29, b"c29", b"c28") == []
     assert sync.fork == ("c", 29) and sync.ranges[0].next_num == 13
     assert FetchRange("c", 19, 28) in deliver_only(sync, "c", 13, 18)
+
+
+def test_a_trickle_of_blocks_with_random_parents_drops_the_peer_for_unlinkable() -> None:
+    """A stranger claiming our LIB and head + 50 that sends, once a second, a block numbered
+    our head + 1 that links to nothing (our head moving on as we produce) is dropped for
+    UNLINKABLE at its (max_strikes + 1)th such block, though its branch is being fetched."""
+    sync, clock = manager(max_strikes=3, span=100)
+    sync.chain_advanced(head=20, lib=10)
+    sync.peer_position("x", lib=10, head=70)
+    drops: list[DropPeer] = []
+    for second in range(10):
+        head = 20 + 2 * second
+        sync.chain_advanced(head=head, lib=10)
+        sync.block_received("x", head + 1)
+        actions = sync.block_unlinkable("x", head + 1)
+        drops += [a for a in actions if isinstance(a, DropPeer)]
+        clock.now += 1
+        sync.tick()
+        if drops:
+            break
+    assert [d.reason for d in drops] == [GoAwayReason.UNLINKABLE]
+    assert second == 3, "dropped at the fourth block"
+    assert stage(sync) == Stage.IN_SYNC, "its claims no longer count"
+
+
+def test_the_rest_of_a_range_on_an_unknown_branch_does_not_count_as_unlinkable() -> None:
+    """After a partition heals, the range asked above our head brings a branch we do not
+    know: its first block starts the branch fetch, and the next ones, each the child of the
+    one before, are that branch going on, not blocks that link to nothing."""
+    sync, _ = manager(max_strikes=3, span=100)
+    sync.chain_advanced(head=57, lib=20)
+    sync.peer_position("a", lib=20, head=110)
+    actions = deliver_only(sync, "a", 58, 110)  # read off the network, then pushed
+    for num in range(58, 111):
+        actions += sync.block_unlinkable("a", num, b"a%d" % num, b"a%d" % (num - 1))
+    assert not [a for a in actions if isinstance(a, DropPeer)]
+    assert sync.fork == ("a", 110) and sync.peers["a"].unlinkable == 1
+
+
+def test_a_flood_of_unlinkable_blocks_drops_the_peer_once() -> None:
+    """5,000 blocks with random parents at numbers within its claim: the peer is dropped for
+    UNLINKABLE once, after max_strikes + 1 of them; the rest change nothing."""
+    sync, _ = manager(max_strikes=3)
+    sync.chain_advanced(head=20, lib=10)
+    sync.peer_position("x", lib=10, head=70)
+    actions: list[object] = []
+    for i in range(5000):
+        num = 21 + i % 40  # all below its claimed head: the branch fetch never completes
+        actions += sync.block_received("x", num)
+        actions += sync.block_unlinkable("x", num)
+    drops = [a for a in actions if isinstance(a, DropPeer)]
+    assert len(drops) == 1 and drops[0].reason == GoAwayReason.UNLINKABLE
+
+
+def test_a_block_sent_again_is_no_progress_for_its_range() -> None:
+    """A range whose peer sends the same block again and again stalls after the timeout, as
+    one that sends nothing does."""
+    sync, clock = manager(span=10, timeout=5.0)
+    sync.chain_advanced(head=20, lib=10)
+    sync.peer_position("x", lib=10, head=70)
+    assert sync.ranges[0].start == 21
+    for _ in range(7):
+        sync.block_received("x", 21)
+        clock.now += 1
+        sync.tick()
+    assert all(r.peer != "x" or r.start > 21 for r in sync.ranges), sync.ranges
+    assert sync.peers["x"].stalls == 1
+
+
+def test_a_claim_no_block_backs_stops_counting_after_claim_trust() -> None:
+    """A peer claiming head + 50 that is never asked (it claims to hold nothing we need) and
+    sends nothing keeps us in head catch-up for claim_trust seconds, not for good; a claim
+    that is backed by blocks joining our chain keeps counting."""
+    sync, clock = manager(claim_trust=10.0)
+    sync.chain_advanced(head=20, lib=10)
+    sync.peer_position("liar", lib=10, head=70, first=60)
+    assert stage(sync) == Stage.HEAD_CATCHUP
+    clock.now += 9
+    sync.tick()
+    assert stage(sync) == Stage.HEAD_CATCHUP
+    clock.now += 2
+    sync.tick()
+    assert stage(sync) == Stage.IN_SYNC, "an unbacked claim stops counting"
+    sync.peer_position("honest", lib=10, head=70)
+    for num in range(21, 30):
+        clock.now += 2
+        sync.block_received("honest", num)
+        sync.block_applied("honest", num)
+        sync.chain_advanced(head=num, lib=10)
+    assert stage(sync) == Stage.HEAD_CATCHUP, "a claim backed by blocks keeps counting"
 
 
 def test_a_slow_peer_loses_the_range_our_chain_waits_on_and_gets_small_ranges() -> None:

@@ -26,7 +26,7 @@ from p2p.service import PushOutcome
 from p2p.switch import Connection, SessionEnd
 from p2p.tcp import TcpChannel
 from p2p.testing import dial, until_closed
-from p2p.tls import TlsIdentity
+from p2p.tls import TlsIdentity, preamble
 from p2p.transport import Transport, TransportConfig
 
 CHAIN_ID = b"c" * 32
@@ -133,10 +133,10 @@ async def stranger(port: int, source: str = "127.0.0.2") -> TcpChannel | None:
     return channel
 
 
-def test_inbound_connections_beyond_the_per_address_cap_are_closed_unread() -> None:
-    """With max-per-address 2, a third connection from the same address is closed before the
-    node says or reads anything; another address is still welcome, and the address gets its
-    slot back once one of its connections ends."""
+def test_inbound_connections_beyond_the_per_address_cap_are_closed_unanswered() -> None:
+    """With max-per-address 2, a third connection from the same address is closed once its
+    preamble is read, before the node says anything; another address is still welcome, and
+    the address gets its slot back once one of its connections ends."""
 
     async def main() -> None:
         async with running(listening(max_per_address=2), Gate()) as node:
@@ -165,6 +165,83 @@ def test_connections_in_their_handshake_are_capped_over_all_addresses() -> None:
             held = [await stranger(port, f"127.0.0.{i}") for i in (2, 3, 4)]
             assert [channel is not None for channel in held] == [True, True, False]
             assert node.inbound.unauthenticated == 2
+
+    asyncio.run(main())
+
+
+async def raw_connection(port: int, source: str) -> TcpChannel:
+    """A bare TCP connection from ``source`` that has sent nothing (not even the preamble)."""
+    return TcpChannel(*await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0)))
+
+
+def test_a_full_waiting_room_gives_up_its_oldest_connection_still_owing_its_preamble() -> None:
+    """With room for 2 connections per address waiting for their preamble, both taken by
+    connections that sent nothing, an honest dialler from the same address still gets through
+    its preamble and TLS, and the oldest silent connection is closed for it."""
+
+    async def main() -> None:
+        config = listening()
+        config.max_waiting_per_address = 2
+        async with running(config, Gate()) as node:
+            assert node.listen_port is not None
+            port = node.listen_port
+            first, second = [await raw_connection(port, "127.0.0.2") for _ in range(2)]
+            await asyncio.sleep(0.05)
+            assert node.inbound.waiting == 2
+            assert await stranger(port) is not None  # the preamble, then TLS
+            async with asyncio.timeout(1):
+                await until_closed(first)
+            assert node.inbound.waiting == 1 and node.inbound.unauthenticated == 1
+            await second.close()
+
+    asyncio.run(main())
+
+
+def test_one_address_holds_its_share_of_handshake_slots_and_no_more() -> None:
+    """With one handshake slot per address, a second stranger from an address whose first is
+    in its handshake is closed after its preamble, unanswered; another address gets a slot."""
+
+    async def main() -> None:
+        config = listening()
+        config.max_unauthenticated_per_address = 1
+        async with running(config, Gate()) as node:
+            assert node.listen_port is not None
+            port = node.listen_port
+            held = [await stranger(port)]
+            assert held[0] is not None
+            assert await stranger(port) is None
+            held.append(await stranger(port, "127.0.0.3"))
+            assert held[1] is not None
+            assert node.inbound.unauthenticated == 2
+
+    asyncio.run(main())
+
+
+def test_a_stranger_that_drips_its_preamble_is_cut_at_the_preamble_timeout() -> None:
+    """The 8-byte preamble must come within preamble_timeout, well before the handshake
+    timeout: a byte every 0.2 s is cut at 0.3 s, and its slot is free again."""
+
+    async def main() -> None:
+        config = listening(handshake_timeout=5.0)
+        config.preamble_timeout = 0.3
+        async with running(config, Gate()) as node:
+            assert node.listen_port is not None
+            channel = await raw_connection(node.listen_port, "127.0.0.2")
+            start = time.monotonic()
+
+            async def drip() -> None:
+                with contextlib.suppress(ChannelClosed):
+                    for byte in preamble(True):
+                        await channel.send_raw(bytes([byte]))
+                        await asyncio.sleep(0.2)
+
+            dripping = asyncio.ensure_future(drip())
+            async with asyncio.timeout(2):
+                await until_closed(channel)
+            dripping.cancel()
+            assert 0.3 <= time.monotonic() - start < 1.0
+            await asyncio.sleep(0.05)
+            assert node.inbound.unauthenticated == 0 and not node.inbound.per_address
 
     asyncio.run(main())
 
