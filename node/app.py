@@ -15,6 +15,7 @@ import shutil
 import signal
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from chain.types import BlockId
 from chain.view import ChainView
 from chain.votes import VoteOutcome
 from genesis.model import load_genesis
+from node import fds
 from node.admission import Admitter
 from node.config import NodeConfig
 from node.errors import NodeError
@@ -226,13 +228,26 @@ def open_rdma(config: NodeConfig) -> tuple[RdmaDevice | None, dict[str, object]]
     return device, info.as_dict()
 
 
-def http_limits(config: NodeConfig) -> HttpLimits:
-    return HttpLimits(
+def http_limits(config: NodeConfig, nofile: int) -> tuple[HttpLimits, HttpLimits]:
+    """The public and the admin listener's limits; their connection caps, unless configured,
+    from the fd limit ``nofile`` (``node.fds``)."""
+    dialled = len(config.p2p_peers)
+    peers = fds.peer_fds(config.max_clients, config.p2p_max_unauthenticated, dialled)
+    public_cap, admin_cap = fds.http_connection_caps(nofile, peers)
+    total = config.http_max_connections or public_cap
+    public = HttpLimits(
         max_body_bytes=config.max_http_body_bytes,
         max_in_flight=config.http_max_in_flight,
         max_response_s=config.http_max_response_ms / 1000,
         read_timeout_s=config.http_read_timeout_ms / 1000,
+        max_connections=total,
+        max_connections_per_address=config.http_max_connections_per_address or max(1, total // 4),
+        write_timeout_s=config.http_write_timeout_ms / 1000,
+        max_response_bytes_in_flight=config.http_max_response_bytes_in_flight,
     )
+    # The admin listener's few clients share one address (loopback): one cap for both.
+    admin = replace(public, max_connections=admin_cap, max_connections_per_address=admin_cap)
+    return public, admin
 
 
 def dump_tasks() -> None:
@@ -295,6 +310,11 @@ class Node:
         """The trusted block whose snapshot state sync fetched."""
         assert self.fetcher is not None and self.fetcher.trusted is not None
         return self.fetcher.trusted
+
+    @property
+    def peers_added(self) -> list[tuple[str, int]]:
+        """The peer addresses the operator added at run time (/v1/net/connect) and kept."""
+        return [] if self.network is None else list(self.network.added)
 
     def _on_applied(self, blocks: list[SignedBlock], in_sync: bool) -> None:
         """Blocks from peers joined our chain (``in_sync``: while following the network)."""
@@ -400,6 +420,7 @@ class Node:
                 self._snapshot_fetched,
                 headers=headers,
                 checkpoints=kept,
+                timeout=config.state_sync_request_timeout_ms / 1000,
             )
             trusted = fetcher.trusted
             log.info(
@@ -429,7 +450,15 @@ class Node:
         runner.subscribe(finalizer.head_changed)
         runner.subscribe(self._lib_for_snapshots)
         admitter = Admitter(runner, self.metrics, on_accepted=network.transaction_accepted)
-        limits = http_limits(config)
+        nofile = fds.fd_limit()
+        limits, admin_limits = http_limits(config, nofile)
+        log.info(
+            "http_connection_caps",
+            fd_limit=nofile,
+            public=limits.max_connections,
+            per_address=limits.max_connections_per_address,
+            admin=admin_limits.max_connections,
+        )
         # A commit-mode push answers "pending" before the HTTP time limit would cut it off.
         commit_cap = limits.max_response_s * 0.9 if limits.max_response_s else None
         self.api = api = Api(
@@ -462,8 +491,8 @@ class Node:
         try:
             listeners.append(await serve(app, config.http_host, config.http_port, limits))
             if config.admin_http is not None:
-                admin = make_admin_app(api, limits, config.admin_token)
-                listeners.append(await serve(admin, *config.admin_http, limits, "admin RPC"))
+                admin = make_admin_app(api, admin_limits, config.admin_token)
+                listeners.append(await serve(admin, *config.admin_http, admin_limits, "admin RPC"))
             try:
                 await network.listen()
             except OSError as err:
@@ -498,6 +527,7 @@ class Node:
                         self._on_produced,
                         may_produce=self._may_produce,
                         votes_missing=self._votes_missing,
+                        probe_every=config.production_pause_vote_timeout_ms / 1000,
                     )
                     tasks.append(tg.create_task(producer.run(), name="producer"))
                 await self._stop.wait()

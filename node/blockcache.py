@@ -26,10 +26,16 @@ from node.views import block_json, dumps
 
 # Recent blocks of our chain kept as objects with their numbers: explorers, exchanges and
 # wallets poll the last few. Most are reversible, so the fork database holds them anyway and
-# the references cost little memory.
+# the references cost little memory; but where blocks turn irreversible at once (one
+# producer) only this holds them, and at the 4 MiB block limit 64 would be 256 MiB of
+# encoding and more as objects: the oldest go once their encodings pass RECENT_BYTES.
 RECENT_BLOCKS = 64
-# Encoded blocks kept, by id: a full block is ~600 KB of JSON, so 64 of them is ~40 MB at most.
+RECENT_BYTES = 32 << 20
+# Encoded blocks kept, by id: a block of 1,500 transfers is ~600 KB of JSON, but a 2.2 MB
+# block of big-memo transfers is 2.43 MB, so 64 blocks near the 4 MiB limit would be ~300
+# MB: the oldest go past 64 blocks or ENCODED_BYTES of JSON.
 ENCODED_BLOCKS = 64
+ENCODED_BYTES = 64 << 20
 # Number -> id of irreversible blocks already served (an id never changes below the LIB);
 # 40 bytes an entry.
 IRREVERSIBLE_IDS = 16_384
@@ -39,6 +45,10 @@ IRREVERSIBLE_IDS = 16_384
 class _Encoded:
     before: bytes  # up to and including '"irreversible":'
     after: bytes  # from ',"transactions":' to the end
+
+    @property
+    def size(self) -> int:
+        return len(self.before) + len(self.after)
 
     def render(self, irreversible: bool) -> bytes:
         return self.before + (b"true" if irreversible else b"false") + self.after
@@ -59,6 +69,7 @@ class BlockJsonCache:
         self._recent: dict[int, SignedBlock] = {}  # number -> block, on our chain
         self._recent_head: BlockId | None = None  # the newest block in _recent
         self._encoded: OrderedDict[BlockId, _Encoded] = OrderedDict()
+        self._encoded_bytes = 0
         self._irreversible: OrderedDict[int, BlockId] = OrderedDict()
 
     def committed(self, blocks: Sequence[SignedBlock]) -> None:
@@ -72,6 +83,11 @@ class BlockJsonCache:
         for block in blocks[-RECENT_BLOCKS:]:
             self._recent[block.num] = block
         self._recent_head = blocks[-1].id
+        size = sum(len(block.encode()) for block in self._recent.values())
+        for num in sorted(self._recent)[:-1]:  # the head stays, however big
+            if size <= RECENT_BYTES:
+                break
+            size -= len(self._recent.pop(num).encode())
 
     def id_at(self, num: int, view: ChainView) -> BlockId | None:
         """Id of block ``num`` on the chain ``view`` shows, if known here; else None.
@@ -118,7 +134,11 @@ class BlockJsonCache:
         parts = self._encoded.get(block.id)
         if parts is None:
             parts = self._encoded[block.id] = encode_block(block)
-            if len(self._encoded) > ENCODED_BLOCKS:
-                self._encoded.popitem(last=False)
+            self._encoded_bytes += parts.size
+            # The oldest go; the one just made stays, however big.
+            while len(self._encoded) > 1 and (
+                len(self._encoded) > ENCODED_BLOCKS or self._encoded_bytes > ENCODED_BYTES
+            ):
+                self._encoded_bytes -= self._encoded.popitem(last=False)[1].size
         self._encoded.move_to_end(block.id)
         return parts.render(block.num <= lib)

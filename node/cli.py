@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
 import json
 import shutil
@@ -24,7 +25,9 @@ from node import devnet, history
 from node.app import GC_THRESHOLDS, Node, open_chain, restart_from_snapshot
 from node.config import NodeConfig, add_options, load_config, parse_endpoint
 from node.errors import NodeError
+from node.fds import raise_fd_limit
 from node.logging import configure_logging
+from node.malloc import return_big_buffers
 from node.snapshots import (
     ProgressLine,
     create_snapshot,
@@ -37,11 +40,14 @@ from node.snapshots import (
 def _cmd_run(args: argparse.Namespace) -> int:
     config = load_config(args)
     configure_logging(config.log_level, config.log_format)
+    raise_fd_limit()  # before any listener: the HTTP caps derive from it
     node = Node(config)
     asyncio.run(node.run())
     if node.fetched_snapshot is not None:  # state sync fetched one: go on from it
         restart_from_snapshot(config, node.fetched_snapshot, node.fetched_block)
-        asyncio.run(Node(config).run())
+        # The peers the operator added while it fetched are dialled again, not forgotten.
+        peers = tuple(dict.fromkeys([*config.p2p_peers, *node.peers_added]))
+        asyncio.run(Node(dataclasses.replace(config, p2p_peers=peers)).run())
     return 0
 
 
@@ -111,6 +117,7 @@ def _cmd_devnet(args: argparse.Namespace) -> int:
     )
     config = load_config(ns)
     configure_logging(config.log_level, config.log_format)
+    raise_fd_limit()
     asyncio.run(Node(config).run())
     return 0
 
@@ -364,6 +371,7 @@ def tune_gc() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     tune_gc()
+    return_big_buffers()  # before the first big buffer: memory returns after floods
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))

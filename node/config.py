@@ -47,6 +47,13 @@ OPTIONS: tuple[Option, ...] = (
         " fetches: take it from a node you trust (its /v1/node/snapshots); without it, state"
         " sync follows the header chain from genesis to find one",
     ),
+    Option(
+        "state-sync-request-timeout-ms",
+        "how long state sync waits for a peer's snapshot manifest or chunk before asking"
+        " another; a peer that lets two requests in a row lapse is dropped and banned a while",
+        10_000,
+        int,
+    ),
     Option("snapshot-chunk-bytes", "chunk size of the snapshots this node serves", 1 << 20, int),
     Option(
         "snapshot-interval-blocks",
@@ -76,6 +83,33 @@ OPTIONS: tuple[Option, ...] = (
         "http-read-timeout-ms",
         "time a client has to send a request's header, and then its body",
         10_000,
+        int,
+    ),
+    Option(
+        "http-max-connections",
+        "open connections to the HTTP RPC at most, beyond which one is answered 503 and closed"
+        " (0: what the fd limit leaves after the node's files and peers, at most 4096)",
+        0,
+        int,
+    ),
+    Option(
+        "http-max-connections-per-address",
+        "open connections to the HTTP RPC from one client address at most (0: a quarter of"
+        " http-max-connections)",
+        0,
+        int,
+    ),
+    Option(
+        "http-write-timeout-ms",
+        "a connection whose client takes none of its answer's bytes for this long is closed",
+        10_000,
+        int,
+    ),
+    Option(
+        "http-max-response-bytes-in-flight",
+        "bytes of answers over 64 KiB being written at once, over all connections, beyond"
+        " which another such answer is a 503 (0: no limit); each costs ~twice its size",
+        64 << 20,
         int,
     ),
     Option("access-control-allow-origin", "CORS origin of the public RPC ('' for none)", ""),
@@ -195,9 +229,14 @@ class NodeConfig:
     snapshot: Path | None = None
     state_sync: bool = False
     state_sync_trusted: BlockId | None = None  # None: found by following the header chain
+    state_sync_request_timeout_ms: int = 10_000
     snapshot_chunk_bytes: int = 1 << 20
     snapshot_interval_blocks: int = 0
     snapshot_keep: int = 2
+    http_max_connections: int = 0  # 0: derived from the fd limit (node.fds)
+    http_max_connections_per_address: int = 0
+    http_write_timeout_ms: int = 10_000
+    http_max_response_bytes_in_flight: int = 64 << 20
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -257,12 +296,44 @@ def _signature_provider(spec: str) -> tuple[PublicKey, PrivateKey]:
     return pub, key
 
 
+# One DNS label: letters, digits, '-' inside, '_' (SRV-style names); 1 to 63 characters.
+_LABEL = re.compile("[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+
+
+def host_problem(host: str) -> str | None:
+    """Why ``host`` is neither an IP literal nor a well-formed DNS name; None if it is one.
+    The resolver's idna codec raises UnicodeError on a label over 63 characters or an empty
+    one (``a..b``), so such a name is refused here rather than in a dial."""
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        pass
+    name = host.removesuffix(".")
+    if not name:
+        return "the host is empty"
+    if len(name) > 253:
+        return "a host name has at most 253 characters"
+    for label in name.split("."):
+        if not label:
+            return f"host {host!r} has an empty label"
+        if len(label) > 63:
+            return f"host {host!r} has a label over 63 characters"
+        if _LABEL.fullmatch(label) is None:
+            return f"host {host!r} is not an IP address or a DNS name (letters, digits, '-')"
+    return None
+
+
 def parse_endpoint(option: str, text: str, default_host: str = "0.0.0.0") -> tuple[str, int]:
     host, sep, port = text.strip().rpartition(":")
     # ASCII digits only: str.isdigit takes "²" and "١٢٣", and int() refuses 4,300 digits.
     if not sep or re.fullmatch("[0-9]{1,5}", port) is None or int(port) > 65535:
         raise ConfigError(option, f"expected host:port, got {text!r}")
-    return host.strip("[]") or default_host, int(port)
+    host = host.strip("[]") or default_host
+    problem = host_problem(host)
+    if problem is not None:
+        raise ConfigError(option, problem)
+    return host, int(port)
 
 
 def _loopback(host: str) -> bool:
@@ -303,8 +374,9 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
         raise ConfigError(
             "admin-http-server-address", "off loopback, the admin RPC needs an admin-token"
         )
-    if merged["http-read-timeout-ms"] < 1:
-        raise ConfigError("http-read-timeout-ms", "must be at least 1")
+    for name in ("http-read-timeout-ms", "http-write-timeout-ms"):
+        if merged[name] < 1:
+            raise ConfigError(name, "must be at least 1")
     for name in merged["producer-name"]:
         if not is_valid_name(name):
             raise ConfigError("producer-name", f"{name!r} is not an account name")
@@ -362,6 +434,8 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
         trusted = BlockId(bytes.fromhex(text))
     if not 4096 <= merged["snapshot-chunk-bytes"] <= 4 << 20:
         raise ConfigError("snapshot-chunk-bytes", "must be between 4096 and 4 MiB")
+    if not 1000 <= merged["state-sync-request-timeout-ms"] <= 600_000:
+        raise ConfigError("state-sync-request-timeout-ms", "must be between 1000 and 600000")
     server_address = merged["p2p-server-address"] or listen or ""
     genesis = merged["genesis-json"]
     return NodeConfig(
@@ -407,7 +481,12 @@ def load_config(args: argparse.Namespace) -> NodeConfig:
         snapshot=Path(merged["snapshot"]) if merged["snapshot"] else None,
         state_sync=merged["state-sync"] == "on",
         state_sync_trusted=trusted,
+        state_sync_request_timeout_ms=merged["state-sync-request-timeout-ms"],
         snapshot_chunk_bytes=merged["snapshot-chunk-bytes"],
         snapshot_interval_blocks=merged["snapshot-interval-blocks"],
         snapshot_keep=max(1, merged["snapshot-keep"]),
+        http_max_connections=merged["http-max-connections"],
+        http_max_connections_per_address=merged["http-max-connections-per-address"],
+        http_write_timeout_ms=merged["http-write-timeout-ms"],
+        http_max_response_bytes_in_flight=merged["http-max-response-bytes-in-flight"],
     )

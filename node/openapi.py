@@ -20,11 +20,12 @@ REASONS = {
     400: "The body is not a JSON object, or a field is missing or does not match its schema",
     401: "A signature is wrong or missing, or the admin token is",
     402: "The account cannot pay for the transaction",
-    403: "The actor may not perform this action",
+    403: "The actor may not perform this action, or (admin) another site's page sent it",
     404: "No such block, account, transaction or peer",
     408: "The request body did not arrive within http-read-timeout-ms",
     409: "The transaction was seen already",
     413: "The body or the transaction is too large",
+    415: "(admin) The body is not sent as Content-Type: application/json",
     422: "The body matches the schema but the chain refuses its content",
     429: "The mempool is full",
     500: "An internal error (a fault of the node: reported in its log)",
@@ -47,8 +48,9 @@ class Document:
 
 
 def served_methods(route: Route) -> tuple[str, ...]:
-    """The methods a route is served with: GET too when it takes no fields."""
-    return ("GET", "POST") if not route.fields else ("POST",)
+    """The methods a route is served with: GET too when it takes no fields and changes
+    nothing (a GET is what an <img> on any web page sends)."""
+    return ("GET", "POST") if not route.fields and not route.admin else ("POST",)
 
 
 def _error(status: int) -> dict[str, Any]:
@@ -79,10 +81,12 @@ def openapi_document(
     version: str,
     cors: bool = False,
     token: bool = False,
+    same_site: bool = False,
 ) -> dict[str, Any]:
     """The document of a listener serving ``routes`` and ``documents``; ``cors``: OPTIONS
-    preflights are answered; ``token``: every route needs the bearer token."""
-    guarded = (401,) if token else ()
+    preflights are answered; ``token``: every route needs the bearer token; ``same_site``:
+    requests from another site's page are refused (the admin listener)."""
+    guarded = ((401,) if token else ()) + ((403, 415) if same_site else ())
     paths: dict[str, Any] = {}
     for path, route in routes.items():
         item: dict[str, Any] = {}

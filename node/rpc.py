@@ -29,6 +29,8 @@ from chain.transaction import SignedTransaction, decode_signed_transaction
 from chain.types import AccountName, BlockId, BlockNum, TxId
 from node.admission import Admitter
 from node.blockcache import BlockJsonCache
+from node.config import parse_endpoint
+from node.errors import ConfigError
 from node.fields import RequestError
 from node.metrics import NodeMetrics
 from node.reads import WRITES_WINDOW_S, ChainReads, ReadPacer, ReadsBusy
@@ -241,8 +243,11 @@ class Api:
     async def net_connect(self, args: dict[str, Any]) -> dict[str, Any]:
         network = self._require_network()
         text = args["address"]
-        host, _, port = text.rpartition(":")  # the field's pattern made both well formed
-        started = network.connect((host.strip("[]"), int(port)))
+        try:
+            address = parse_endpoint("address", text)  # a bad host must not reach a dial
+        except ConfigError as err:
+            raise RpcError(400, "invalid_address", err.reason) from err
+        started = network.connect(address)
         return {"address": text, "status": "dialling" if started else "already dialling"}
 
     async def net_disconnect(self, args: dict[str, Any]) -> dict[str, Any]:

@@ -108,3 +108,38 @@ def test_only_the_last_recent_blocks_numbers_are_kept(
     cache.committed(blocks[2:])
     at_head = _at(tmp_path, net, blocks[-1], 0)
     assert [cache.id_at(n, at_head) for n in range(1, 8)] == [None] * 4 + [b.id for b in blocks[4:]]
+
+
+def test_recent_blocks_are_bounded_in_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``RECENT_BYTES`` of block encodings, the oldest numbers are dropped, and the head
+    is kept even when it alone is over the bound."""
+    net = DevNet.create(1)
+    blocks = _blocks(tmp_path, "a", 5, net)
+    size = max(len(b.encode()) for b in blocks)
+    monkeypatch.setattr(blockcache, "RECENT_BYTES", 2 * size + size // 2)
+    cache = BlockJsonCache()
+    cache.committed(blocks)
+    at_head = _at(tmp_path, net, blocks[-1], 0)
+    assert [cache.id_at(n, at_head) for n in range(1, 6)] == [None] * 3 + [b.id for b in blocks[3:]]
+    monkeypatch.setattr(blockcache, "RECENT_BYTES", 1)
+    cache.committed(blocks[-1:])
+    assert [cache.id_at(n, at_head) for n in range(1, 6)] == [None] * 4 + [blocks[-1].id]
+
+
+def test_encoded_json_is_bounded_in_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``ENCODED_BYTES`` of JSON, the least recently served blocks' JSON is dropped,
+    and the one just encoded is kept even when it alone is over the bound."""
+    blocks = _blocks(tmp_path, "a", 4, DevNet.create(1))
+    size = max(blockcache.encode_block(b).size for b in blocks)
+    monkeypatch.setattr(blockcache, "ENCODED_BYTES", 2 * size + size // 2)
+    cache = BlockJsonCache()
+    for block in blocks[:3]:
+        cache.encode(block, 0)
+    cache.encoded(blocks[1].id, 0)  # served again: now the most recent
+    cache.encode(blocks[3], 0)
+    assert [cache.encoded(b.id, 0) is not None for b in blocks] == [False, True, False, True]
+    monkeypatch.setattr(blockcache, "ENCODED_BYTES", 1)
+    cache.encode(blocks[0], 0)
+    assert [cache.encoded(b.id, 0) is not None for b in blocks] == [True, False, False, False]

@@ -117,3 +117,46 @@ def test_p2p_tls_is_on_unless_turned_off(tmp_path: Path) -> None:
     """TLS between nodes is on by default; ``p2p-tls = off`` turns it off."""
     assert load_config(_parse("--data-dir", str(tmp_path))).p2p_tls is True
     assert load_config(_parse("--data-dir", str(tmp_path), "--p2p-tls", "off")).p2p_tls is False
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "a" * 64 + ".example:9876",
+        "a..b:9876",
+        ".a:9876",
+        "-a:9876",
+        "é.example:9876",
+        "a" * 254 + ":1",
+    ],
+)
+def test_a_peer_host_that_no_resolver_takes_is_refused(tmp_path: Path, address: str) -> None:
+    """A peer host with a label over 63 characters, an empty label, a bad character or over
+    253 characters in all is a ConfigError naming p2p-peer-address, never a dial."""
+    with pytest.raises(ConfigError) as err:
+        load_config(_parse("--data-dir", str(tmp_path), f"--p2p-peer-address={address}"))
+    assert err.value.option == "p2p-peer-address"
+
+
+def test_well_formed_peer_hosts_pass(tmp_path: Path) -> None:
+    """IP literals (v6 in brackets), names with 63-character labels and a trailing dot pass."""
+    hosts = ["10.0.0.1:9876", "[::1]:9876", "a" * 63 + ".example.:9876", "node-1.bor_x:1"]
+    argv = [arg for host in hosts for arg in ("--p2p-peer-address", host)]
+    config = load_config(_parse("--data-dir", str(tmp_path), *argv))
+    assert [host for host, _ in config.p2p_peers] == [
+        "10.0.0.1",
+        "::1",
+        "a" * 63 + ".example.",
+        "node-1.bor_x",
+    ]
+
+
+def test_http_connection_caps_default_to_derived_and_can_be_set(tmp_path: Path) -> None:
+    """The HTTP connection caps are 0 (derived from the fd limit) unless set; the write
+    timeout defaults to 10 s."""
+    config = load_config(_parse("--data-dir", str(tmp_path)))
+    assert (config.http_max_connections, config.http_max_connections_per_address) == (0, 0)
+    assert config.http_write_timeout_ms == 10_000
+    argv = ["--http-max-connections", "50", "--http-max-connections-per-address", "5"]
+    config = load_config(_parse("--data-dir", str(tmp_path), *argv))
+    assert (config.http_max_connections, config.http_max_connections_per_address) == (50, 5)

@@ -1,0 +1,43 @@
+"""The C allocator's hold on freed memory: big buffers are given back to the system when
+freed, so that a flood of large answers leaves no memory behind.
+
+glibc serves an allocation of 128 KiB or more with its own ``mmap`` and unmaps it on
+``free``, but the first such free raises that threshold to the size freed (up to 32 MiB):
+from then on, every block's JSON, every HTTP answer and every transport buffer of a few MB
+comes from the heap, and a heap keeps what it frees. 100 clients that each asked for a 2.27
+MB block and never read took the node from 99 to 478 MiB, and it stayed at 478 MiB after
+they left (tests/integration/test_http_flood.py). With the threshold fixed, it came back to
+91 MiB three seconds after they closed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+
+# mallopt parameters (glibc's malloc.h).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+# Allocations of this size and up are mapped on their own and unmapped when freed: big
+# enough that the syscall pair costs nothing beside filling the buffer (a block's JSON is
+# 0.1 to 5 MB); fixing it also stops glibc from raising it after each big free.
+MMAP_THRESHOLD = 256 << 10
+# The heap's free top beyond this goes back to the system at once (glibc's own default,
+# kept fixed too, as glibc otherwise doubles it with the mmap threshold).
+TRIM_THRESHOLD = 128 << 10
+
+
+def return_big_buffers() -> bool:
+    """Fix glibc's mmap and trim thresholds; False where the C library is not glibc (musl
+    and others return big buffers to the system already, or have no ``mallopt``)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    # mallopt answers 1 on success, 0 for a parameter it does not know.
+    return bool(
+        mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    )
