@@ -97,7 +97,8 @@ def test_a_stopped_vm_is_not_booted_again(tmp_path: Path) -> None:
         "--log",
         str(tmp_path / "vng.log"),
         "--",
-        *fake_vm(tmp_path, 'trap "exit 143" TERM\nwhile true; do sleep 0.05; done\n'),
+        # Bounded (10 s), so that a failed run leaves no process behind.
+        *fake_vm(tmp_path, 'trap "exit 143" TERM\nfor _ in $(seq 200); do sleep 0.05; done\n'),
     ]
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 10
