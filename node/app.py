@@ -63,6 +63,7 @@ from p2p.rdma.device import RdmaDevice, RdmaInfo, detect
 from p2p.snapshot_fetch import Fetcher
 from p2p.statesync import StateSync
 from p2p.sync import SyncConfig
+from p2p.transport import MAX_WAITING
 
 log = structlog.get_logger("node")
 
@@ -232,7 +233,7 @@ def http_limits(config: NodeConfig, nofile: int) -> tuple[HttpLimits, HttpLimits
     """The public and the admin listener's limits; their connection caps, unless configured,
     from the fd limit ``nofile`` (``node.fds``)."""
     dialled = len(config.p2p_peers)
-    peers = fds.peer_fds(config.max_clients, config.p2p_max_unauthenticated, dialled)
+    peers = fds.peer_fds(config.max_clients, config.p2p_max_unauthenticated, dialled, MAX_WAITING)
     public_cap, admin_cap = fds.http_connection_caps(nofile, peers)
     total = config.http_max_connections or public_cap
     public = HttpLimits(

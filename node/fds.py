@@ -1,7 +1,6 @@
 """The process's file descriptors: the soft limit raised at start, and how many of them the
 HTTP listeners may hold, so that connections never take the fds the node's own files need
-(4,600 idle connections under a 4,096 limit once failed the finalizer's safety-file write,
-and the node exited)."""
+(running out fails a write of the finalizer's safety file, and the node stops)."""
 
 from __future__ import annotations
 
@@ -55,7 +54,9 @@ def http_connection_caps(limit: int, peer_fds: int) -> tuple[int, int]:
     return max(1, min(DEFAULT_CONNECTIONS, left - admin)), admin
 
 
-def peer_fds(max_clients: int, max_unauthenticated: int, dialled: int) -> int:
-    """The fds the peer layer may hold under its caps (0: off)."""
+def peer_fds(max_clients: int, max_unauthenticated: int, dialled: int, waiting: int) -> int:
+    """The fds the peer layer may hold under its caps (0: off), its preamble waiting room
+    (``waiting`` places) included."""
     inbound = (max_clients or UNCAPPED_PEERS) + (max_unauthenticated or UNCAPPED_PEERS)
+    inbound += waiting
     return inbound + dialled + DIALLED_AT_RUN_TIME

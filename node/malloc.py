@@ -4,10 +4,8 @@ freed, so that a flood of large answers leaves no memory behind.
 glibc serves an allocation of 128 KiB or more with its own ``mmap`` and unmaps it on
 ``free``, but the first such free raises that threshold to the size freed (up to 32 MiB):
 from then on, every block's JSON, every HTTP answer and every transport buffer of a few MB
-comes from the heap, and a heap keeps what it frees. 100 clients that each asked for a 2.27
-MB block and never read took the node from 99 to 478 MiB, and it stayed at 478 MiB after
-they left (tests/integration/test_http_flood.py). With the threshold fixed, it came back to
-91 MiB three seconds after they closed.
+comes from the heap, and a heap keeps what it frees. Fixing the threshold keeps them
+mapped on their own (tests/integration/test_http_flood.py measures RSS after a flood).
 """
 
 from __future__ import annotations

@@ -50,6 +50,10 @@ MAX_REDIAL_SECONDS = 30.0
 REFUSAL_LOG_SECONDS = 10.0  # refused inbound connections are logged as one count this often
 
 
+# The preamble waiting room's size: also what the node keeps fds for (node.fds).
+MAX_WAITING = 256
+
+
 @dataclass(slots=True)
 class TransportConfig:
     listen: tuple[str, int] | None = None
@@ -69,7 +73,7 @@ class TransportConfig:
     # newer connections come before we read it: 32 per address let 26 of 26 honest
     # handshakes through 40 strangers dripping the preamble from the same address; room for
     # 4 let none through (given up, the strangers reconnect at once, ~450 times a second).
-    max_waiting: int = 256
+    max_waiting: int = MAX_WAITING
     max_waiting_per_address: int = 32
     # An honest dialler writes its preamble as it connects; 2 s is for a lossy link.
     preamble_timeout: float = 2.0
