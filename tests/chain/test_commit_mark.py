@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from chain.block import SignedBlock
 from chain.commit_mark import MARK_FILE, CommitMark, Mark
 from chain.controller import Chain
 from chain.errors import StoreError
@@ -81,15 +82,21 @@ def test_emptied_store_is_refused(tmp_path: Path) -> None:
         BlockStore(str(path))
 
 
-def test_popped_blocks_lower_the_mark(tmp_path: Path) -> None:
-    """A block popped (a fork switch) lowers the mark before the store, so the store reopens."""
-    net = DevNet.create(3, blocks_per_turn=1)  # three producers: the head is reversible
-    path = tmp_path / "blocks"
+def _reversible_head(path: Path) -> tuple[Chain, SignedBlock]:
+    """A chain of 5 blocks at ``path`` whose head is still reversible (three producers)."""
+    net = DevNet.create(3, blocks_per_turn=1)
     chain: Chain = net.open(path)
     for _ in range(5):
         net.produce(chain)
     head = chain.store.block(chain.head.id)
     assert head is not None and chain.lib < head.num
+    return chain, head
+
+
+def test_popped_blocks_lower_the_mark(tmp_path: Path) -> None:
+    """A block popped (a fork switch) lowers the mark before the store, so the store reopens."""
+    path = tmp_path / "blocks"
+    chain, head = _reversible_head(path)
     chain.store.pop_block(head)
     chain.store.close()
     mark = CommitMark(path).read()
@@ -142,13 +149,8 @@ def test_a_pop_inside_deferred_syncs_still_lowers_the_mark(tmp_path: Path) -> No
     """A fork switch inside a batch of catch-up (syncs deferred) lowers the mark before the
     pop, so a store killed right after it reopens (seen: a producer killed under load came
     back refused, its store at 70 under a mark of 71)."""
-    net = DevNet.create(3, blocks_per_turn=1)
     path = tmp_path / "blocks"
-    chain: Chain = net.open(path)
-    for _ in range(5):
-        net.produce(chain)
-    head = chain.store.block(chain.head.id)
-    assert head is not None and chain.lib < head.num
+    chain, head = _reversible_head(path)
     with pytest.raises(KeyboardInterrupt), chain.store.defer_sync():
         chain.store.pop_block(head)
         during = CommitMark(path).read()
