@@ -1,7 +1,10 @@
-"""The pure chain core of BoR.
+"""The chain of BoR: a pure core, and the store and workers around it.
 
-Types, canonical encoding, signatures, the state transition (native actions, the block
-transition, DPoS header state, LIB), the fork database, the LevelDB block store, the mempool
-and the chain manager that sequences them. Nothing here imports another BoR package or
-touches the network; the only I/O is the block store's LevelDB.
+The pure core: types, canonical encoding, signatures, the state transition (native actions,
+the block transition, DPoS, finality by votes, the state commitment), the fork database and
+the mempool; functions of state and input, with no clock, disk or network. Around it: the
+block store (LevelDB, with its commit mark), the block log and snapshots (files), signature
+recovery in worker processes, and the chain manager (``controller``) that sequences them on
+the chain thread and publishes a view and events after each change. Nothing here imports
+another BoR package or touches the network.
 """

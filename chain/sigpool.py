@@ -8,9 +8,8 @@ the current block (``Chain.prefetch_keys``).
 
 Each worker is a process (``chain.sigworker``) at the end of a pipe that carries fixed-size
 binary records (65-byte signature + 32-byte digest in, 33-byte key out, zeros for a bad
-signature). A ``ProcessPoolExecutor`` did the same job with pickled tuples and two helper
-threads in the caller that competed with it for the GIL: the caller spent about 30
-microseconds more per transaction (measured with scripts/bench_apply.py), which is what
+signature), not a ``ProcessPoolExecutor``: its pickling and its helper threads in the caller
+would compete with the caller for the GIL, and the caller's time per transaction is what
 bounds throughput here.
 """
 

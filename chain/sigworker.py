@@ -3,9 +3,8 @@
 ``ParallelRecoverer`` starts each worker as ``python -m chain.sigworker FD``, FD being the
 worker's end of a ``multiprocessing`` pipe, so that a worker imports only what recovery
 needs. A ``multiprocessing`` "spawn" child imports its parent's main module first, which for
-``bor-node`` is the whole node (aiohttp, structlog, LevelDB, ...): a worker took 0.51 s to
-answer its first job and held 70 MiB (with a 12 MiB resource tracker beside it), and a node's
-first block waited for it; started this way it answers in 0.05 s and holds 19 MiB.
+``bor-node`` is the whole node (aiohttp, structlog, LevelDB, ...): the worker would be slow
+to answer its first job, which a node's first block waits for, and several times larger.
 
 The pipe carries fixed-size binary records: a job id (8 bytes) and records of a 65-byte
 signature and a 32-byte digest in; the job id and a 33-byte key per record out (zeros for a

@@ -1,9 +1,8 @@
 """The committed values of busy state keys (accounts), raw and decoded, kept across blocks.
 
 A transfer reads two accounts and writes them back, and the next blocks read the same
-accounts again. Reading one from LevelDB and decoding it cost about 5 µs, 14 % of the chain
-thread when importing a 600,000-transaction history (py-spy profile of
-``bor-node import --validation-mode light``). ``CachedState`` is the reader the controller
+accounts again, and reading one from LevelDB and decoding it is a large share of the chain
+thread's work in an import. ``CachedState`` is the reader the controller
 hands the state transition: it answers ``StateView`` from memory for the accounts written
 recently and passes every other read to the store.
 

@@ -5,36 +5,20 @@ starting at the next needed number, in batches (one trip to the chain thread per
 the next blocks' signatures recovered ahead by the chain's worker processes). Blocks too far
 above the head are refused, which bounds memory together with the sync manager's window.
 
-A peer's blocks are read off the network at the pace the chain takes them: past
-``LOOKAHEAD`` blocks above the last block the chain is done with, the peer's reader waits
-(``room``, for a while at most) before it reads the next message. Without that, a fresh node
-decoded a whole history on the event loop as fast as it arrived, before applying much of it:
-the decoding held the GIL, which the chain thread gives up at every LevelDB read and then
-waited for, so the chain crawled and the signature workers idled (a full sync of 600k
-transfers reached block 52 8 s after its start; 3.6 s with the wait).
+A peer's blocks are read off the network at the pace the chain takes them, because decoding
+holds the GIL: a reader running ahead would decode on the event loop while the chain thread,
+which gives up the GIL at every LevelDB read, waited to get it back and the signature
+workers idled. Past ``LOOKAHEAD`` blocks above the last block the chain is done with, the
+peer's reader waits (``room``, for a while at most) before it reads the next message. The
+chain tells of each block it is done with (``taken``), not only of each batch, so that a
+block is decoded as one is applied instead of a batch's worth in one burst each time the
+head moves; a reader then need stay only one batch (and the blocks handed along) ahead.
 
-The chain tells of each block it is done with (``taken``), not only of each batch: paced by
-batches, the readers decoded a batch's worth of blocks in one burst each time the head moved,
-the chain thread all but stopped for the burst, and the signature worker ran out of work
-(sampled every 20 ms over a full sync on two cores: 1.30 cores busy while the event loop
-decoded, 1.78 otherwise). Paced by blocks, a block is decoded as one is applied. Not so for
-a batch in light validation, which keeps no worker busy: there the bursts cost nothing and
-the chain thread's hand-offs of the GIL to a reader at every block do (a light sync of 600k
-transfers took 18.5 s paced by batches, 19.3 s by blocks; medians of 4).
-
-Told of each block, a reader need stay only one batch (and the blocks handed along) ahead
-of the chain. Two batches ahead, a fresh node's reader first decoded 100 blocks in one go
-while the chain, starved of the GIL, took 1.2 s over its first batch of 10 blocks; one batch
-ahead, 0.47 s over 11.
-
-In light validation no worker waits on the decoding, so the readers and the chain take turns
-at the GIL instead of sharing it: a reader reads (up to one batch above the head) only while
-no light batch is being applied, and the applier waits for a whole batch before it pushes
-(``FILL_QUIET`` without a new block, ``FILL_WAIT`` at most). Sharing it, the syncing node's
-two threads blocked ~12,000 times over a light sync of 600k transfers (the import's one
-thread ~160 times; taking turns, ~1,300). Beside one shared import, alternating, taking turns
-gave the better sync / import ratio in 15 of 18 rounds (medians of three runs of 6 rounds:
-0.988 / 0.994 / 0.962, against 0.977 / 0.959 / 0.933) and used less CPU in 15.
+In light validation no worker waits on the decoding, and the chain thread's hand-off of the
+GIL to a reader at every block costs more than a burst does, so the readers and the chain
+take turns at the GIL instead of sharing it: a reader reads (up to one batch above the head)
+only while no light batch is being applied, and the applier waits for a whole batch before
+it pushes (``FILL_QUIET`` without a new block, ``FILL_WAIT`` at most).
 """
 
 from __future__ import annotations

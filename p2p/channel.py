@@ -1,8 +1,9 @@
 """The Channel interface: one connection to one peer, carrying typed messages.
 
-Implementations: ``TcpChannel`` (asyncio streams) and, later, an RDMA channel. Everything
-above a channel is the same for every transport. The contract (checked for every
-implementation by ``tests/p2p/test_channel_contract.py``):
+Implementations: ``TcpChannel`` (asyncio streams, with or without TLS), ``RdmaChannel``
+(``p2p.rdma``) and the in-memory ``MemoryChannel`` of ``p2p.testing``. Everything above a
+channel is the same for every transport. The contract (checked for every implementation by
+``tests/p2p/test_channel_contract.py``):
 
 - ``send`` delivers messages in order; it waits (back-pressure) while the channel's bounded
   buffer is full, and raises ``ChannelClosed`` once the channel is closed or broken.

@@ -16,8 +16,8 @@ address holds ``max_unauthenticated_per_address``) and counts against ``max_per_
 or is closed unanswered if those are full. Frames are refused above ``HANDSHAKE_MAX_FRAME``,
 and the handshake must finish within ``handshake_timeout``. An honest dialler writes its
 preamble as it connects, so strangers that drip theirs give way to each other rather than
-lock honest peers out (40 of them from one address let 1 of 26 honest handshakes through
-when every connection took a handshake slot on arrival).
+lock honest peers out, as they would if every connection took a handshake slot on
+arrival.
 """
 
 from __future__ import annotations

@@ -83,12 +83,10 @@ def detect(ip: str | None = None, device: str | None = None) -> RdmaInfo:
         v = load()
     except RdmaUnavailable as err:
         return RdmaInfo(False, str(err))
-    from pyverbs.device import get_device_list
-
     try:
         # rdma-core raises here when the kernel has no RDMA subsystem at all (no
         # /sys/class/infiniband): the distro's pyverbs installed on a host without a NIC.
-        names = [d.name.decode() for d in get_device_list()]
+        names = [d.name.decode() for d in v.get_device_list()]
     except v.Error as err:
         return RdmaInfo(False, f"no RDMA device ({err})", pyverbs=v.version)
     if device is not None:

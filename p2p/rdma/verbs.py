@@ -1,8 +1,9 @@
 """The one place that imports pyverbs, lazily, for rdma-core 44 (Debian bookworm) and newer.
 
-``load()`` returns a namespace of the pyverbs classes and enums we use, or raises
-``RdmaUnavailable`` with the reason (pyverbs missing, or an rdma-core it cannot load). The
-enum module was renamed in rdma-core 59 (``pyverbs.enums`` → ``pyverbs.libibverbs_enums``);
+``load()`` returns a namespace of the pyverbs classes, functions and enums we use, or raises
+``RdmaUnavailable`` with the reason (pyverbs missing, or an rdma-core it cannot load), so that
+``import p2p`` works on a machine without pyverbs. The enum module was renamed
+(``pyverbs.enums`` → ``pyverbs.libibverbs_enums``, the old name gone from rdma-core 59);
 enum members are reached through their enum class, which works with both.
 """
 
@@ -28,6 +29,7 @@ class RdmaFailure(P2PError):
 
 @dataclass(frozen=True)
 class Verbs:
+    get_device_list: Any
     Context: Any
     PD: Any
     MR: Any
@@ -77,7 +79,7 @@ def _import() -> Verbs:
             import pyverbs.enums as E  # rdma-core 44 (Debian bookworm)
         from pyverbs.addr import GID, AHAttr, GlobalRoute
         from pyverbs.cq import CQ, CompChannel
-        from pyverbs.device import Context
+        from pyverbs.device import Context, get_device_list
         from pyverbs.mr import MR
         from pyverbs.pd import PD
         from pyverbs.pyverbs_error import PyverbsError, PyverbsRDMAError
@@ -89,6 +91,7 @@ def _import() -> Verbs:
     import pyverbs
 
     return Verbs(
+        get_device_list=get_device_list,
         Context=Context,
         PD=PD,
         MR=MR,
