@@ -5,8 +5,9 @@ does is decided by the pure functions of ``chain.block_transition``; this module
 block to the fork database, records evidence, lets fork choice pick the branch and commits
 what the transition returned. A block is validated the same way whether a peer sent it or a
 local producer made it; only ``produce_block`` builds blocks, and it commits them without
-re-executing what it just executed. ``Chain`` is not thread-safe: the node calls it from one
-thread.
+re-executing what it just executed. What each call changed is recorded as it happens and
+handed over by ``take_events`` (``chain.events``). ``Chain`` is not thread-safe: the node
+calls it from one thread.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from chain.errors import (
     UnlinkableBlock,
     WrongProducerKey,
 )
+from chain.events import NO_EVENTS, BlockStep, ChainEvents
 from chain.finality import finalizer_policy
 from chain.fork_db import ForkBlock, ForkDatabase
 from chain.initial_state import InitialState
@@ -102,6 +104,10 @@ class Chain:
         self._light_upto = 0
         self._view: ChainView | None = None
         self.votes = VotePool(initial.chain_id)
+        # What changed since the last take_events(), in order: the record the node publishes.
+        self._steps: list[BlockStep] = []
+        self._requeued: list[SignedTransaction] = []
+        self._produced: SignedBlock | None = None
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -142,6 +148,16 @@ class Chain:
             first_block=self._first,
         )
         return self._view
+
+    def take_events(self) -> ChainEvents:
+        """What the chain changed since the last call (blocks applied and undone, in order,
+        transactions put back into the mempool, the block produced), and forget it: the
+        chain thread takes it after every job and publishes it with the view."""
+        if not self._steps and not self._requeued and self._produced is None:
+            return NO_EVENTS
+        events = ChainEvents(tuple(self._steps), tuple(self._requeued), self._produced)
+        self._steps, self._requeued, self._produced = [], [], None
+        return events
 
     def block_by_num(self, num: int) -> SignedBlock:
         block_id = self.store.block_id_at(num)
@@ -346,6 +362,7 @@ class Chain:
             assert fb.block is not None
             self.store.pop_block(fb.block)
             self._state.clear()
+            self._steps.append(BlockStep(fb.block, undo=True))
             result.popped.append(fb.block)
             self._head = self._fork_state(fb.block.header.previous)
         for fb in self._fork.branch(best.id, ancestor):
@@ -395,6 +412,7 @@ class Chain:
         self._state.committed(done.changes, done.written)
         self._head = state
         self.mempool.remove(t.id for t in block.transactions)
+        self._steps.append(BlockStep(block))
 
     def _requeue(
         self, popped: list[SignedBlock], applied: list[SignedBlock]
@@ -427,6 +445,7 @@ class Chain:
             with contextlib.suppress(TransactionError):
                 self.mempool.add(stx, keys)
                 requeued.append(stx)
+        self._requeued.extend(requeued)
         return requeued
 
     def _advance_lib(self, new_lib: BlockNum) -> None:
@@ -475,5 +494,6 @@ class Chain:
         state = process_header(parent, header, block.id, self.params)
         self._fork.add(state, block)
         self._commit(block, state, exe)
+        self._produced = block
         self._advance_lib(state.lib)
         return block

@@ -1,18 +1,22 @@
-"""Transaction admission: every push, whatever its mode, goes through one queue.
+"""Transaction admission: every transaction, from our RPC or from a peer, goes through one queue.
 
 A task drains the queue in batches into the chain thread (``Chain.admit_transactions``), so
 50 concurrent clients cost one thread hop and one signature-recovery batch per batch instead
-of one per request.
+of one per request. Peers' transactions take the same queue, so the queue's bound, the
+``bor_transactions_*`` counters and the read pacer (``node.reads``, which slows reads while
+admission is busy) see all the node's admission work, not the RPC's share of it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import structlog
 
+from chain.controller import Chain
 from chain.errors import MempoolFull, TransactionError
 from chain.transaction import SignedTransaction
 from node.metrics import NodeMetrics
@@ -25,21 +29,30 @@ log = structlog.get_logger("admission")
 MAX_BATCH = 512
 QUEUE_SIZE = 20_000
 
-_Item = tuple[SignedTransaction, "asyncio.Future[None] | None"]
+
+@dataclass(slots=True)
+class _Item:
+    stx: SignedTransaction
+    # Told the outcome; None: nobody waits (an RPC push that answered at once).
+    outcome: asyncio.Future[TransactionError | None] | None
+    # From a peer: the tx relay passes it on itself, to every peer but the sender.
+    relayed: bool = False
 
 
 class Admitter:
     def __init__(
-        self,
-        runner: ChainRunner,
-        metrics: NodeMetrics,
-        on_accepted: Callable[[SignedTransaction], None] = lambda tx: None,
+        self, runner: ChainRunner, metrics: NodeMetrics, queue_size: int = QUEUE_SIZE
     ) -> None:
         self.runner = runner
         self.metrics = metrics
-        self.on_accepted = on_accepted
-        self._queue: asyncio.Queue[_Item] = asyncio.Queue(QUEUE_SIZE)
+        self._queue: asyncio.Queue[_Item] = asyncio.Queue(queue_size)
         self._last_batch = -1e9  # time.monotonic() of the last batch handed over
+        self._accepted: list[Callable[[SignedTransaction], None]] = []
+
+    def subscribe(self, callback: Callable[[SignedTransaction], None]) -> None:
+        """Call ``callback(tx)`` for each transaction of our own RPC that was admitted (the
+        network offers it to peers); must not block."""
+        self._accepted.append(callback)
 
     def admitting(self, window_s: float) -> bool:
         """Whether transactions wait here now or a batch went to the chain in ``window_s``."""
@@ -47,13 +60,33 @@ class Admitter:
 
     async def admit(self, stx: SignedTransaction) -> None:
         """Admit ``stx``; raises the TransactionError that refused it."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._put((stx, future))
-        await future
+        outcome: asyncio.Future[TransactionError | None]
+        outcome = asyncio.get_running_loop().create_future()
+        self._put(_Item(stx, outcome))
+        error = await outcome
+        if error is not None:
+            raise error
 
     def admit_later(self, stx: SignedTransaction) -> None:
         """Queue ``stx`` and return at once; a refusal is only logged and counted."""
-        self._put((stx, None))
+        self._put(_Item(stx, None))
+
+    async def admit_relayed(
+        self, txs: Sequence[SignedTransaction]
+    ) -> list[TransactionError | None]:
+        """Admit transactions a peer sent, in order: for each, None or the error that refused
+        it. Those that find the queue full are refused at once (``MempoolFull``) rather than
+        waiting for room: the sender's own node still holds them."""
+        loop = asyncio.get_running_loop()
+        outcomes: list[asyncio.Future[TransactionError | None]] = []
+        for stx in txs:
+            outcome: asyncio.Future[TransactionError | None] = loop.create_future()
+            try:
+                self._put(_Item(stx, outcome, relayed=True))
+            except MempoolFull as err:
+                outcome.set_result(err)
+            outcomes.append(outcome)
+        return list(await asyncio.gather(*outcomes))
 
     def _put(self, item: _Item) -> None:
         try:
@@ -67,34 +100,33 @@ class Admitter:
             batch = [await self._queue.get()]
             while len(batch) < MAX_BATCH and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
-            txs = [stx for stx, _ in batch]
+            txs = [item.stx for item in batch]
             self._last_batch = time.monotonic()
-            results = await self.runner.call(self._admit, txs, int(time.time() * 1000))
-            for (stx, future), error in zip(batch, results, strict=True):
-                self._settle(stx, future, error)
+            results = await self.runner.call(_admit, txs, int(time.time() * 1000))
+            for item, error in zip(batch, results, strict=True):
+                self._settle(item, error)
 
-    def _admit(self, txs: list[SignedTransaction], now_ms: int) -> list[TransactionError | None]:
-        """On the chain thread: the chain is read there only."""
-        return self.runner.chain.admit_transactions(txs, now_ms)
-
-    def _settle(
-        self,
-        stx: SignedTransaction,
-        future: asyncio.Future[None] | None,
-        error: TransactionError | None,
-    ) -> None:
+    def _settle(self, item: _Item, error: TransactionError | None) -> None:
         if error is None:
             self.metrics.tx_accepted.inc()
-            self.on_accepted(stx)
+            if not item.relayed:
+                for callback in self._accepted:
+                    callback(item.stx)
         else:
             self.metrics.tx_rejected.labels(reason=error.name).inc()
-        if future is None:
+        if item.outcome is None:
             if error is not None:
                 log.info(
-                    "async_tx_rejected", tx=stx.id.hex()[:16], error=error.name, why=str(error)
+                    "async_tx_rejected",
+                    tx=item.stx.id.hex()[:16],
+                    error=error.name,
+                    why=str(error),
                 )
-        elif not future.done():
-            if error is None:
-                future.set_result(None)
-            else:
-                future.set_exception(error)
+        elif not item.outcome.done():  # done: its caller went away
+            item.outcome.set_result(error)
+
+
+def _admit(
+    chain: Chain, txs: list[SignedTransaction], now_ms: int
+) -> list[TransactionError | None]:
+    return chain.admit_transactions(txs, now_ms)

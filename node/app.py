@@ -1,34 +1,34 @@
 """Wiring: build the chain, the network, RPC and producer from a NodeConfig and run them.
 
 This is the node's composition root: nothing below ``node`` reads the config or builds the
-parts it works with. Each long-lived part runs as a task of one task group, so a part that
-crashes stops the whole node cleanly (its error is logged and the process exits non-zero).
+parts it works with. ``Node`` does it in two steps: its constructor builds and wires every
+part (each part that cares about the chain subscribes to the chain thread's updates), and
+``run`` starts the long-lived ones as tasks of one task group, so a part that crashes stops
+the whole node cleanly (its error is logged and the process exits non-zero).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import ipaddress
 import os
 import shutil
 import signal
 import sys
-import time
-from dataclasses import replace
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
 import structlog
 from aiohttp import web
 
-from chain.block import SignedBlock
 from chain.controller import Chain
 from chain.crypto import PrivateKey, public_key_to_text, recover_many
 from chain.finality import FINALITY_VOTES, finalizer_policy
 from chain.header_chain import HeaderChain
 from chain.mempool import Mempool
-from chain.params import slot_start_ms
 from chain.qc import Vote
 from chain.sigpool import ParallelRecoverer
 from chain.store import BlockStore
@@ -38,49 +38,45 @@ from chain.votes import VoteOutcome
 from genesis.model import load_genesis
 from node import fds
 from node.admission import Admitter
+from node.blocklog import BlockLog
 from node.config import NodeConfig
+from node.config_builders import http_limits, net_config, stream_limits
 from node.errors import NodeError
 from node.finalizer import FinalizerService
 from node.header_checkpoint import HEADER_CHECKPOINT, HeaderCheckpointFile
-from node.http import HttpLimits, make_admin_app, make_app, serve
+from node.http import make_admin_app, make_app, serve
 from node.liveness import FinalityProgress
 from node.metrics import NodeMetrics
-from node.network import NetConfig, Network
+from node.network import Network
 from node.producer import ProducerLoop
 from node.rpc import Api
 from node.runner import ChainRunner, InclusionWatch
+from node.snapshot_schedule import SnapshotSchedule
 from node.snapshots import (
     FileDownload,
     SnapshotDir,
     import_snapshot,
-    prune_snapshots,
     read_snapshot_head,
     snapshot_name,
 )
+from node.stream import StreamHub
 from p2p.errors import P2PError
-from p2p.handshake import AuthPolicy
 from p2p.rdma.device import RdmaDevice, RdmaInfo, detect
 from p2p.snapshot_fetch import Fetcher
 from p2p.statesync import StateSync
-from p2p.sync import SyncConfig
-from p2p.transport import MAX_WAITING
 
 log = structlog.get_logger("node")
 
 # Young-generation collections every 50,000 allocations rather than CPython's 700: under a
 # push load, pending transactions otherwise survive into the old generation within a second
-# and force a full collection every ~2 s, a 50-200 ms pause of every thread (bench_rpc.py:
-# read p99 265 -> 103 ms, pushes beside readers 0.76 -> 0.82 of their rate alone). Every
-# ``bor-node`` command starts with them (``cli.tune_gc``); an import of 600k transfers and
-# bench_apply.py ran no middle or full collection with the third threshold at 10 or at 20.
+# and force frequent full collections, each a pause of every thread (bench_rpc.py shows it in
+# the read p99). Every ``bor-node`` command starts with them (``cli.tune_gc``).
 GC_THRESHOLDS = (50_000, 20, 10)
-# While catching up, young-generation collections every 500,000 allocations. A sync batch
-# (up to 50 blocks) stays alive until the chain thread is done with all of it, about 5 tracked
-# objects per transaction: 250,000 for blocks of 1,000 transfers. Below that, every batch
-# paid a collection scanning the whole batch (a full sync of 600k transfers: 59 young and 2
-# middle collections, 0.8 s of the GIL; an import of the same history, which frees each block
-# as it goes: none). At 500,000 there were 2. Not kept once in sync: on a producer a young
-# collection that large stops every thread for ~270 ms (bench_rpc.py).
+# While catching up, young-generation collections every 500,000 allocations: a sync batch (up
+# to 50 blocks, about 5 tracked objects per transaction) stays alive until the chain thread
+# is done with all of it (250,000 objects for blocks of 1,000 transfers); a lower threshold
+# makes every batch pay a collection that scans the whole batch. Not kept once in sync: on a
+# producer a young collection that large stops every thread for hundreds of milliseconds.
 GC_THRESHOLDS_CATCHING_UP = (500_000, 20, 10)
 
 
@@ -89,12 +85,12 @@ def open_chain(config: NodeConfig, recoverer: ParallelRecoverer | None = None) -
     config.data_dir.mkdir(parents=True, exist_ok=True)
     store = BlockStore(str(config.data_dir / "blocks"))
     try:
-        if config.snapshot is not None:
-            start_from_snapshot(store, config.snapshot, genesis.chain_id)
+        if config.chain.snapshot is not None:
+            start_from_snapshot(store, config.chain.snapshot, genesis.chain_id)
         return Chain(
             store,
             genesis.to_initial_state(),
-            mempool=Mempool(config.max_mempool_txs, config.max_mempool_per_account),
+            mempool=Mempool(config.chain.max_mempool_txs, config.chain.max_mempool_per_account),
             recoverer=recoverer or recover_many,
         )
     except BaseException:
@@ -162,10 +158,10 @@ def restart_from_snapshot(config: NodeConfig, fetched: Path, trusted: BlockId) -
 def node_key(config: NodeConfig) -> PrivateKey:
     """The key this node signs handshakes with: ``peer-private-key``, else a producer key,
     else one generated once and kept in the data dir (mode 0600)."""
-    if config.peer_private_key is not None:
-        return config.peer_private_key
-    if config.signing_keys:
-        return next(iter(config.signing_keys.values()))
+    if config.p2p.private_key is not None:
+        return config.p2p.private_key
+    if config.producer.signing_keys:
+        return next(iter(config.producer.signing_keys.values()))
     path = config.data_dir / "node_key"
     if path.exists():
         return PrivateKey.from_text(path.read_text().strip())
@@ -176,79 +172,37 @@ def node_key(config: NodeConfig) -> PrivateKey:
     return key
 
 
-def net_config(config: NodeConfig) -> NetConfig:
-    try:
-        policy = AuthPolicy.parse(config.allowed_connection, config.peer_keys)
-    except ValueError as err:
-        raise NodeError(f"allowed-connection: {err}") from err
-    return NetConfig(
-        listen=config.p2p_listen,
-        peers=list(config.p2p_peers),
-        p2p_address=config.p2p_server_address,
-        max_clients=config.max_clients,
-        max_unauthenticated=config.p2p_max_unauthenticated,
-        max_per_address=config.p2p_max_per_address,
-        handshake_timeout=config.p2p_handshake_timeout_ms / 1000,
-        policy=policy,
-        sync=SyncConfig(span=config.sync_fetch_span, max_ranges=config.sync_ranges),
-        light_validation=config.validation_mode == "light",
-        tls=config.p2p_tls,
-    )
-
-
 def open_rdma(config: NodeConfig) -> tuple[RdmaDevice | None, dict[str, object]]:
     """Detect RDMA and set up the node's verbs resources, per ``rdma = auto|off|required``.
     Says once, in the log and in get_info, what it found."""
-    if config.rdma == "off":
+    if config.rdma.mode == "off":
         return None, {"available": False, "reason": "rdma = off"}
-    host = config.p2p_listen[0] if config.p2p_listen else ""
+    host = config.p2p.listen[0] if config.p2p.listen else ""
     try:
         address = ipaddress.ip_address(host)
         usable = address.version == 4 and not (address.is_loopback or address.is_unspecified)
         ip = str(address) if usable else None
     except ValueError:
         ip = None
-    info = detect(ip, config.rdma_device)
+    info = detect(ip, config.rdma.device)
     device = None
     if info.available:
         try:
             device = RdmaDevice(
                 info,
-                channels=config.rdma_max_peers,
-                slots=config.rdma_ring_slots,
-                slot_size=config.rdma_slot_size,
+                channels=config.rdma.max_peers,
+                slots=config.rdma.ring_slots,
+                slot_size=config.rdma.slot_size,
             )
         except P2PError as err:
             info = RdmaInfo(False, str(err), info.device, pyverbs=info.pyverbs)
     if device is None:
-        if config.rdma == "required":
+        if config.rdma.mode == "required":
             raise NodeError(f"rdma = required, but RDMA is unavailable: {info.reason}")
         log.info("rdma_unavailable", reason=info.reason, using="tcp")
     else:
         log.info("rdma_ready", device=info.device, gid=info.gid, pyverbs=info.pyverbs)
     return device, info.as_dict()
-
-
-def http_limits(config: NodeConfig, nofile: int) -> tuple[HttpLimits, HttpLimits]:
-    """The public and the admin listener's limits; their connection caps, unless configured,
-    from the fd limit ``nofile`` (``node.fds``)."""
-    dialled = len(config.p2p_peers)
-    peers = fds.peer_fds(config.max_clients, config.p2p_max_unauthenticated, dialled, MAX_WAITING)
-    public_cap, admin_cap = fds.http_connection_caps(nofile, peers)
-    total = config.http_max_connections or public_cap
-    public = HttpLimits(
-        max_body_bytes=config.max_http_body_bytes,
-        max_in_flight=config.http_max_in_flight,
-        max_response_s=config.http_max_response_ms / 1000,
-        read_timeout_s=config.http_read_timeout_ms / 1000,
-        max_connections=total,
-        max_connections_per_address=config.http_max_connections_per_address or max(1, total // 4),
-        write_timeout_s=config.http_write_timeout_ms / 1000,
-        max_response_bytes_in_flight=config.http_max_response_bytes_in_flight,
-    )
-    # The admin listener's few clients share one address (loopback): one cap for both.
-    admin = replace(public, max_connections=admin_cap, max_connections_per_address=admin_cap)
-    return public, admin
 
 
 def dump_tasks() -> None:
@@ -260,47 +214,181 @@ def dump_tasks() -> None:
 
 
 class Node:
+    """One node: every part built and wired from the config by the constructor (CometBFT's
+    ``NewNode``), then started together by ``run`` (``OnStart``).
+
+    The constructor opens what the node holds (the block store, the signature workers, the
+    RDMA device) and makes every part; the parts learn what happens to the chain by
+    subscribing to the chain thread's updates, so none of them needs another to exist
+    first. ``run`` serves the listeners, starts the long-lived parts in one task group,
+    stops them in reverse order and closes what the constructor opened.
+    """
+
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
-        self.metrics = NodeMetrics()
-        self.watch = InclusionWatch()
         self._stop = asyncio.Event()
-        self.network: Network | None = None
-        self.api: Api | None = None
-        self.runner: ChainRunner | None = None
-        self.progress: FinalityProgress | None = None
         # Set when state sync fetched and verified a snapshot: the node stops, and
         # ``bor-node run`` starts it again from that snapshot (``restart_from_snapshot``).
         self.fetched_snapshot: Path | None = None
-        self.fetcher: Fetcher | None = None
-        self._snapshot_due = -1  # LIB // snapshot-interval-blocks when last written
-        self._tasks: set[asyncio.Task[Any]] = set()
+        with contextlib.ExitStack() as opened:
+            self._build(config, opened)
+            self._opened = opened.pop_all()  # closed by run, last first
+
+    def _build(self, config: NodeConfig, opened: contextlib.ExitStack) -> None:
+        gc.set_threshold(*GC_THRESHOLDS)
+        self.metrics = metrics = NodeMetrics()
+        recoverer = (
+            ParallelRecoverer(config.chain.signature_workers)
+            if config.chain.signature_workers
+            else None
+        )
+        if recoverer is not None:
+            opened.callback(recoverer.close)
+        self.runner = runner = ChainRunner(open_chain(config, recoverer))
+        opened.callback(runner.close)  # the chain is the runner's from here on
+        start = runner.view
+        votes_chain = start.params.finality == FINALITY_VOTES
+        self.progress = progress = FinalityProgress(
+            config.producer.pause_vote_timeout_ms, votes_chain, on_final=self._on_final
+        )
+        self.rdma, rdma_status = open_rdma(config)
+        if self.rdma is not None:
+            opened.callback(self.rdma.close)  # after the network task: its channels are closed
+        self.fetcher = self._state_sync_fetcher(config, start)
+        snapshots = SnapshotDir(config.data_dir / "snapshots", config.snapshots.chunk_bytes)
+        self.admitter = admitter = Admitter(runner, metrics)
+        # The network subscribes its reactors (block sync, block relay, tx and vote relay).
+        self.network = network = Network(
+            runner,
+            admitter,
+            net_config(config.p2p),
+            node_key(config),
+            self.rdma,
+            rdma_status,
+            self._on_vote,
+            StateSync(snapshots, self.fetcher),
+            progress.peer_joined,
+        )
+        self.finalizer = finalizer = FinalizerService(
+            config.producer.finalizer_keys if votes_chain else {},
+            config.data_dir / "finalizer",
+            lambda: runner.view,
+            self._vote_cast,
+            may_vote=lambda: network.in_sync,
+        )
+        nofile = fds.fd_limit()
+        self.limits, self.admin_limits = limits, admin_limits = http_limits(config, nofile)
+        log.info(
+            "http_connection_caps",
+            fd_limit=nofile,
+            public=limits.max_connections,
+            per_address=limits.max_connections_per_address,
+            admin=admin_limits.max_connections,
+        )
+        # A commit-mode push answers "pending" before the HTTP time limit would cut it off.
+        commit_cap = limits.max_response_s * 0.9 if limits.max_response_s else None
+        self.watch = watch = InclusionWatch()
+        self.api = api = Api(
+            runner,
+            metrics,
+            watch,
+            admitter,
+            network,
+            commit_wait_cap_s=commit_cap,
+            snapshots_dir=config.data_dir / "snapshots",
+            finality=lambda: {
+                "local_finalizers": finalizer.status(),
+                "production_paused": progress.paused,
+                "finality_idle_ms": round(progress.idle_ms),
+                "production_pause_vote_timeout_ms": progress.timeout_ms,
+            },
+        )
+        self.stream = StreamHub(
+            runner,
+            stream_limits(config.stream),
+            metrics,
+            config.http.cors_origin,
+        )
+        self.app = make_app(
+            api,
+            metrics,
+            limits,
+            lambda: self.metrics.observe_network(network.observed()),
+            cors_origin=config.http.cors_origin,
+            stream=self.stream,
+        )
+        self.admin_app = (
+            None
+            if config.http.admin_address is None
+            else make_admin_app(api, admin_limits, config.http.admin_token)
+        )
+        self.producer = (
+            ProducerLoop(
+                runner,
+                config.producer.names,
+                config.producer.signing_keys,
+                metrics,
+                may_produce=lambda: not network.holds_production,
+                votes_missing=self._votes_missing,
+                probe_every=config.producer.pause_vote_timeout_ms / 1000,
+            )
+            if config.producer.names
+            else None
+        )
+        self.snapshots = SnapshotSchedule(
+            config.snapshots.interval_blocks,
+            start.lib_num,
+            lambda: api.create_snapshot({}),
+            config.data_dir / "snapshots",
+            config.snapshots.keep,
+            paused=lambda: network.fetching,
+        )
+        self.blocks = BlockLog(
+            metrics, lambda: network.in_sync, GC_THRESHOLDS, GC_THRESHOLDS_CATCHING_UP
+        )
+        # The block cache before the inclusion watch: a client told its transaction is in
+        # block N finds block N.
+        for subscriber in (
+            api.chain_updated,
+            watch.chain_updated,
+            progress.chain_updated,
+            finalizer.chain_updated,
+            self.snapshots.chain_updated,
+            self.blocks.chain_updated,
+            self.stream.chain_updated,
+        ):
+            runner.subscribe(subscriber)
+
+    def _state_sync_fetcher(self, config: NodeConfig, start: ChainView) -> Fetcher | None:
+        """The snapshot fetcher, when state sync is on and the chain holds genesis only."""
+        if not config.state_sync.enabled or start.head.num != 0:
+            return None
+        download = FileDownload(config.data_dir / STATE_SYNC_DIR)
+        # Without the operator's block (nor one trusted by an earlier run, whose download
+        # is kept), the header chain followed from genesis vouches for one; an earlier
+        # run's is followed on from its LIB.
+        kept = HeaderCheckpointFile(config.data_dir / HEADER_CHECKPOINT)
+        headers = kept.load(start.params, start.chain_id) or HeaderChain(
+            start.head, start.params, start.chain_id
+        )
+        fetcher = Fetcher(
+            config.state_sync.trusted,
+            download,
+            self._snapshot_fetched,
+            headers=headers,
+            checkpoints=kept,
+            timeout=config.state_sync.request_timeout_ms / 1000,
+        )
+        trusted = fetcher.trusted
+        log.info(
+            "state_sync_started",
+            block_id=None if trusted is None else trusted.hex(),
+            following_headers=trusted is None,
+        )
+        return fetcher
 
     def stop(self) -> None:
         self._stop.set()
-
-    def _lib_for_snapshots(self, view: ChainView) -> None:
-        """Write a snapshot when the LIB passes a multiple of snapshot-interval-blocks."""
-        every = self.config.snapshot_interval_blocks
-        if not every or self.api is None or self.network is None or self.network.fetching:
-            return
-        due = view.lib_num // every
-        if due <= self._snapshot_due:
-            return
-        if self._snapshot_due >= 0:  # not at start: a restart does not write one at once
-            task = asyncio.get_running_loop().create_task(self._periodic_snapshot())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        self._snapshot_due = due
-
-    async def _periodic_snapshot(self) -> None:
-        assert self.api is not None
-        try:
-            await self.api.create_snapshot({})
-        except Exception as err:  # one already being written, or a full disk: try next time
-            log.warning("periodic_snapshot_failed", why=str(err))
-            return
-        prune_snapshots(self.config.data_dir / "snapshots", self.config.snapshot_keep)
 
     def _snapshot_fetched(self, path: Path) -> None:
         self.fetched_snapshot = path
@@ -315,43 +403,11 @@ class Node:
     @property
     def peers_added(self) -> list[tuple[str, int]]:
         """The peer addresses the operator added at run time (/v1/net/connect) and kept."""
-        return [] if self.network is None else list(self.network.added)
-
-    def _on_applied(self, blocks: list[SignedBlock], in_sync: bool) -> None:
-        """Blocks from peers joined our chain (``in_sync``: while following the network)."""
-        gc.set_threshold(*(GC_THRESHOLDS if in_sync else GC_THRESHOLDS_CATCHING_UP))
-        if self.api is not None:
-            self.api.committed(blocks)
-        now_ms = time.time() * 1000
-        for block in blocks:
-            self.watch.included((t.id for t in block.transactions), block.num)
-            if in_sync:
-                # One line per block from a peer, as nodeos does; during catch-up the sync
-                # status tells the story instead. Latency: from the block's slot start.
-                latency = now_ms - slot_start_ms(block.header.slot)
-                self.metrics.block_latency.observe(latency / 1000)
-                log.info(
-                    "block_applied",
-                    num=block.num,
-                    id=block.id.hex()[:16],
-                    producer=block.header.producer,
-                    txs=len(block.transactions),
-                    latency_ms=round(latency, 1),
-                )
-        self.metrics.block_txs.inc(sum(len(b.transactions) for b in blocks))
-
-    def _on_produced(self, block: SignedBlock) -> None:
-        gc.set_threshold(*GC_THRESHOLDS)  # a lone producer that caught up hears no peer blocks
-        if self.api is not None:
-            self.api.committed([block])
-        self.watch.included((t.id for t in block.transactions), block.num)
-        if self.network is not None:
-            self.network.block_produced(block)
+        return list(self.network.added)
 
     def _on_vote(self, vote: Vote, outcome: VoteOutcome, from_peer: bool) -> None:
         """A vote was counted (or refused) by the chain."""
-        if self.progress is not None:
-            self.progress.vote_counted(outcome)
+        self.progress.vote_counted(outcome)
         if from_peer:
             self.metrics.votes_received.labels(result=outcome.result.value).inc()
         if outcome.evidence is not None:
@@ -363,7 +419,7 @@ class Node:
                 first=outcome.evidence.first.block_id.hex()[:16],
                 second=outcome.evidence.second.block_id.hex()[:16],
             )
-        if outcome.result.relay and self.runner is not None:
+        if outcome.result.relay:
             view = self.runner.view
             for f in finalizer_policy(view.params, view.head.active).finalizers:
                 if f.key == vote.key:
@@ -377,172 +433,74 @@ class Node:
 
     def _vote_cast(self, vote: Vote) -> None:
         self.metrics.votes_cast.inc()
-        if self.network is not None:
-            self.network.vote_cast(vote)
+        self.network.vote_cast(vote)
 
     def _votes_missing(self) -> bool:
-        paused = self.progress is not None and self.progress.paused
+        paused = self.progress.paused
         self.metrics.production_paused.set(1 if paused else 0)
         return paused
 
-    def _may_produce(self) -> bool:
-        """Produce unless catching up with blocks that peers actually deliver."""
-        return self.network is None or not self.network.holds_production
+    def _services(self) -> list[tuple[str, Coroutine[Any, Any, None]]]:
+        """The long-lived parts, in the order they start (they stop in the reverse one)."""
+        services = [
+            ("admission", self.admitter.run()),
+            ("rpc-reads", self.api.run()),
+            ("network", self.network.run()),
+            ("finalizer", self.finalizer.run()),
+        ]
+        if self.producer is not None:
+            services.append(("producer", self.producer.run()))
+        services.append(("snapshots", self.snapshots.run()))
+        return services
 
     async def run(self) -> None:
+        """Serve the listeners and run every part until ``stop`` (or a signal, or a part's
+        crash: then its error ends the task group and this call); then stop the parts in
+        reverse order and close what the constructor opened."""
         config = self.config
-        gc.set_threshold(*GC_THRESHOLDS)
-        recoverer = (
-            ParallelRecoverer(config.signature_workers) if config.signature_workers else None
-        )
-        chain = open_chain(config, recoverer)
-        self.runner = runner = ChainRunner(chain)
-        votes_chain = chain.params.finality == FINALITY_VOTES
-        self.progress = progress = FinalityProgress(
-            config.production_pause_vote_timeout_ms,
-            votes_chain,
-            on_final=self._on_final,
-        )
-        runner.subscribe(progress.view_changed)
-        rdma, rdma_status = open_rdma(config)
-        fetcher = None
-        if config.state_sync and chain.head.num == 0:
-            download = FileDownload(config.data_dir / STATE_SYNC_DIR)
-            # Without the operator's block (nor one trusted by an earlier run, whose
-            # download is kept), the header chain followed from genesis vouches for one;
-            # an earlier run's is followed on from its LIB.
-            kept = HeaderCheckpointFile(config.data_dir / HEADER_CHECKPOINT)
-            headers = kept.load(chain.params, chain.chain_id) or HeaderChain(
-                chain.head, chain.params, chain.chain_id
-            )
-            self.fetcher = fetcher = Fetcher(
-                config.state_sync_trusted,
-                download,
-                self._snapshot_fetched,
-                headers=headers,
-                checkpoints=kept,
-                timeout=config.state_sync_request_timeout_ms / 1000,
-            )
-            trusted = fetcher.trusted
-            log.info(
-                "state_sync_started",
-                block_id=None if trusted is None else trusted.hex(),
-                following_headers=trusted is None,
-            )
-        snapshots = SnapshotDir(config.data_dir / "snapshots", config.snapshot_chunk_bytes)
-        self.network = network = Network(
-            runner,
-            net_config(config),
-            node_key(config),
-            rdma,
-            rdma_status,
-            self._on_applied,
-            self._on_vote,
-            StateSync(snapshots, fetcher),
-            progress.peer_joined,
-        )
-        finalizer = FinalizerService(
-            config.finalizer_keys if votes_chain else {},
-            config.data_dir / "finalizer",
-            lambda: runner.view,
-            self._vote_cast,
-            may_vote=lambda: network.in_sync,
-        )
-        runner.subscribe(finalizer.head_changed)
-        runner.subscribe(self._lib_for_snapshots)
-        admitter = Admitter(runner, self.metrics, on_accepted=network.transaction_accepted)
-        nofile = fds.fd_limit()
-        limits, admin_limits = http_limits(config, nofile)
-        log.info(
-            "http_connection_caps",
-            fd_limit=nofile,
-            public=limits.max_connections,
-            per_address=limits.max_connections_per_address,
-            admin=admin_limits.max_connections,
-        )
-        # A commit-mode push answers "pending" before the HTTP time limit would cut it off.
-        commit_cap = limits.max_response_s * 0.9 if limits.max_response_s else None
-        self.api = api = Api(
-            runner,
-            self.metrics,
-            self.watch,
-            admitter,
-            network,
-            commit_wait_cap_s=commit_cap,
-            snapshots_dir=config.data_dir / "snapshots",
-            finality=lambda: {
-                "local_finalizers": finalizer.status(),
-                "production_paused": progress.paused,
-                "finality_idle_ms": round(progress.idle_ms),
-                "production_pause_vote_timeout_ms": progress.timeout_ms,
-            },
-        )
-        app = make_app(
-            api,
-            self.metrics,
-            limits,
-            lambda: self.metrics.observe_network(network),
-            cors_origin=config.cors_origin,
-        )
         listeners: list[web.AppRunner] = []
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.stop)
         loop.add_signal_handler(signal.SIGUSR1, dump_tasks)
         try:
-            listeners.append(await serve(app, config.http_host, config.http_port, limits))
-            if config.admin_http is not None:
-                admin = make_admin_app(api, admin_limits, config.admin_token)
-                listeners.append(await serve(admin, *config.admin_http, admin_limits, "admin RPC"))
+            listeners.append(await serve(self.app, config.http.host, config.http.port, self.limits))
+            if self.admin_app is not None and config.http.admin_address is not None:
+                admin, limits = self.admin_app, self.admin_limits
+                listeners.append(
+                    await serve(admin, *config.http.admin_address, limits, "admin RPC")
+                )
             try:
-                await network.listen()
+                await self.network.listen()
             except OSError as err:
                 raise NodeError(
-                    f"cannot accept peers on {config.p2p_listen}: {err.strerror}"
+                    f"cannot accept peers on {config.p2p.listen}: {err.strerror}"
                 ) from err
-            if rdma is not None:
-                rdma.start(loop)
+            if self.rdma is not None:
+                self.rdma.start(loop)
+            view = self.runner.view
             log.info(
                 "node_started",
-                chain_id=chain.chain_id.hex(),
-                head=runner.view.head.num,
-                lib=runner.view.lib_num,
-                rpc=f"http://{config.http_host}:{config.http_port}",
-                admin_rpc=config.admin_http and "http://{}:{}".format(*config.admin_http),
-                p2p=network.listen_port,
-                peers=len(config.p2p_peers),
+                chain_id=view.chain_id.hex(),
+                head=view.head.num,
+                lib=view.lib_num,
+                rpc=f"http://{config.http.host}:{config.http.port}",
+                admin_rpc=config.http.admin_address
+                and "http://{}:{}".format(*config.http.admin_address),
+                p2p=self.network.listen_port,
+                peers=len(config.p2p.peers),
             )
             async with asyncio.TaskGroup() as tg:
-                tasks = [
-                    tg.create_task(admitter.run(), name="admission"),
-                    tg.create_task(api.run(), name="rpc-reads"),
-                    tg.create_task(network.run(), name="network"),
-                    tg.create_task(finalizer.run(), name="finalizer"),
-                ]
-                if config.producers:
-                    producer = ProducerLoop(
-                        runner,
-                        config.producers,
-                        config.signing_keys,
-                        self.metrics,
-                        self._on_produced,
-                        may_produce=self._may_produce,
-                        votes_missing=self._votes_missing,
-                        probe_every=config.production_pause_vote_timeout_ms / 1000,
-                    )
-                    tasks.append(tg.create_task(producer.run(), name="producer"))
+                tasks = [tg.create_task(coro, name=name) for name, coro in self._services()]
                 await self._stop.wait()
-                for task in tasks:
+                for task in reversed(tasks):
                     task.cancel()
+                    await asyncio.wait([task])
         finally:
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
                 loop.remove_signal_handler(sig)
-            for listener in listeners:
+            for listener in reversed(listeners):
                 await listener.cleanup()
-            if rdma is not None:
-                rdma.close()  # after the network task: its channels are closed by now
-            runner.close()
-            chain.store.close()
-            if recoverer is not None:
-                recoverer.close()
-            log.info("node_stopped", head=chain.head.num, lib=chain.lib)
+            self._opened.close()
+            view = self.runner.view
+            log.info("node_stopped", head=view.head.num, lib=view.lib_num)

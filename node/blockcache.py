@@ -1,10 +1,10 @@
 """Blocks' JSON, encoded once per block rather than once per request.
 
-A full block (1,500 transfers) costs ~20 ms of the GIL to decode, turn into dicts and encode
-(py-spy under ``bench_rpc.py``: 40 % of the node's GIL time went there while 20 clients
-polled recent blocks), and every one of those milliseconds is taken from block production
-and admission. So the event loop keeps the encoded bytes of the last blocks by id, and for
-the recent blocks of our chain the number -> id map, fed with the blocks as they commit.
+A full block costs milliseconds of the GIL to decode, turn into dicts and encode, clients
+that poll recent blocks ask for the same ones again and again, and every one of those
+milliseconds is taken from block production and admission. So the event loop keeps the
+encoded bytes of the last blocks by id, and for the recent blocks of our chain the number ->
+id map, fed with the chain's events: blocks as they commit and as a fork switch pops them.
 
 A block's JSON is the same forever except for ``irreversible``, which turns true when the LIB
 passes it: the bytes are kept as the text before that flag and the text after it, and the
@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from chain.block import SignedBlock
+from chain.events import BlockStep
 from chain.types import BlockId
 from chain.view import ChainView
 from node.views import block_json, dumps
@@ -72,17 +73,29 @@ class BlockJsonCache:
         self._encoded_bytes = 0
         self._irreversible: OrderedDict[int, BlockId] = OrderedDict()
 
-    def committed(self, blocks: Sequence[SignedBlock]) -> None:
-        """``blocks`` (consecutive, oldest first) were just applied or produced and are now
-        the head of our chain: what ``_recent`` held at their numbers and above is gone."""
-        if not blocks:
+    def follow(self, steps: Sequence[BlockStep]) -> None:
+        """Blocks joined our chain or left it in a fork switch, in that order (one update of
+        the chain's events): a popped block leaves the cache."""
+        if not steps:
             return
-        first, last = blocks[0].num, blocks[-1].num
-        for num in [n for n in self._recent if n >= first or n <= last - RECENT_BLOCKS]:
-            del self._recent[num]
-        for block in blocks[-RECENT_BLOCKS:]:
+        for step in steps:
+            block = step.block
+            if step.undo:
+                held = self._recent.get(block.num)
+                if held is not None and held.id == block.id:
+                    del self._recent[block.num]
+                # Its JSON would call it irreversible once the LIB passes its number.
+                parts = self._encoded.pop(block.id, None)
+                self._encoded_bytes -= 0 if parts is None else parts.size
+                continue
+            for num in [n for n in self._recent if n >= block.num]:
+                del self._recent[num]  # a branch we did not hear leave (none, normally)
             self._recent[block.num] = block
-        self._recent_head = blocks[-1].id
+        last = steps[-1]
+        self._recent_head = last.block.header.previous if last.undo else last.block.id
+        newest = max(self._recent, default=0)
+        for num in [n for n in self._recent if n <= newest - RECENT_BLOCKS]:
+            del self._recent[num]
         size = sum(len(block.encode()) for block in self._recent.values())
         for num in sorted(self._recent)[:-1]:  # the head stays, however big
             if size <= RECENT_BYTES:

@@ -39,15 +39,16 @@ from node.snapshots import (
 
 def _cmd_run(args: argparse.Namespace) -> int:
     config = load_config(args)
-    configure_logging(config.log_level, config.log_format)
+    configure_logging(config.log.level, config.log.format)
     raise_fd_limit()  # before any listener: the HTTP caps derive from it
     node = Node(config)
     asyncio.run(node.run())
     if node.fetched_snapshot is not None:  # state sync fetched one: go on from it
         restart_from_snapshot(config, node.fetched_snapshot, node.fetched_block)
         # The peers the operator added while it fetched are dialled again, not forgotten.
-        peers = tuple(dict.fromkeys([*config.p2p_peers, *node.peers_added]))
-        asyncio.run(Node(dataclasses.replace(config, p2p_peers=peers)).run())
+        peers = tuple(dict.fromkeys([*config.p2p.peers, *node.peers_added]))
+        p2p = dataclasses.replace(config.p2p, peers=peers)
+        asyncio.run(Node(dataclasses.replace(config, p2p=p2p)).run())
     return 0
 
 
@@ -116,7 +117,7 @@ def _cmd_devnet(args: argparse.Namespace) -> int:
         log_format=args.log_format,
     )
     config = load_config(ns)
-    configure_logging(config.log_level, config.log_format)
+    configure_logging(config.log.level, config.log.format)
     raise_fd_limit()
     asyncio.run(Node(config).run())
     return 0
@@ -149,7 +150,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
     config = load_config(ns)
     if args.genesis_json is None and not config.genesis_json.exists():
         _adopt_genesis(Path(args.file), Path(args.data_dir))
-    workers = config.signature_workers if args.validation_mode == "full" else 0
+    workers = config.chain.signature_workers if args.validation_mode == "full" else 0
     recoverer = ParallelRecoverer(workers) if workers else None
     chain = open_chain(config, recoverer)
     try:

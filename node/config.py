@@ -1,5 +1,10 @@
 """Node configuration: a nodeos-style ``config.ini`` where every option is also a flag.
 
+Each option is declared once, as a field of the section of the config that the part reading
+it takes (``NodeConfig.p2p``, ``.http``, ``.stream`` …): its name, default, help, choices
+or range, and how its text becomes the field's value. The flags, the ``config.ini`` reader,
+``--help`` and the checks are made from those declarations.
+
 ``config.ini`` holds ``key = value`` lines (``#`` starts a comment); options marked
 repeatable may appear many times. Command-line flags override the file. Everything is
 validated once, here, and errors name the option.
@@ -11,290 +16,125 @@ import argparse
 import ipaddress
 import os
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from chain.crypto import PrivateKey, public_key_from_text
 from chain.errors import ChainError
 from chain.types import BlockId, PublicKey, is_valid_name
 from node.errors import ConfigError
 
+T = TypeVar("T")
+_OPTION = "option"  # the key of a field's metadata that holds its Option
+
 
 @dataclass(frozen=True, slots=True)
 class Option:
+    """One option: its flag and config.ini name, and how its text is checked and read."""
+
     name: str
     help: str
-    default: Any = None
-    kind: type = str
+    default: str | int | None  # as config.ini would say it (None: not set)
+    kind: type = str  # int: the text is a non-negative integer
+    choices: tuple[str, ...] = ()
+    low: int | None = None
+    high: int | None = None
     repeatable: bool = False
+    # From the checked value (a str, an int, or a tuple of str if repeatable, or None if
+    # not set) to the field's; a ValueError becomes a ConfigError naming the option.
+    convert: Callable[[Any], Any] = lambda value: value
 
-
-OPTIONS: tuple[Option, ...] = (
-    Option("data-dir", "directory of the block store and config.ini", "data"),
-    Option("genesis-json", "genesis file (default: <data-dir>/genesis.json)"),
-    Option(
-        "state-sync",
-        "on: a node with no block yet fetches a snapshot from its peers (in verified chunks,"
-        " several peers at once) instead of replaying history: of state-sync-trusted-block if"
-        " given, else of the newest block the header chain, followed from genesis, shows"
-        " irreversible",
-        "off",
-    ),
-    Option(
-        "state-sync-trusted-block",
-        "the id (64 hex digits) of an irreversible block you trust, whose snapshot state sync"
-        " fetches: take it from a node you trust (its /v1/node/snapshots); without it, state"
-        " sync follows the header chain from genesis to find one",
-    ),
-    Option(
-        "state-sync-request-timeout-ms",
-        "how long state sync waits for a peer's snapshot manifest or chunk before asking"
-        " another; a peer that lets two requests in a row lapse is dropped and banned a while",
-        10_000,
-        int,
-    ),
-    Option("snapshot-chunk-bytes", "chunk size of the snapshots this node serves", 1 << 20, int),
-    Option(
-        "snapshot-interval-blocks",
-        "write a snapshot each time the LIB passes a multiple of this (0: only when asked),"
-        " keeping the newest snapshot-keep ones: what peers state-sync from",
-        0,
-        int,
-    ),
-    Option("snapshot-keep", "periodic snapshots kept (older ones are deleted)", 2, int),
-    Option(
-        "snapshot",
-        "start an empty data dir from this snapshot file (verified first; ignored once the"
-        " data dir holds the chain it started)",
-    ),
-    Option("http-server-address", "host:port of the HTTP RPC", "127.0.0.1:8888"),
-    Option(
-        "admin-http-server-address",
-        "host:port of the admin RPC (/v1/net/connect, /v1/net/disconnect); '' for none",
-        "127.0.0.1:8889",
-    ),
-    Option("admin-token", "bearer token the admin RPC requires ('' for none)", ""),
-    Option("http-max-in-flight-requests", "RPC requests handled at once (0: no limit)", 256, int),
-    Option(
-        "http-max-response-time-ms", "longest an RPC answer may take (0: no limit)", 30_000, int
-    ),
-    Option(
-        "http-read-timeout-ms",
-        "time a client has to send a request's header, and then its body",
-        10_000,
-        int,
-    ),
-    Option(
-        "http-max-connections",
-        "open connections to the HTTP RPC at most, beyond which one is answered 503 and closed"
-        " (0: what the fd limit leaves after the node's files and peers, at most 4096)",
-        0,
-        int,
-    ),
-    Option(
-        "http-max-connections-per-address",
-        "open connections to the HTTP RPC from one client address at most (0: a quarter of"
-        " http-max-connections)",
-        0,
-        int,
-    ),
-    Option(
-        "http-write-timeout-ms",
-        "a connection whose client takes none of its answer's bytes for this long is closed",
-        10_000,
-        int,
-    ),
-    Option(
-        "http-max-response-bytes-in-flight",
-        "bytes of answers over 64 KiB being written at once, over all connections, beyond"
-        " which another such answer is a 503 (0: no limit); each costs ~twice its size",
-        64 << 20,
-        int,
-    ),
-    Option("access-control-allow-origin", "CORS origin of the public RPC ('' for none)", ""),
-    Option("producer-name", "a producer this node produces for", repeatable=True),
-    Option(
-        "signature-provider",
-        "PUB_K1_...=KEY:PVT_K1_... key that signs blocks (nodeos syntax)",
-        repeatable=True,
-    ),
-    Option(
-        "finalizer-key",
-        "PVT_K1_... key this node votes with as a finalizer (default: its signature-provider"
-        " keys; a key outside the finalizer policy never votes)",
-        repeatable=True,
-    ),
-    Option(
-        "production-pause-vote-timeout-ms",
-        "pause producing once finality by votes has not moved for this long (0: never)",
-        6000,
-        int,
-    ),
-    Option("p2p-listen-endpoint", "host:port to accept peers on ('' for none)", "0.0.0.0:9876"),
-    Option("p2p-server-address", "host:port peers should use for us (default: listen endpoint)"),
-    Option("p2p-peer-address", "host:port of a peer to connect to", repeatable=True),
-    Option("allowed-connection", "any, producers or specified (repeatable)", repeatable=True),
-    Option(
-        "peer-key",
-        "PUB_K1_... key allowed to connect (allowed-connection = specified)",
-        repeatable=True,
-    ),
-    Option("peer-private-key", "PVT_K1_... key this node signs handshakes with"),
-    Option(
-        "p2p-tls",
-        "on: TLS 1.3 on every peer connection, bound to the handshake's node key; off:"
-        " plaintext. Both ends must agree",
-        "on",
-    ),
-    Option("max-clients", "inbound peers at most (0: no limit)", 25, int),
-    Option(
-        "p2p-max-unauthenticated",
-        "inbound connections still in their handshake at most (0: no limit)",
-        32,
-        int,
-    ),
-    Option("p2p-max-per-address", "inbound connections from one IP at most (0: no limit)", 8, int),
-    Option("p2p-handshake-timeout-ms", "time a peer has to complete the handshake", 5000, int),
-    Option("sync-fetch-span", "blocks per sync range request", 500, int),
-    Option("sync-ranges", "sync ranges in flight at once, each from a different peer", 3, int),
-    Option(
-        "validation-mode",
-        "full, or light: irreversible blocks during catch-up are checked by producer signature"
-        " and Merkle roots, their transactions' signatures are not",
-        "full",
-    ),
-    Option("rdma", "auto (RDMA with peers that can, else TCP), off, or required", "auto"),
-    Option("rdma-device", "RDMA device to use (default: the first with an active port)"),
-    Option("rdma-max-peers", "peers with an RDMA channel at once (buffer regions)", 16, int),
-    Option("rdma-ring-slots", "slots of each RDMA receive ring (the credit window)", 32, int),
-    Option("rdma-slot-size", "bytes per RDMA ring slot", 64 * 1024, int),
-    Option("max-mempool-txs", "transactions held in the mempool at most", 50_000, int),
-    Option("max-mempool-per-account", "pending transactions per account at most", 5_000, int),
-    Option("max-http-body-bytes", "largest accepted HTTP request body", 1 << 20, int),
-    Option(
-        "signature-workers",
-        "processes that recover signatures ahead of block execution (0: none)",
-        # One fewer than the cores: the main process needs a whole core for execution, and
-        # oversubscribing 2 cores with 2 workers measured slower than 1 (bench_apply.py).
-        max(0, (os.cpu_count() or 1) - 1),
-        int,
-    ),
-    Option("log-level", "debug, info, warning or error", "info"),
-    Option("log-format", "auto (JSON unless a terminal), json or console", "auto"),
-)
-
-
-@dataclass(frozen=True, slots=True)
-class NodeConfig:
-    data_dir: Path
-    genesis_json: Path
-    http_host: str
-    http_port: int
-    producers: tuple[str, ...]
-    signing_keys: dict[PublicKey, PrivateKey]
-    p2p_listen: tuple[str, int] | None
-    p2p_server_address: str
-    p2p_peers: tuple[tuple[str, int], ...]
-    allowed_connection: tuple[str, ...]
-    peer_keys: frozenset[bytes]
-    peer_private_key: PrivateKey | None
-    p2p_tls: bool
-    max_clients: int
-    p2p_max_unauthenticated: int
-    p2p_max_per_address: int
-    p2p_handshake_timeout_ms: int
-    sync_fetch_span: int
-    sync_ranges: int
-    max_mempool_txs: int
-    max_mempool_per_account: int
-    max_http_body_bytes: int
-    admin_http: tuple[str, int] | None
-    admin_token: str
-    http_max_in_flight: int
-    http_max_response_ms: int
-    http_read_timeout_ms: int
-    cors_origin: str
-    signature_workers: int
-    validation_mode: str
-    rdma: str
-    rdma_device: str | None
-    rdma_max_peers: int
-    rdma_ring_slots: int
-    rdma_slot_size: int
-    log_level: str
-    log_format: str
-    finalizer_keys: dict[PublicKey, PrivateKey] = field(default_factory=dict)
-    production_pause_vote_timeout_ms: int = 6000
-    snapshot: Path | None = None
-    state_sync: bool = False
-    state_sync_trusted: BlockId | None = None  # None: found by following the header chain
-    state_sync_request_timeout_ms: int = 10_000
-    snapshot_chunk_bytes: int = 1 << 20
-    snapshot_interval_blocks: int = 0
-    snapshot_keep: int = 2
-    http_max_connections: int = 0  # 0: derived from the fd limit (node.fds)
-    http_max_connections_per_address: int = 0
-    http_write_timeout_ms: int = 10_000
-    http_max_response_bytes_in_flight: int = 64 << 20
-
-
-def add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="config.ini to read (default: <data-dir>/config.ini)")
-    for opt in OPTIONS:
-        flag = "--" + opt.name
-        if opt.repeatable:
-            parser.add_argument(flag, action="append", help=opt.help)
-        else:
-            parser.add_argument(flag, help=f"{opt.help} (default: {opt.default})")
-
-
-def read_ini(path: Path) -> dict[str, list[str]]:
-    """Parse ``key = value`` lines; a key may repeat."""
-    values: dict[str, list[str]] = {}
-    known = {o.name for o in OPTIONS}
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        if "=" not in line:
-            raise ConfigError(f"{path.name}:{lineno}", "expected 'key = value'")
-        key, value = (part.strip() for part in line.split("=", 1))
-        if key not in known:
-            raise ConfigError(key, f"unknown option in {path.name}:{lineno}")
-        values.setdefault(key, []).append(value)
-    return values
-
-
-def _convert(opt: Option, raw: str) -> Any:
-    if opt.kind is int:
+    def read(self, value: Any) -> Any:
+        """The field's value for ``value`` (text, or a tuple of texts if repeatable)."""
+        if self.kind is int and isinstance(value, str):
+            value = self._integer(value)
+        for text in value if self.repeatable else (value,):
+            if self.choices and text is not None and text not in self.choices:
+                raise ConfigError(self.name, f"{text!r} is not {_either(self.choices)}")
         try:
-            value = int(raw)
+            return self.convert(value)
         except ValueError as err:
-            raise ConfigError(opt.name, f"expected an integer, got {raw!r}") from err
+            raise ConfigError(self.name, str(err)) from err
+
+    def _integer(self, text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError as err:
+            raise ConfigError(self.name, f"expected an integer, got {text!r}") from err
         if value < 0:
-            raise ConfigError(opt.name, "must not be negative")
+            raise ConfigError(self.name, "must not be negative")
+        if self.high is not None and not (self.low or 0) <= value <= self.high:
+            raise ConfigError(self.name, f"must be between {self.low or 0} and {self.high}")
+        if self.low is not None and value < self.low:
+            raise ConfigError(self.name, f"must be at least {self.low}")
         return value
-    return raw
+
+    def help_text(self) -> str:
+        if self.repeatable:
+            return f"{self.help} (repeatable)"
+        bounds = ""
+        if self.high is not None:
+            bounds = f", {self.low or 0} to {self.high}"
+        elif self.low:
+            bounds = f", at least {self.low}"
+        return f"{self.help} (default: {self.default}{bounds})"
 
 
-def _signature_provider(spec: str) -> tuple[PublicKey, PrivateKey]:
-    try:
-        pub_text, rest = spec.split("=", 1)
-        kind, priv_text = rest.split(":", 1)
-    except ValueError as err:
-        raise ConfigError("signature-provider", "expected PUB_K1_...=KEY:PVT_K1_...") from err
-    if kind != "KEY":
-        raise ConfigError("signature-provider", f"unsupported provider {kind!r} (only KEY)")
-    try:
-        pub = public_key_from_text(pub_text)
-        key = PrivateKey.from_text(priv_text)
-    except ChainError as err:
-        raise ConfigError("signature-provider", str(err)) from err
-    if key.public_key != pub:
-        raise ConfigError("signature-provider", "the private key does not match the public key")
-    return pub, key
+def _either(choices: tuple[str, ...]) -> str:
+    return ", ".join(choices[:-1]) + " or " + choices[-1]
 
+
+def _field(option: Option) -> Any:
+    """A dataclass field declared by ``option``; its default is the option's default, read."""
+    default = () if option.repeatable else option.default
+    return field(default_factory=lambda: option.convert(default), metadata={_OPTION: option})
+
+
+def number(
+    name: str,
+    default: int,
+    help: str,
+    *,
+    low: int | None = None,
+    high: int | None = None,
+    convert: Callable[[int], int] = lambda value: value,
+) -> int:
+    """A non-negative integer option, within [low, high] where given."""
+    return cast(int, _field(Option(name, help, default, int, low=low, high=high, convert=convert)))
+
+
+def text(name: str, default: str, help: str) -> str:
+    return cast(str, _field(Option(name, help, default)))
+
+
+def choice(name: str, default: str, choices: tuple[str, ...], help: str) -> str:
+    return cast(str, _field(Option(name, help, default, choices=choices)))
+
+
+def on_off(name: str, default: bool, help: str) -> bool:
+    option = Option(
+        name, help, "on" if default else "off", choices=("on", "off"), convert=lambda v: v == "on"
+    )
+    return cast(bool, _field(option))
+
+
+def parsed(name: str, default: str | None, help: str, convert: Callable[[str | None], T]) -> T:
+    """An option whose text ``convert`` reads (None when it is not set)."""
+    return cast(T, _field(Option(name, help, default, convert=convert)))
+
+
+def repeated(
+    name: str, help: str, convert: Callable[[tuple[str, ...]], T], choices: tuple[str, ...] = ()
+) -> T:
+    """An option that may be given many times; ``convert`` reads all its values at once."""
+    return cast(
+        T, _field(Option(name, help, None, repeatable=True, choices=choices, convert=convert))
+    )
+
+
+# --- how option texts become values ---------------------------------------------------------
 
 # One DNS label: letters, digits, '-' inside, '_' (SRV-style names); 1 to 63 characters.
 _LABEL = re.compile("[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
@@ -336,6 +176,481 @@ def parse_endpoint(option: str, text: str, default_host: str = "0.0.0.0") -> tup
     return host, int(port)
 
 
+def _endpoint(
+    option: str, default_host: str = "0.0.0.0"
+) -> Callable[[str | None], tuple[str, int] | None]:
+    """``host:port``, or None for '' (the listener is off)."""
+    return lambda text: parse_endpoint(option, text, default_host) if text else None
+
+
+def _path(text: str | None) -> Path | None:
+    return Path(text) if text else None
+
+
+def _some(value: T | None) -> T:
+    assert value is not None  # declared with a default, so never unset
+    return value
+
+
+def _signature_provider(spec: str) -> tuple[PublicKey, PrivateKey]:
+    try:
+        pub_text, rest = spec.split("=", 1)
+        kind, priv_text = rest.split(":", 1)
+    except ValueError as err:
+        raise ValueError("expected PUB_K1_...=KEY:PVT_K1_...") from err
+    if kind != "KEY":
+        raise ValueError(f"unsupported provider {kind!r} (only KEY)")
+    try:
+        pub = public_key_from_text(pub_text)
+        key = PrivateKey.from_text(priv_text)
+    except ChainError as err:
+        raise ValueError(str(err)) from err
+    if key.public_key != pub:
+        raise ValueError("the private key does not match the public key")
+    return pub, key
+
+
+def _signature_providers(specs: tuple[str, ...]) -> dict[PublicKey, PrivateKey]:
+    return dict(_signature_provider(s) for s in specs)
+
+
+def _private_keys(texts: tuple[str, ...]) -> dict[PublicKey, PrivateKey]:
+    try:
+        keys = [PrivateKey.from_text(k) for k in texts]
+    except ChainError as err:
+        raise ValueError(str(err)) from err
+    return {k.public_key: k for k in keys}
+
+
+def _private_key(text: str | None) -> PrivateKey | None:
+    try:
+        return PrivateKey.from_text(text) if text else None
+    except ChainError as err:
+        raise ValueError(str(err)) from err
+
+
+def _public_keys(texts: tuple[str, ...]) -> frozenset[bytes]:
+    try:
+        return frozenset(public_key_from_text(k) for k in texts)
+    except ChainError as err:
+        raise ValueError(str(err)) from err
+
+
+def _account_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    for name in names:
+        if not is_valid_name(name):
+            raise ValueError(f"{name!r} is not an account name")
+    return names
+
+
+def _block_id(text: str | None) -> BlockId | None:
+    if not text:
+        return None
+    if re.fullmatch("[0-9a-fA-F]{64}", text) is None:
+        raise ValueError("must be the 64-hex-digit id of a block you trust")
+    return BlockId(bytes.fromhex(text))
+
+
+def _peer_endpoints(texts: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
+    return tuple(parse_endpoint("p2p-peer-address", a) for a in texts)
+
+
+# --- the sections: one per part that reads them ---------------------------------------------
+# Each field is an option's declaration: the helpers above return a ``dataclasses.field``
+# (which ruff's RUF009 cannot see through where the field's type is not immutable).
+
+
+@dataclass(frozen=True, slots=True)
+class ChainConfig:
+    """What opening the chain reads (``node.app.open_chain``)."""
+
+    genesis_json: Path | None = parsed(  # noqa: RUF009
+        "genesis-json", None, "genesis file (default: <data-dir>/genesis.json)", _path
+    )
+    snapshot: Path | None = parsed(  # noqa: RUF009
+        "snapshot",
+        None,
+        "start an empty data dir from this snapshot file (verified first; ignored once the"
+        " data dir holds the chain it started)",
+        _path,
+    )
+    max_mempool_txs: int = number(
+        "max-mempool-txs", 50_000, "transactions held in the mempool at most"
+    )
+    max_mempool_per_account: int = number(
+        "max-mempool-per-account", 5_000, "pending transactions per account at most"
+    )
+    signature_workers: int = number(
+        "signature-workers",
+        # One fewer than the cores: the main process needs a whole core for execution, and
+        # oversubscribing 2 cores with 2 workers is slower than 1 (bench_apply.py).
+        max(0, (os.cpu_count() or 1) - 1),
+        "processes that recover signatures ahead of block execution (0: none)",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    level: str = choice(
+        "log-level", "info", ("debug", "info", "warning", "error"), "how much the node logs"
+    )
+    format: str = choice(
+        "log-format", "auto", ("auto", "json", "console"), "auto: JSON unless a terminal"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class HttpConfig:
+    """The public and the admin RPC listeners (``node.config_builders.http_limits``)."""
+
+    # An RPC address without a host stays on loopback: serving the world is a choice.
+    address: tuple[str, int] = parsed(
+        "http-server-address",
+        "127.0.0.1:8888",
+        "host:port of the HTTP RPC",
+        lambda text: _some(_endpoint("http-server-address", "127.0.0.1")(text)),
+    )
+    admin_address: tuple[str, int] | None = parsed(
+        "admin-http-server-address",
+        "127.0.0.1:8889",
+        "host:port of the admin RPC (/v1/net/connect, /v1/net/disconnect); '' for none",
+        _endpoint("admin-http-server-address", "127.0.0.1"),
+    )
+    admin_token: str = text("admin-token", "", "bearer token the admin RPC requires ('' for none)")
+    max_in_flight: int = number(
+        "http-max-in-flight-requests", 256, "RPC requests handled at once (0: no limit)"
+    )
+    max_response_ms: int = number(
+        "http-max-response-time-ms", 30_000, "longest an RPC answer may take (0: no limit)"
+    )
+    read_timeout_ms: int = number(
+        "http-read-timeout-ms",
+        10_000,
+        "time a client has to send a request's header, and then its body",
+        low=1,
+    )
+    max_connections: int = number(
+        "http-max-connections",
+        0,
+        "open connections to the HTTP RPC at most, beyond which one is answered 503 and closed"
+        " (0: what the fd limit leaves after the node's files and peers, at most 4096)",
+    )
+    max_connections_per_address: int = number(
+        "http-max-connections-per-address",
+        0,
+        "open connections to the HTTP RPC from one client address at most (0: a quarter of"
+        " http-max-connections)",
+    )
+    write_timeout_ms: int = number(
+        "http-write-timeout-ms",
+        10_000,
+        "a connection whose client takes none of its answer's bytes for this long is closed",
+        low=1,
+    )
+    max_response_bytes_in_flight: int = number(
+        "http-max-response-bytes-in-flight",
+        64 << 20,
+        "bytes of answers over 64 KiB being written at once, over all connections, beyond"
+        " which another such answer is a 503 (0: no limit); each costs ~twice its size",
+    )
+    max_body_bytes: int = number(
+        "max-http-body-bytes", 1 << 20, "largest accepted HTTP request body"
+    )
+    cors_origin: str = text(
+        "access-control-allow-origin", "", "CORS origin of the public RPC ('' for none)"
+    )
+
+    @property
+    def host(self) -> str:
+        return self.address[0]
+
+    @property
+    def port(self) -> int:
+        return self.address[1]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamConfig:
+    """The websocket ``/v1/chain/stream`` on the public listener (``node.stream``)."""
+
+    max_streams: int = number(
+        "http-max-streams", 1024, "stream subscriptions open at once, in all (0: no limit)"
+    )
+    max_streams_per_address: int = number(
+        "http-max-streams-per-address",
+        64,
+        "stream subscriptions open at once from one client address (0: no limit)",
+    )
+    buffer: int = number(
+        "http-stream-buffer",
+        4096,
+        "messages queued for one stream subscriber; one that falls this far behind is sent"
+        " 'lagged' and closed",
+        low=1,
+        high=1 << 20,
+    )
+    ping_ms: int = number(
+        "http-stream-ping-ms",
+        20_000,
+        "a stream subscriber is pinged this often, and closed if it does not answer in time",
+        low=100,
+        high=3_600_000,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class P2pConfig:
+    """The peer layer: transport, switch and block sync (``node.config_builders.net_config``)."""
+
+    listen: tuple[str, int] | None = parsed(
+        "p2p-listen-endpoint",
+        "0.0.0.0:9876",
+        "host:port to accept peers on ('' for none)",
+        _endpoint("p2p-listen-endpoint"),
+    )
+    # '' until load_config sets it to the listen endpoint as written.
+    server_address: str = parsed(
+        "p2p-server-address",
+        None,
+        "host:port peers should use for us (default: listen endpoint)",
+        lambda text: text or "",
+    )
+    peers: tuple[tuple[str, int], ...] = repeated(
+        "p2p-peer-address", "host:port of a peer to connect to", _peer_endpoints
+    )
+    allowed_connection: tuple[str, ...] = repeated(
+        "allowed-connection",
+        "who may connect: any, producers or specified (peer-key)",
+        lambda modes: modes or ("any",),
+        choices=("any", "producers", "specified"),
+    )
+    peer_keys: frozenset[bytes] = repeated(
+        "peer-key",
+        "PUB_K1_... key allowed to connect (allowed-connection = specified)",
+        _public_keys,
+    )
+    private_key: PrivateKey | None = parsed(  # noqa: RUF009
+        "peer-private-key",
+        None,
+        "PVT_K1_... key this node signs handshakes with",
+        _private_key,
+    )
+    tls: bool = on_off(
+        "p2p-tls",
+        True,
+        "on: TLS 1.3 on every peer connection, bound to the handshake's node key; off:"
+        " plaintext. Both ends must agree",
+    )
+    max_clients: int = number("max-clients", 25, "inbound peers at most (0: no limit)")
+    max_unauthenticated: int = number(
+        "p2p-max-unauthenticated",
+        32,
+        "inbound connections still in their handshake at most (0: no limit)",
+    )
+    max_per_address: int = number(
+        "p2p-max-per-address", 8, "inbound connections from one IP at most (0: no limit)"
+    )
+    handshake_timeout_ms: int = number(
+        "p2p-handshake-timeout-ms", 5000, "time a peer has to complete the handshake", low=1
+    )
+    sync_fetch_span: int = number("sync-fetch-span", 500, "blocks per sync range request", low=1)
+    sync_ranges: int = number(
+        "sync-ranges", 3, "sync ranges in flight at once, each from a different peer", low=1
+    )
+    validation_mode: str = choice(
+        "validation-mode",
+        "full",
+        ("full", "light"),
+        "light: irreversible blocks during catch-up are checked by producer signature and"
+        " Merkle roots, their transactions' signatures are not",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RdmaConfig:
+    """RDMA channels between peers (``node.app.open_rdma``)."""
+
+    mode: str = choice(
+        "rdma",
+        "auto",
+        ("auto", "off", "required"),
+        "auto: RDMA with peers that can, else TCP; required: refuse to start without it",
+    )
+    device: str | None = parsed(
+        "rdma-device",
+        None,
+        "RDMA device to use (default: the first with an active port)",
+        lambda text: text or None,
+    )
+    max_peers: int = number(
+        "rdma-max-peers",
+        16,
+        "peers with an RDMA channel at once (buffer regions)",
+        low=1,
+        high=1024,
+    )
+    ring_slots: int = number(
+        "rdma-ring-slots",
+        32,
+        "slots of each RDMA receive ring (the credit window)",
+        low=2,
+        high=4096,
+    )
+    slot_size: int = number(
+        "rdma-slot-size", 64 * 1024, "bytes per RDMA ring slot", low=4096, high=8 << 20
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerConfig:
+    """Block production and finality votes (the producer loop and the finalizer)."""
+
+    names: tuple[str, ...] = repeated(
+        "producer-name", "a producer this node produces for", _account_names
+    )
+    signing_keys: dict[PublicKey, PrivateKey] = repeated(  # noqa: RUF009
+        "signature-provider",
+        "PUB_K1_...=KEY:PVT_K1_... key that signs blocks (nodeos syntax)",
+        _signature_providers,
+    )
+    # Without finalizer-key, load_config sets the signing keys here.
+    finalizer_keys: dict[PublicKey, PrivateKey] = repeated(  # noqa: RUF009
+        "finalizer-key",
+        "PVT_K1_... key this node votes with as a finalizer (default: its signature-provider"
+        " keys; a key outside the finalizer policy never votes)",
+        _private_keys,
+    )
+    pause_vote_timeout_ms: int = number(
+        "production-pause-vote-timeout-ms",
+        6000,
+        "pause producing once finality by votes has not moved for this long (0: never)",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotConfig:
+    """The snapshots this node writes and serves to peers that state-sync."""
+
+    chunk_bytes: int = number(
+        "snapshot-chunk-bytes",
+        1 << 20,
+        "chunk size of the snapshots this node serves",
+        low=4096,
+        high=4 << 20,
+    )
+    interval_blocks: int = number(
+        "snapshot-interval-blocks",
+        0,
+        "write a snapshot each time the LIB passes a multiple of this (0: only when asked),"
+        " keeping the newest snapshot-keep ones: what peers state-sync from",
+    )
+    keep: int = number(
+        "snapshot-keep",
+        2,
+        "periodic snapshots kept (older ones are deleted; 0 keeps 1)",
+        convert=lambda n: max(1, n),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StateSyncConfig:
+    """Starting from a peer's snapshot instead of replaying history."""
+
+    enabled: bool = on_off(
+        "state-sync",
+        False,
+        "on: a node with no block yet fetches a snapshot from its peers (in verified chunks,"
+        " several peers at once) instead of replaying history: of state-sync-trusted-block if"
+        " given, else of the newest block the header chain, followed from genesis, shows"
+        " irreversible",
+    )
+    trusted: BlockId | None = parsed(  # noqa: RUF009
+        "state-sync-trusted-block",
+        None,
+        "the id (64 hex digits) of an irreversible block you trust, whose snapshot state sync"
+        " fetches: take it from a node you trust (its /v1/node/snapshots); without it, state"
+        " sync follows the header chain from genesis to find one",
+        _block_id,
+    )
+    request_timeout_ms: int = number(
+        "state-sync-request-timeout-ms",
+        10_000,
+        "how long state sync waits for a peer's snapshot manifest or chunk before asking"
+        " another; a peer that lets two requests in a row lapse is dropped and banned a while",
+        low=1000,
+        high=600_000,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    data_dir: Path = parsed(  # noqa: RUF009
+        "data-dir",
+        "data",
+        "directory of the block store and config.ini",
+        lambda text: Path(text or "data"),
+    )
+    chain: ChainConfig = field(default_factory=ChainConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    http: HttpConfig = field(default_factory=HttpConfig)
+    stream: StreamConfig = field(default_factory=StreamConfig)
+    p2p: P2pConfig = field(default_factory=P2pConfig)
+    rdma: RdmaConfig = field(default_factory=RdmaConfig)
+    producer: ProducerConfig = field(default_factory=ProducerConfig)
+    snapshots: SnapshotConfig = field(default_factory=SnapshotConfig)
+    state_sync: StateSyncConfig = field(default_factory=StateSyncConfig)
+
+    @property
+    def genesis_json(self) -> Path:
+        return self.chain.genesis_json or self.data_dir / "genesis.json"
+
+
+def _sections() -> Iterator[tuple[str | None, type]]:
+    """(attribute, section class) of every section, (None, NodeConfig) for the top level."""
+    yield None, NodeConfig
+    for f in fields(NodeConfig):
+        if _OPTION not in f.metadata:
+            assert f.default_factory is not MISSING
+            yield f.name, cast(type, f.default_factory)
+
+
+def _declared() -> Iterator[tuple[str | None, str, Option]]:
+    """(section, field, option) of every option, in the order of the declarations."""
+    for section, cls in _sections():
+        for f in fields(cls):
+            if _OPTION in f.metadata:
+                yield section, f.name, f.metadata[_OPTION]
+
+
+OPTIONS: tuple[Option, ...] = tuple(option for _, _, option in _declared())
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="config.ini to read (default: <data-dir>/config.ini)")
+    for opt in OPTIONS:
+        flag = "--" + opt.name
+        metavar = "{" + ",".join(opt.choices) + "}" if opt.choices else None
+        action = "append" if opt.repeatable else "store"
+        parser.add_argument(flag, action=action, metavar=metavar, help=opt.help_text())
+
+
+def read_ini(path: Path) -> dict[str, list[str]]:
+    """Parse ``key = value`` lines; a key may repeat."""
+    values: dict[str, list[str]] = {}
+    known = {o.name for o in OPTIONS}
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if "=" not in line:
+            raise ConfigError(f"{path.name}:{lineno}", "expected 'key = value'")
+        key, value = (part.strip() for part in line.split("=", 1))
+        if key not in known:
+            raise ConfigError(key, f"unknown option in {path.name}:{lineno}")
+        values.setdefault(key, []).append(value)
+    return values
+
+
 def _loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).is_loopback
@@ -345,148 +660,44 @@ def _loopback(host: str) -> bool:
 
 def load_config(args: argparse.Namespace) -> NodeConfig:
     """Merge config.ini and flags into a validated NodeConfig."""
-    flag_values = {o.name: getattr(args, o.name.replace("-", "_"), None) for o in OPTIONS}
-    data_dir = Path(flag_values["data-dir"] or "data")
+    flags = {o.name: getattr(args, o.name.replace("-", "_"), None) for o in OPTIONS}
+    data_dir = Path(flags["data-dir"] or "data")
     config_path = Path(args.config) if getattr(args, "config", None) else data_dir / "config.ini"
-    file_values: dict[str, list[str]] = {}
+    in_file: dict[str, list[str]] = {}
     if config_path.exists():
-        file_values = read_ini(config_path)
+        in_file = read_ini(config_path)
     elif getattr(args, "config", None):
         raise ConfigError("config", f"{config_path} does not exist")
-    merged: dict[str, Any] = {}
+    given: dict[str, Any] = {}  # option name -> its text (tuple of texts if repeatable)
     for opt in OPTIONS:
-        flag = flag_values[opt.name]
+        flag = flags[opt.name]
         if opt.repeatable:
-            merged[opt.name] = list(flag or file_values.get(opt.name, []))
+            given[opt.name] = tuple(flag or in_file.get(opt.name, []))
         elif flag is not None:
-            merged[opt.name] = _convert(opt, flag)
-        elif opt.name in file_values:
-            merged[opt.name] = _convert(opt, file_values[opt.name][-1])
+            given[opt.name] = flag
+        elif opt.name in in_file:
+            given[opt.name] = in_file[opt.name][-1]
         else:
-            merged[opt.name] = opt.default
-    if flag_values["data-dir"] is None and "data-dir" in file_values:
-        data_dir = Path(merged["data-dir"])
-    # An RPC address without a host stays on loopback: serving the world is a choice.
-    host, port = parse_endpoint("http-server-address", merged["http-server-address"], "127.0.0.1")
-    admin = merged["admin-http-server-address"]
-    admin_http = parse_endpoint("admin-http-server-address", admin, "127.0.0.1") if admin else None
-    if admin_http is not None and not merged["admin-token"] and not _loopback(admin_http[0]):
+            given[opt.name] = opt.default
+    values: dict[str | None, dict[str, Any]] = {section: {} for section, _ in _sections()}
+    for section, name, opt in _declared():
+        values[section][name] = opt.read(given[opt.name])
+    p2p, producer = values["p2p"], values["producer"]
+    p2p["server_address"] = p2p["server_address"] or given["p2p-listen-endpoint"] or ""
+    producer["finalizer_keys"] = producer["finalizer_keys"] or dict(producer["signing_keys"])
+    sections = {name: cls(**values[name]) for name, cls in _sections() if name is not None}
+    config = NodeConfig(**values[None], **sections)
+    _check_together(config)
+    return config
+
+
+def _check_together(config: NodeConfig) -> None:
+    """The rules that tie one option to another."""
+    http = config.http
+    admin = http.admin_address
+    if admin is not None and not http.admin_token and not _loopback(admin[0]):
         raise ConfigError(
             "admin-http-server-address", "off loopback, the admin RPC needs an admin-token"
         )
-    for name in ("http-read-timeout-ms", "http-write-timeout-ms"):
-        if merged[name] < 1:
-            raise ConfigError(name, "must be at least 1")
-    for name in merged["producer-name"]:
-        if not is_valid_name(name):
-            raise ConfigError("producer-name", f"{name!r} is not an account name")
-    keys = dict(_signature_provider(s) for s in merged["signature-provider"])
-    if merged["producer-name"] and not keys:
+    if config.producer.names and not config.producer.signing_keys:
         raise ConfigError("signature-provider", "producer-name is set but no signing key is")
-    try:
-        finalizers = [PrivateKey.from_text(k) for k in merged["finalizer-key"]]
-    except ChainError as err:
-        raise ConfigError("finalizer-key", str(err)) from err
-    finalizer_keys = {k.public_key: k for k in finalizers} or dict(keys)
-    if merged["log-level"] not in ("debug", "info", "warning", "error"):
-        raise ConfigError("log-level", "expected debug, info, warning or error")
-    if merged["log-format"] not in ("auto", "json", "console"):
-        raise ConfigError("log-format", "expected auto, json or console")
-    listen = merged["p2p-listen-endpoint"]
-    p2p_listen = parse_endpoint("p2p-listen-endpoint", listen) if listen else None
-    peers = tuple(parse_endpoint("p2p-peer-address", a) for a in merged["p2p-peer-address"])
-    modes = tuple(merged["allowed-connection"]) or ("any",)
-    for mode in modes:
-        if mode not in ("any", "producers", "specified"):
-            raise ConfigError("allowed-connection", f"{mode!r} is not any, producers or specified")
-    try:
-        peer_keys = frozenset(public_key_from_text(k) for k in merged["peer-key"])
-        node_key = (
-            PrivateKey.from_text(merged["peer-private-key"]) if merged["peer-private-key"] else None
-        )
-    except ChainError as err:
-        raise ConfigError("peer-key/peer-private-key", str(err)) from err
-    if merged["p2p-tls"] not in ("on", "off"):
-        raise ConfigError("p2p-tls", f"{merged['p2p-tls']!r} is not on or off")
-    for name in ("sync-fetch-span", "sync-ranges", "p2p-handshake-timeout-ms"):
-        if merged[name] < 1:
-            raise ConfigError(name, "must be at least 1")
-    if merged["validation-mode"] not in ("full", "light"):
-        raise ConfigError("validation-mode", f"{merged['validation-mode']!r} is not full or light")
-    if merged["rdma"] not in ("auto", "off", "required"):
-        raise ConfigError("rdma", f"{merged['rdma']!r} is not auto, off or required")
-    for name, low, high in (
-        ("rdma-max-peers", 1, 1024),
-        ("rdma-ring-slots", 2, 4096),
-        ("rdma-slot-size", 4096, 8 << 20),
-    ):
-        if not low <= merged[name] <= high:
-            raise ConfigError(name, f"must be between {low} and {high}")
-    if merged["state-sync"] not in ("on", "off"):
-        raise ConfigError("state-sync", f"{merged['state-sync']!r} is not on or off")
-    trusted = None
-    text = merged["state-sync-trusted-block"]
-    if text:
-        if re.fullmatch("[0-9a-fA-F]{64}", text) is None:
-            raise ConfigError(
-                "state-sync-trusted-block", "must be the 64-hex-digit id of a block you trust"
-            )
-        trusted = BlockId(bytes.fromhex(text))
-    if not 4096 <= merged["snapshot-chunk-bytes"] <= 4 << 20:
-        raise ConfigError("snapshot-chunk-bytes", "must be between 4096 and 4 MiB")
-    if not 1000 <= merged["state-sync-request-timeout-ms"] <= 600_000:
-        raise ConfigError("state-sync-request-timeout-ms", "must be between 1000 and 600000")
-    server_address = merged["p2p-server-address"] or listen or ""
-    genesis = merged["genesis-json"]
-    return NodeConfig(
-        p2p_listen=p2p_listen,
-        p2p_server_address=server_address,
-        p2p_peers=peers,
-        allowed_connection=modes,
-        peer_keys=peer_keys,
-        peer_private_key=node_key,
-        p2p_tls=merged["p2p-tls"] == "on",
-        max_clients=merged["max-clients"],
-        p2p_max_unauthenticated=merged["p2p-max-unauthenticated"],
-        p2p_max_per_address=merged["p2p-max-per-address"],
-        p2p_handshake_timeout_ms=merged["p2p-handshake-timeout-ms"],
-        sync_fetch_span=merged["sync-fetch-span"],
-        sync_ranges=merged["sync-ranges"],
-        data_dir=data_dir,
-        genesis_json=Path(genesis) if genesis else data_dir / "genesis.json",
-        http_host=host,
-        http_port=port,
-        producers=tuple(merged["producer-name"]),
-        signing_keys=keys,
-        max_mempool_txs=merged["max-mempool-txs"],
-        max_mempool_per_account=merged["max-mempool-per-account"],
-        max_http_body_bytes=merged["max-http-body-bytes"],
-        admin_http=admin_http,
-        admin_token=merged["admin-token"],
-        http_max_in_flight=merged["http-max-in-flight-requests"],
-        http_max_response_ms=merged["http-max-response-time-ms"],
-        http_read_timeout_ms=merged["http-read-timeout-ms"],
-        cors_origin=merged["access-control-allow-origin"],
-        signature_workers=merged["signature-workers"],
-        validation_mode=merged["validation-mode"],
-        rdma=merged["rdma"],
-        rdma_device=merged["rdma-device"] or None,
-        rdma_max_peers=merged["rdma-max-peers"],
-        rdma_ring_slots=merged["rdma-ring-slots"],
-        rdma_slot_size=merged["rdma-slot-size"],
-        log_level=merged["log-level"],
-        log_format=merged["log-format"],
-        finalizer_keys=finalizer_keys,
-        production_pause_vote_timeout_ms=merged["production-pause-vote-timeout-ms"],
-        snapshot=Path(merged["snapshot"]) if merged["snapshot"] else None,
-        state_sync=merged["state-sync"] == "on",
-        state_sync_trusted=trusted,
-        state_sync_request_timeout_ms=merged["state-sync-request-timeout-ms"],
-        snapshot_chunk_bytes=merged["snapshot-chunk-bytes"],
-        snapshot_interval_blocks=merged["snapshot-interval-blocks"],
-        snapshot_keep=max(1, merged["snapshot-keep"]),
-        http_max_connections=merged["http-max-connections"],
-        http_max_connections_per_address=merged["http-max-connections-per-address"],
-        http_write_timeout_ms=merged["http-write-timeout-ms"],
-        http_max_response_bytes_in_flight=merged["http-max-response-bytes-in-flight"],
-    )

@@ -33,6 +33,7 @@ from chain.crypto import PrivateKey, public_key_to_text
 from chain.dpos import HeaderState
 from chain.encoding import pack, unpack
 from chain.errors import ChainError
+from chain.events import ChainUpdate
 from chain.finality import BlockRef, finalizer_policy
 from chain.finalizer import SafetyInfo, VoteDecision, decide_vote, decode_safety_info
 from chain.params import slot_of_ms
@@ -114,9 +115,9 @@ class FinalizerService:
         self._considered: bytes | None = None
         self.cast = 0
 
-    def head_changed(self, view: ChainView) -> None:
-        """The chain published a new view (called on the event loop)."""
-        if view.head.id != self._considered:
+    def chain_updated(self, update: ChainUpdate) -> None:
+        """A subscriber of the chain's updates: a new head may deserve our votes."""
+        if update.view.head.id != self._considered:
             self._changed.set()
 
     def may_vote(self, view: ChainView) -> bool:

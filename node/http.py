@@ -34,6 +34,8 @@ from node.metrics import NodeMetrics
 from node.openapi import Document, openapi_document, served_methods
 from node.routes import Route
 from node.rpc import SERVER_VERSION, Api, EncodedJson, RpcError, error_response, log
+from node.stream import STREAM_PATH, StreamHub
+from node.stream_doc import ASYNCAPI_PATH, asyncapi_document
 from node.views import dumps
 
 # Rendering /metrics costs ~1 ms (five times any other read), and a scrape every second is
@@ -306,13 +308,16 @@ async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamR
         return _error(err.status, name, what, allow)
 
 
-def _limit(limits: HttpLimits) -> Middleware:
+def _limit(limits: HttpLimits, sockets: frozenset[str]) -> Middleware:
     in_flight = 0
 
     @web.middleware
     async def limit(request: web.Request, handler: Handler) -> web.StreamResponse:
-        """At most ``max_in_flight`` requests at once, each within ``max_response_s``."""
+        """At most ``max_in_flight`` requests at once, each within ``max_response_s``; a
+        websocket (``sockets``, by path) lives outside both, under its own caps."""
         nonlocal in_flight
+        if request.path in sockets:
+            return await handler(request)
         if limits.max_in_flight and in_flight >= limits.max_in_flight:
             what = f"{in_flight} requests in flight; retry later"
             return _error(503, "busy", what, {"Retry-After": "1"})
@@ -435,9 +440,12 @@ def _application(
     cors_origin: str = "",
     token: str = "",
     same_site: bool = False,
+    sockets: Mapping[str, Handler] | None = None,
+    description: str = "",
 ) -> web.Application:
     """An application serving ``routes`` and ``documents`` (path -> description, handler),
-    and the OpenAPI document of both at /openapi.json; ``cors_origin``: the
+    and the OpenAPI document of both at /openapi.json; ``sockets``: websockets (path ->
+    handler), described by ``description`` rather than as operations; ``cors_origin``: the
     Access-Control-Allow-Origin of every answer ('' for none); ``token``: a bearer token
     every request must carry ('' for none); ``same_site``: refuse requests a page of another
     site may have sent (``_same_site``)."""
@@ -448,7 +456,8 @@ def _application(
         middlewares.insert(0, _cors(cors_origin))
     if token:
         middlewares.append(_bearer(token))
-    middlewares.append(_limit(limits))
+    sockets = sockets or {}
+    middlewares.append(_limit(limits, frozenset(sockets)))
     if limits.max_response_bytes_in_flight:
         middlewares.insert(0, _budget(limits.max_response_bytes_in_flight))
     app = web.Application(client_max_size=limits.max_body_bytes, middlewares=middlewares)
@@ -462,6 +471,7 @@ def _application(
         cors=bool(cors_origin),
         token=bool(token),
         same_site=same_site,
+        description=description,
     )
 
     async def get_openapi(request: web.Request) -> web.Response:
@@ -474,6 +484,8 @@ def _application(
             app.router.add_route(method, path, handler)
     for path, get in getters.items():
         app.router.add_get(path, get, allow_head=False)
+    for path, socket_handler in sockets.items():
+        app.router.add_get(path, socket_handler, allow_head=False)
     if cors_origin:
         for path, route in routes.items():
             app.router.add_route("OPTIONS", path, _preflight(", ".join(served_methods(route))))
@@ -501,8 +513,10 @@ def make_app(
     observe_network: Callable[[], None] = lambda: None,
     metrics_ttl_s: float = METRICS_TTL_S,
     cors_origin: str = "",
+    stream: StreamHub | None = None,
 ) -> web.Application:
-    """The public RPC: every route but the admin ones, and /metrics. ``observe_network``
+    """The public RPC: every route but the admin ones, /metrics, and with a ``stream`` hub
+    the websocket /v1/chain/stream and its AsyncAPI document. ``observe_network``
     updates the peer layer's gauges before each /metrics scrape (the chain's come from the
     runner's view). A scrape within ``metrics_ttl_s`` of the last one gets the same text.
     ``cors_origin``: sent as Access-Control-Allow-Origin ('' sends none)."""
@@ -525,7 +539,31 @@ def make_app(
     public = {path: route for path, route in api.routes.items() if not route.admin}
     text = Document("Prometheus metrics", "text/plain", {"type": "string"})
     documents = {"/metrics": (text, get_metrics)}
-    return _application(public, documents, limits, "BoR node RPC", cors_origin=cors_origin)
+    if stream is None:
+        return _application(public, documents, limits, "BoR node RPC", cors_origin=cors_origin)
+    asyncapi = asyncapi_document(SERVER_VERSION)
+
+    async def get_asyncapi(request: web.Request) -> web.Response:
+        return _json(200, asyncapi)
+
+    summary = f"The AsyncAPI 3.0 document of the websocket {STREAM_PATH}"
+    document = Document(summary, "application/json", {"type": "object"})
+    documents[ASYNCAPI_PATH] = (document, get_asyncapi)
+    description = (
+        f"The websocket {STREAM_PATH} (chain events: blocks, transactions, actions, undo)"
+        f" is described by the AsyncAPI document at {ASYNCAPI_PATH}."
+    )
+    app = _application(
+        public,
+        documents,
+        limits,
+        "BoR node RPC",
+        cors_origin=cors_origin,
+        sockets={STREAM_PATH: stream.handle},
+        description=description,
+    )
+    app.on_shutdown.append(stream.shutdown)
+    return app
 
 
 def make_admin_app(api: Api, limits: HttpLimits, token: str = "") -> web.Application:

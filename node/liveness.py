@@ -16,9 +16,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from chain.events import ChainUpdate
 from chain.params import slot_start_ms
 from chain.qc import QcClaim
-from chain.view import ChainView
 from chain.votes import VoteOutcome
 
 
@@ -36,20 +36,19 @@ class FinalityProgress:
         self._clock = clock
         self._waiting_since: float | None = None  # the first head since finality moved
         self._head: bytes | None = None
-        self._lib = -1
         self._claim: QcClaim | None = None
         self._on_final = on_final
 
-    def view_changed(self, view: ChainView) -> None:
+    def chain_updated(self, update: ChainUpdate) -> None:
+        """A subscriber of the chain's updates: a LIB rise or a newer claim is finality
+        moving; a new head starts the wait for it."""
+        view = update.view
         core = view.head.core
         claim = None if core is None else core.claim
-        moved = False
-        if view.lib_num > self._lib:
-            if self._lib >= 0:
-                age_ms = time.time() * 1000 - slot_start_ms(view.lib_slot)
-                self._on_final(view.lib_num, age_ms)
-            self._lib = view.lib_num
-            moved = True
+        moved = update.lib_advanced
+        if moved:
+            age_ms = time.time() * 1000 - slot_start_ms(view.lib_slot)
+            self._on_final(view.lib_num, age_ms)
         if claim is not None and (self._claim is None or claim > self._claim):
             self._claim = claim
             moved = True

@@ -7,7 +7,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from chain.view import ChainView
-from node.network import Network
+from node.network import NetworkStatus
 from p2p.sync import Stage
 
 
@@ -86,6 +86,17 @@ class NodeMetrics:
         self.production_paused = Gauge(
             "bor_production_paused", "1 while production waits for finality votes", registry=r
         )
+        self.stream_subscribers = Gauge(
+            "bor_stream_subscribers", "Open subscriptions of /v1/chain/stream", registry=r
+        )
+        self.stream_messages = Counter(
+            "bor_stream_messages", "Messages sent to /v1/chain/stream subscribers", registry=r
+        )
+        self.stream_lagged = Counter(
+            "bor_stream_lagged",
+            "Subscriptions cut off with 'lagged' (their buffer of messages filled)",
+            registry=r,
+        )
         self.peers = Gauge("bor_p2p_peers", "Connected peers", registry=r)
         self.sync_target = Gauge("bor_sync_target_block_num", "Block the node syncs to", registry=r)
         self.sync_rate = Gauge(
@@ -155,31 +166,29 @@ class NodeMetrics:
         # last scrape.
         self._banned_seen: dict[str, int] = {}
 
-    def observe_network(self, network: Network | None) -> None:
-        if network is None:
+    def observe_network(self, status: NetworkStatus | None) -> None:
+        """Take what the network publishes (``Network.observed``)."""
+        if status is None:
             return
-        sync = network.blocks.sync
-        status = sync.status()
-        self.peers.set(len(network.switch))
-        self.sync_target.set(status["target"])
-        self.sync_rate.set(status["blocks_per_s"])
+        self.peers.set(status.peer_count)
+        self.sync_target.set(status.sync_target)
+        self.sync_rate.set(status.sync_blocks_per_s)
         for stage in Stage:
-            self.sync_stage.labels(stage=str(stage)).set(1 if stage == sync.stage else 0)
-        self.rdma_available.set(1 if network.rdma is not None else 0)
-        state_sync = network.sync_status().get("state_sync")
-        if state_sync is not None:
-            self.observe_state_sync(state_sync)
+            self.sync_stage.labels(stage=str(stage)).set(1 if stage == status.sync_stage else 0)
+        self.rdma_available.set(1 if status.rdma_available else 0)
+        if status.state_sync is not None:
+            self.observe_state_sync(status.state_sync)
         for gauge in (self.peer_sent, self.peer_received, self.rdma_writes, self.rdma_completions):
             gauge.clear()  # peers come and go
-        for peer in network.switch.peers():
-            stats = peer.channel.stats()
-            self.peer_sent.labels(peer.id, stats.transport).set(stats.bytes_sent)
-            self.peer_received.labels(peer.id, stats.transport).set(stats.bytes_received)
+        for traffic in status.traffic:
+            peer, stats = traffic.peer, traffic.stats
+            self.peer_sent.labels(peer, stats.transport).set(stats.bytes_sent)
+            self.peer_received.labels(peer, stats.transport).set(stats.bytes_received)
             if stats.transport != "tcp":  # and the TCP connection it was set up over
-                self.peer_sent.labels(peer.id, "tcp").set(stats.tcp_bytes_sent)
-                self.peer_received.labels(peer.id, "tcp").set(stats.tcp_bytes_received)
-                self.rdma_writes.labels(peer.id).set(stats.rdma_writes)
-                self.rdma_completions.labels(peer.id).set(stats.rdma_completions)
+                self.peer_sent.labels(peer, "tcp").set(stats.tcp_bytes_sent)
+                self.peer_received.labels(peer, "tcp").set(stats.tcp_bytes_received)
+                self.rdma_writes.labels(peer).set(stats.rdma_writes)
+                self.rdma_completions.labels(peer).set(stats.rdma_completions)
 
     def observe_state_sync(self, status: dict[str, Any]) -> None:
         """Take the fetcher's progress (``p2p.snapshot_fetch.Fetcher.status``)."""

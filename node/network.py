@@ -1,7 +1,8 @@
 """The node's peer layer: the chain as the network sees it, and the wiring of the network.
 
 ``NodeChainService`` is ``p2p.service.ChainService`` over the chain thread: positions come
-from the view the chain publishes, everything else is a call on the chain thread.
+from the view the chain publishes, peers' transactions join the node's one admission queue
+(``node.admission``), everything else is a call on the chain thread.
 ``Network`` builds the transport, the switch and the reactors for one node and answers the
 RPC's questions about them (``node.rpc.NetworkApi``); it is the only place they meet.
 """
@@ -14,7 +15,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chain.block import SignedBlock
 from chain.controller import Chain
@@ -24,12 +25,12 @@ from chain.qc import Vote
 from chain.signers import PREFETCH_BLOCKS
 from chain.transaction import SignedTransaction
 from chain.types import BlockId
-from chain.view import ChainView
 from chain.votes import VoteOutcome
 from node.runner import ChainRunner
 from p2p.block_relay import BlockRelay
-from p2p.blocksync import BlockSync, OnApplied
-from p2p.handshake import AuthPolicy, ChainPosition
+from p2p.blocksync import BlockSync
+from p2p.channel import ChannelStats
+from p2p.handshake import ChainPosition
 from p2p.header_sync import HeaderSync
 from p2p.rdma.device import RdmaDevice
 from p2p.rdma.upgrade import RdmaUpgrade
@@ -37,20 +38,20 @@ from p2p.reactor import Reactor
 from p2p.service import BlockResult, Outcome, PushOutcome
 from p2p.statesync import StateSync
 from p2p.switch import Switch, SwitchConfig
-from p2p.sync import SyncConfig
-from p2p.tls import TlsIdentity
+from p2p.sync import Stage, SyncConfig
 from p2p.transport import Transport, TransportConfig
 from p2p.tx_relay import TxRelay
 from p2p.vote_relay import OnCounted, VoteRelay
 
+if TYPE_CHECKING:  # node.metrics reads the network, and the admitter counts into metrics
+    from node.admission import Admitter
+
 
 class NodeChainService:
-    def __init__(self, runner: ChainRunner) -> None:
+    def __init__(self, runner: ChainRunner, admitter: Admitter) -> None:
         self.runner = runner
+        self.admitter = admitter
         self.chain_id = runner.view.chain_id
-        self._chain = runner.chain  # handed to functions run on the chain thread, never used here
-        # Told of transactions a fork switch put back into the mempool (on the event loop).
-        self.on_requeued: Callable[[list[SignedTransaction]], None] = lambda txs: None
 
     def position(self) -> ChainPosition:
         view = self.runner.view
@@ -62,10 +63,10 @@ class NodeChainService:
         return self.runner.view.producer_keys
 
     async def id_at(self, num: int) -> BlockId | None:
-        return await self.runner.call(_id_at, self._chain, num)
+        return await self.runner.call(_id_at, num)
 
     async def encoded_blocks(self, start: int, end: int) -> list[bytes]:
-        return await self.runner.call(_encoded, self._chain, start, end)
+        return await self.runner.call(_encoded, start, end)
 
     async def push_blocks(
         self,
@@ -82,23 +83,19 @@ class NodeChainService:
             def on_chain_thread(num: int) -> None:
                 loop.call_soon_threadsafe(taken, num)
 
-        outcome, requeued = await self.runner.call_urgent(
-            _push, self._chain, blocks, light_upto, now, ahead, on_chain_thread
-        )
-        if requeued:
-            self.on_requeued(requeued)
-        return outcome
+        return await self.runner.call_urgent(_push, blocks, light_upto, now, ahead, on_chain_thread)
 
     async def admit_transactions(
         self, txs: Sequence[SignedTransaction]
     ) -> list[TransactionError | None]:
-        now = int(time.time() * 1000)
-        return await self.runner.call(_admit, self._chain, txs, now)
+        """Through the admission queue the RPC's transactions take: one bound, one set of
+        counters, and the read pacer sees peers' load too."""
+        return await self.admitter.admit_relayed(txs)
 
     async def add_votes(self, votes: Sequence[Vote]) -> list[VoteOutcome]:
         # Urgent: a vote late by one slot misses the next block's QC.
         now = int(time.time() * 1000)
-        return await self.runner.call_urgent(_add_votes, self._chain, votes, now)
+        return await self.runner.call_urgent(_add_votes, votes, now)
 
 
 def _add_votes(chain: Chain, votes: Sequence[Vote], now: int) -> list[VoteOutcome]:
@@ -107,12 +104,6 @@ def _add_votes(chain: Chain, votes: Sequence[Vote], now: int) -> list[VoteOutcom
 
 def _id_at(chain: Chain, num: int) -> BlockId | None:
     return chain.store.block_id_at(num)
-
-
-def _admit(
-    chain: Chain, txs: Sequence[SignedTransaction], now: int
-) -> list[TransactionError | None]:
-    return chain.admit_transactions(txs, now)
 
 
 def _encoded(chain: Chain, start: int, end: int) -> list[bytes]:
@@ -134,15 +125,14 @@ def _push(
     now: int,
     ahead: Sequence[SignedBlock] = (),
     taken: Callable[[int], None] | None = None,
-) -> tuple[PushOutcome, list[SignedTransaction]]:
+) -> PushOutcome:
     """On the chain thread: push each block, recovering the next blocks' signatures ahead,
     into ``ahead`` (the next call's blocks: the workers need not wait for it), and telling
-    ``taken`` of each block done with; with the transactions fork switches put back into the
-    mempool."""
+    ``taken`` of each block done with. What the blocks did to the chain (applied, popped,
+    requeued) leaves with the chain's events, not here."""
     chain.set_light_validation(light_upto)
     results: list[BlockResult] = []
     applied: list[SignedBlock] = []
-    requeued: list[SignedTransaction] = []
 
     def prefetch(block: SignedBlock) -> None:
         if block.num > light_upto:
@@ -159,10 +149,10 @@ def _push(
         for i, block in enumerate(blocks):
             if i + PREFETCH_BLOCKS < len(queue):
                 prefetch(queue[i + PREFETCH_BLOCKS])
-            results.append(_push_one(chain, block, now, applied, requeued))
+            results.append(_push_one(chain, block, now, applied))
             if taken is not None:
                 taken(block.num)
-    return PushOutcome(results, applied), requeued
+    return PushOutcome(results, applied)
 
 
 def _push_one(
@@ -170,9 +160,8 @@ def _push_one(
     block: SignedBlock,
     now: int,
     applied: list[SignedBlock],
-    requeued: list[SignedTransaction],
 ) -> BlockResult:
-    """Push ``block``; what it applied and put back into the mempool goes to the lists."""
+    """Push ``block``; the blocks it applied go to ``applied``."""
     try:
         pushed = chain.push_block(block, now)
     except UnlinkableBlock as err:
@@ -182,27 +171,41 @@ def _push_one(
     except (InvalidBlock, DoubleSign) as err:
         return BlockResult(block, Outcome.INVALID, f"{err.name}: {err.reason}")
     applied.extend(pushed.applied)
-    requeued.extend(pushed.requeued)
     if pushed.applied:
         return BlockResult(block, Outcome.APPLIED)
     return BlockResult(block, Outcome.ADDED if pushed.added else Outcome.DUPLICATE)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class NetConfig:
-    listen: tuple[str, int] | None = None
-    peers: list[tuple[str, int]] = field(default_factory=list)
-    p2p_address: str = ""
-    max_clients: int = 25
-    policy: AuthPolicy = field(default_factory=AuthPolicy)
-    keepalive: float = 2.0
-    handshake_timeout: float = 5.0
-    rdma_probe_timeout: float = 5.0
-    max_unauthenticated: int = 32
-    max_per_address: int = 8
+    """The peer layer's parts' own configs, made from the node's by
+    ``node.config_builders.net_config``, and the peers to dial."""
+
+    transport: TransportConfig = field(default_factory=TransportConfig)
+    switch: SwitchConfig = field(default_factory=SwitchConfig)
     sync: SyncConfig = field(default_factory=SyncConfig)
+    peers: tuple[tuple[str, int], ...] = ()
     light_validation: bool = False  # validation-mode = light, during LIB catch-up only
-    tls: bool = True  # p2p-tls
+
+
+@dataclass(frozen=True, slots=True)
+class PeerTraffic:
+    peer: str
+    stats: ChannelStats
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkStatus:
+    """What the peer layer publishes for the node's metrics (``NodeMetrics.observe_network``):
+    a copy, so that the metrics never reach into the switch, the sync manager or a channel."""
+
+    peer_count: int
+    sync_stage: Stage
+    sync_target: int
+    sync_blocks_per_s: float
+    rdma_available: bool
+    state_sync: dict[str, Any] | None  # the fetcher's progress, as /v1/node/sync gives it
+    traffic: tuple[PeerTraffic, ...]
 
 
 class Network:
@@ -211,11 +214,11 @@ class Network:
     def __init__(
         self,
         runner: ChainRunner,
+        admitter: Admitter,
         config: NetConfig,
         node_key: PrivateKey,
         rdma: RdmaDevice | None = None,
         rdma_status: dict[str, object] | None = None,
-        on_applied: OnApplied = lambda blocks, live: None,
         on_vote: OnCounted = lambda vote, outcome, from_peer: None,
         state_sync: StateSync | None = None,
         on_peer: Callable[[], None] = lambda: None,
@@ -227,14 +230,11 @@ class Network:
         self.node_id = os.urandom(32)
         self.rdma = rdma
         self.rdma_status = rdma_status or {"available": rdma is not None, "reason": ""}
-        service = NodeChainService(runner)
-        self.block_relay = BlockRelay()
-        self.blocks = BlockSync(
-            service, config.sync, self.block_relay, on_applied, config.light_validation
-        )
+        service = NodeChainService(runner, admitter)
+        self.block_relay = BlockRelay(lambda: self.in_sync)
+        self.blocks = BlockSync(service, config.sync, self.block_relay, config.light_validation)
         self.txs = TxRelay(service)
         self.votes = VoteRelay(service, on_vote, on_peer)
-        service.on_requeued = self.txs.relay_requeued
         self.state_sync = state_sync
         fetcher = None if state_sync is None else state_sync.fetcher
         # Every node serves signed headers; one state-syncing with no trusted block yet
@@ -254,35 +254,26 @@ class Network:
         if state_sync is not None:
             reactors = [state_sync] if self.fetching else [*reactors, state_sync]
         reactors.append(self.headers)
-        self.switch = Switch(
-            self.node_id, SwitchConfig(config.max_clients, config.keepalive), reactors
-        )
+        self.switch = Switch(self.node_id, config.switch, reactors)
+        probe_timeout = config.transport.rdma_probe_timeout
         self.transport = Transport(
-            TransportConfig(
-                config.listen,
-                config.p2p_address,
-                config.policy,
-                config.handshake_timeout,
-                config.rdma_probe_timeout,
-                max_unauthenticated=config.max_unauthenticated,
-                max_per_address=config.max_per_address,
-                tls=TlsIdentity.generate() if config.tls else None,
-            ),
+            config.transport,
             self.node_id,
             node_key,
             service,
             self.switch,
-            RdmaUpgrade(rdma, config.rdma_probe_timeout) if rdma is not None else None,
+            RdmaUpgrade(rdma, probe_timeout) if rdma is not None else None,
         )
         self.ready = asyncio.Event()
         # Addresses the operator had us dial at run time (``connect``) and did not take back:
         # a node restarted into the snapshot it state-synced dials them again.
         self.added: dict[tuple[str, int], None] = {}
-        runner.subscribe(self._chain_changed)
-
-    def _chain_changed(self, view: ChainView) -> None:
-        self.blocks.chain_advanced(view.head.num, view.lib_num)
-        self.votes.chain_advanced(view.lib_num)
+        # Block sync first: block relay asks it whether we are in sync.
+        runner.subscribe(self.blocks.chain_updated)
+        runner.subscribe(self.block_relay.chain_updated)
+        runner.subscribe(self.txs.chain_updated)
+        runner.subscribe(lambda update: self.votes.chain_advanced(update.view.lib_num))
+        admitter.subscribe(self.transaction_accepted)
 
     @property
     def listen_port(self) -> int | None:
@@ -295,15 +286,12 @@ class Network:
         await self.transport.listen()
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.switch.run(), name="switch")
-            tg.create_task(self.transport.run(self.config.peers), name="transport")
+            tg.create_task(self.transport.run(list(self.config.peers)), name="transport")
             while not (self.switch.running and self.transport.running):
                 await asyncio.sleep(0)
             self.ready.set()
 
     # --- what the node tells the network ----------------------------------------------------
-
-    def block_produced(self, block: SignedBlock) -> None:
-        self.block_relay.relay(block)
 
     def transaction_accepted(self, tx: SignedTransaction) -> None:
         self.txs.relay_local(tx)
@@ -341,6 +329,19 @@ class Network:
             "dialing": self.transport.status(),
             "sync": self.blocks.sync.status(),
         }
+
+    def observed(self) -> NetworkStatus:
+        sync = self.blocks.sync.status()
+        state_sync = self.sync_status().get("state_sync")
+        return NetworkStatus(
+            peer_count=len(self.switch),
+            sync_stage=Stage(sync["stage"]),
+            sync_target=sync["target"],
+            sync_blocks_per_s=sync["blocks_per_s"],
+            rdma_available=self.rdma is not None,
+            state_sync=state_sync,
+            traffic=tuple(PeerTraffic(p.id, p.channel.stats()) for p in self.switch.peers()),
+        )
 
     def sync_status(self) -> dict[str, Any]:
         fetcher = None if self.state_sync is None else self.state_sync.fetcher

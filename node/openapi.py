@@ -82,10 +82,13 @@ def openapi_document(
     cors: bool = False,
     token: bool = False,
     same_site: bool = False,
+    description: str = "",
 ) -> dict[str, Any]:
     """The document of a listener serving ``routes`` and ``documents``; ``cors``: OPTIONS
     preflights are answered; ``token``: every route needs the bearer token; ``same_site``:
-    requests from another site's page are refused (the admin listener)."""
+    requests from another site's page are refused (the admin listener); ``description``:
+    what the listener serves besides its operations (a websocket, which OpenAPI cannot
+    describe)."""
     guarded = ((401,) if token else ()) + ((403, 415) if same_site else ())
     paths: dict[str, Any] = {}
     for path, route in routes.items():
@@ -122,7 +125,8 @@ def openapi_document(
             }
     document: dict[str, Any] = {
         "openapi": "3.1.0",
-        "info": {"title": title, "version": version},
+        "info": {"title": title, "version": version}
+        | ({"description": description} if description else {}),
         "paths": paths,
         "components": {"schemas": {"Error": ERROR_SCHEMA}},
     }

@@ -30,7 +30,6 @@ class ProducerLoop:
         producers: tuple[str, ...],
         keys: dict[PublicKey, PrivateKey],
         metrics: NodeMetrics,
-        on_block: Callable[[SignedBlock], None],
         may_produce: Callable[[], bool] = lambda: True,  # False while sync holds production
         votes_missing: Callable[[], bool] = lambda: False,  # True: finality stalled, pause
         probe_every: float = 6.0,  # while paused, one block this often (seconds)
@@ -45,7 +44,6 @@ class ProducerLoop:
         self.producers = set(producers)
         self.keys = keys
         self.metrics = metrics
-        self.on_block = on_block
         self.may_produce = may_produce
         self.votes_missing = votes_missing
         self.paused = False
@@ -93,10 +91,9 @@ class ProducerLoop:
         started = time.perf_counter()
         # The head may have moved since the view was read; produce_block checks the slot's
         # producer again on the chain thread.
-        block = await runner.call_urgent(lambda: runner.chain.produce_block(slot, key))
+        block = await runner.call_urgent(lambda chain: chain.produce_block(slot, key))
         elapsed = time.perf_counter() - started
         self.metrics.produced.inc()
-        self.metrics.block_txs.inc(len(block.transactions))
         self.metrics.produce_seconds.observe(elapsed)
         log.info(
             "block_produced",
@@ -108,5 +105,4 @@ class ProducerLoop:
             lib=runner.view.lib_num,
             ms=round(elapsed * 1000, 1),
         )
-        self.on_block(block)
         return block

@@ -1,21 +1,19 @@
 """How RPC reads share the node with writes, so that reads never starve them.
 
 ``ReadPacer``: while transactions are being admitted, reads start at most ``rate`` a second,
-in arrival order. A read costs the event loop 150-800 us however it is answered (aiohttp's
-share alone is ~170 us: bench_rpc.py and a per-route probe), and clients that poll in a loop
-read again as soon as they are answered, so the faster reads are, the more of them take the
-GIL from admission: making reads cheap moved 20 polling clients from 300 to 1,400 reads/s
-and left pushes at 0.4 of their rate alone. Pacing gives writes priority; with no writes in
-flight, reads are not paced at all.
+in arrival order. A read costs the event loop time however it is answered (aiohttp's share
+alone is not small), and clients that poll in a loop read again as soon as they are answered,
+so the faster reads are, the more of them take the GIL from admission: cheaper reads alone
+do not protect writes. Pacing gives writes priority; with no writes in flight, reads are not
+paced at all.
 
 ``ChainReads``: reads that need more than the chain's view run on the chain thread, in
-batches. They share that thread with blocks and admission batches: one call per read put 20
-polling clients' reads ahead of every admission batch, and each call is two thread wake-ups
-(py-spy under ``bench_rpc.py``: 13 % of the GIL in ``Condition.notify`` alone). So reads
-queue here, on the event loop, and one task hands them to the chain thread a batch at a
-time: at most one batch is in flight, and a batch stops at a time budget, so a block or a
-batch of transactions never waits behind more than ``BATCH_BUDGET_S`` of reads. (A read that
-arrives while a block is being produced still waits for it: 50-200 ms under full load.)
+batches. They share that thread with blocks and admission batches, and one call per read
+would put polling clients' reads ahead of every admission batch, at two thread wake-ups
+each. So reads queue here, on the event loop, and one task hands them to the chain thread a
+batch at a time: at most one batch is in flight, and a batch stops at a time budget, so a
+block or a batch of transactions never waits behind more than ``BATCH_BUDGET_S`` of reads.
+(A read that arrives while a block is being produced still waits for it.)
 
 Overload is answered, not queued without end: a read that would wait for its pace slot
 longer than ``max_wait_s``, or find ``max_waiting`` reads queued for the chain thread, is
@@ -161,10 +159,11 @@ class ChainReads:
             # Over its time budget, the batch left these for the next one, first in line.
             self._waiting.extendleft(reversed(batch[len(outcomes) :]))
 
-    def _run(self, queries: list[Callable[[Chain], Any]]) -> list[tuple[Any, Exception | None]]:
+    def _run(
+        self, chain: Chain, queries: list[Callable[[Chain], Any]]
+    ) -> list[tuple[Any, Exception | None]]:
         """On the chain thread: answer queries in order until the time budget is spent (at
         least one, so the batch always moves)."""
-        chain = self.runner.chain
         deadline = time.perf_counter() + self.batch_budget_s
         outcomes: list[tuple[Any, Exception | None]] = []
         for query in queries:

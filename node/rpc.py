@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -19,10 +19,10 @@ from typing import Any, Protocol
 import structlog
 
 from chain import errors as ce
-from chain.block import SignedBlock
 from chain.controller import Chain
 from chain.encoding import pack
 from chain.errors import ChainError, EncodingError
+from chain.events import ChainUpdate
 from chain.snapshot import VERSION as SNAPSHOT_VERSION
 from chain.snapshot import SnapshotHead
 from chain.transaction import SignedTransaction, decode_signed_transaction
@@ -192,9 +192,9 @@ class Api:
 
         return paced
 
-    def committed(self, blocks: Sequence[SignedBlock]) -> None:
-        """Blocks just applied or produced, oldest first (the node calls this for both)."""
-        self.blocks.committed(blocks)
+    def chain_updated(self, update: ChainUpdate) -> None:
+        """A subscriber of the chain's updates: the block cache follows our chain."""
+        self.blocks.follow(update.events.steps)
 
     # --- chain API: from the view where it holds the answer -------------------------------
 
@@ -267,7 +267,7 @@ class Api:
             raise RpcError(409, "snapshot_in_progress", "a snapshot is being written already")
         self._snapshot_running = True
         try:
-            head, entries = await self.runner.call(_lib_state, self.runner.chain)
+            head, entries = await self.runner.call(_lib_state)
             path = self.snapshots_dir / snapshot_name(head.num, head.block.id)
             log.info("writing snapshot", block=head.num, file=str(path))
             last = [time.monotonic()]

@@ -1,14 +1,18 @@
 """Block relay: every new block of ours reaches every peer that does not have it yet.
 
 Blocks we produce and blocks from peers that joined our chain while in sync are sent to each
-connected peer once; the reactor remembers, per peer, the recent blocks the peer sent us or
-we sent it, so nothing is sent back where it came from. It owns no inbound message type:
-blocks arriving from peers belong to block sync (``p2p.blocksync``), which tells it.
+connected peer once; the reactor learns both from the chain's updates, and remembers, per
+peer, the recent blocks the peer sent us or we sent it, so nothing is sent back where it came
+from. It owns no inbound message type: blocks arriving from peers belong to block sync
+(``p2p.blocksync``), which tells it who sent what (``seen``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from chain.block import SignedBlock
+from chain.events import ChainUpdate
 from chain.types import BlockId
 from p2p.messages import BlockMessage
 from p2p.peer import KnownIds, Peer
@@ -18,8 +22,11 @@ KNOWN_BLOCKS = 20_000  # block ids remembered per peer (hours of blocks at 0.5 s
 
 
 class BlockRelay(Reactor):
-    def __init__(self) -> None:
+    def __init__(self, in_sync: Callable[[], bool] = lambda: True) -> None:
+        """``in_sync``: whether we follow the network (while catching up, peers' blocks are
+        old news to every peer, which fetches ranges of its own)."""
         self._known = KnownIds(KNOWN_BLOCKS)
+        self._in_sync = in_sync
 
     def add_peer(self, peer: Peer) -> None:
         self._known.add_peer(peer.id)
@@ -30,6 +37,16 @@ class BlockRelay(Reactor):
     def seen(self, peer_id: str, block_id: BlockId) -> None:
         """``peer_id`` sent us this block: it has it."""
         self._known.learn(peer_id, block_id)
+
+    def chain_updated(self, update: ChainUpdate) -> None:
+        """A subscriber of the chain's updates: the block we produced goes out at once;
+        blocks from peers that joined our chain, while in sync."""
+        events = update.events
+        if events.produced is not None:
+            self.relay(events.produced)
+        elif events.steps and self._in_sync():
+            for block in events.applied:
+                self.relay(block)
 
     def relay(self, block: SignedBlock) -> int:
         """Offer ``block`` to every peer that does not have it; returns how many."""

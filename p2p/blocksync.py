@@ -3,22 +3,25 @@
 This reactor owns the messages about blocks and chain positions: ``BlockMessage`` (a block
 from a range we asked for, or relayed), ``SyncRequest`` (a range a peer asks of us),
 ``Notice`` and a repeated ``Handshake`` (where a peer's head and LIB are). It carries out
-what the sync manager (``p2p.sync``, a pure scheduler) decides, feeds received blocks to the
-applier, and tells the node (``on_applied``) and block relay what joined our chain.
+what the sync manager (``p2p.sync``, a pure scheduler) decides and feeds received blocks to
+the applier; what they did to our chain reaches it, like every other part of the node, as
+the chain's update (``chain_updated``).
 
-A block from a peer goes: switch → ``receive`` → applier → chain service (the chain thread)
-→ ``_on_pushed`` → sync manager, ``on_applied``, block relay. It enters each step once.
+A block from a peer goes: switch → ``receive`` → applier → chain service (the chain thread),
+whose update goes to every subscriber (block relay among them), and whose push results
+(``_on_pushed``: which peer's block did what) go to the sync manager. It enters each step
+once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import structlog
 
-from chain.block import SignedBlock
+from chain.events import ChainUpdate
 from chain.types import block_num_of
 from p2p.applier import BlockApplier
 from p2p.block_relay import BlockRelay
@@ -49,8 +52,6 @@ SERVE_FIRST = 4
 TICK_SECONDS = 1.0  # how often stalled ranges are looked for
 NOTICE_SECONDS = 2.0  # how often peers hear our head and LIB
 
-OnApplied = Callable[[list[SignedBlock], bool], None]
-
 
 class BlockSync(Reactor):
     accepts = (BlockMessage, SyncRequest, Notice, Handshake)
@@ -60,12 +61,10 @@ class BlockSync(Reactor):
         chain: ChainService,
         config: SyncConfig,
         relay: BlockRelay,
-        on_applied: OnApplied = lambda blocks, live: None,
         light_validation: bool = False,
     ) -> None:
         self.chain = chain
-        self.relay = relay
-        self.on_applied = on_applied  # (blocks, whether we were in sync), on the event loop
+        self.relay = relay  # told which peer sent which block
         self.light_validation = light_validation
         self.sync = SyncManager(config)
         self.applier = BlockApplier(
@@ -137,9 +136,10 @@ class BlockSync(Reactor):
 
     # --- our chain --------------------------------------------------------------------------
 
-    def chain_advanced(self, head: int, lib: int) -> None:
-        """The chain published a new head or LIB (ours or a peer's block)."""
-        self._act(self.sync.chain_advanced(head, lib))
+    def chain_updated(self, update: ChainUpdate) -> None:
+        """A subscriber of the chain's updates: a new head or LIB (ours or a peer's block)."""
+        view = update.view
+        self._act(self.sync.chain_advanced(view.head.num, view.lib_num))
 
     def _light_upto(self) -> int:
         """With light validation: blocks up to the LIB our peers report, while we catch up to
@@ -151,15 +151,10 @@ class BlockSync(Reactor):
     async def _on_pushed(
         self, results: list[tuple[str, BlockResult]], outcome: PushOutcome
     ) -> None:
-        live = self.in_sync
-        if outcome.applied:
-            self.on_applied(outcome.applied, live)
         for peer_id, result in results:
             block = result.block
             if result.outcome == Outcome.APPLIED:
                 self._act(self.sync.block_applied(peer_id, block.num))
-                if self.in_sync:
-                    self.relay.relay(block)
             elif result.outcome in (Outcome.ADDED, Outcome.DUPLICATE):
                 new = result.outcome == Outcome.ADDED
                 self._act(self.sync.block_kept(peer_id, block.num, new, block.id))

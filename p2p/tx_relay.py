@@ -1,10 +1,12 @@
 """Transaction relay: transactions from peers are admitted in batches and passed on.
 
 A transaction a peer sends is admitted to our mempool (through the chain service, in
-batches of up to ``BATCH``) and, if valid, offered to every other peer that has not seen it;
-transactions our own RPC accepted are offered the same way (``relay_local``), and so are
-those a fork switch put back into our mempool (``relay_requeued``). Every
-transaction id is handled once (``seen``), whichever way it came first.
+batches of up to ``BATCH``: the node puts them in the admission queue its RPC uses, which
+refuses what does not fit rather than waiting) and, if accepted, offered to every other peer
+that has not seen it; transactions our own RPC accepted are offered the same way
+(``relay_local``), and so are those a fork switch put back into our mempool
+(``chain_updated``). Every transaction id is handled once (``seen``), whichever way it came
+first.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from chain.events import ChainUpdate
 from chain.transaction import SignedTransaction
 from p2p.messages import Message, TransactionMessage
 from p2p.peer import KnownIds, Peer, RecentSet
@@ -53,11 +56,12 @@ class TxRelay(Reactor):
         self._seen.add(tx.id)
         self._offer(tx, exclude=None)
 
-    def relay_requeued(self, txs: list[SignedTransaction]) -> None:
-        """A fork switch put ``txs`` back into our mempool: offer them again to every peer
-        not known to hold them. The branch they were on may have been ours alone (made while
-        cut off), and our mempool alone does not survive a restart of this node."""
-        for tx in txs:
+    def chain_updated(self, update: ChainUpdate) -> None:
+        """A subscriber of the chain's updates: transactions a fork switch put back into our
+        mempool are offered again to every peer not known to hold them. The branch they
+        were on may have been ours alone (made while cut off), and our mempool alone does
+        not survive a restart of this node."""
+        for tx in update.events.requeued:
             self._seen.add(tx.id)
             self._offer(tx, exclude=None)
 

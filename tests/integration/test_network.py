@@ -7,8 +7,12 @@ import shutil
 import signal
 import subprocess
 import time
+import urllib.error
+from functools import partial
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from chain.actions import Transfer
 from chain.crypto import PrivateKey
@@ -223,6 +227,11 @@ def test_partition_heals_to_one_chain_without_touching_the_old_lib(
     )
     sides = {procs[0].info()["head_block_id"], procs[2].info()["head_block_id"]}
     assert len(sides) == 2, "the two sides diverged"
+    # Each side's head, read once (its JSON is cached): the losing side's is popped.
+    heads = {}
+    for i in (0, 2):
+        num = procs[i].info()["head_block_num"]
+        heads[i] = (num, procs[i].rpc("/v1/chain/get_block", {"block_num_or_id": num})["id"])
     # Heal.
     procs[2].admin("/v1/net/connect", {"address": f"127.0.0.1:{plan[0].p2p[1]}"})
 
@@ -236,3 +245,17 @@ def test_partition_heals_to_one_chain_without_touching_the_old_lib(
     for p in procs:
         for n in (1, old_lib // 2, old_lib):
             assert p.rpc("/v1/chain/get_block", {"block_num_or_id": n})["id"] == old_ids[n]
+    # A block popped by the fork switch leaves get_block's cache: once the LIB passes its
+    # number it is gone (not served from the cache, and never as irreversible).
+    popped = 0
+    for i, (num, block_id) in heads.items():
+        node = procs[i]
+        past = partial(lambda p, n: p.info()["last_irreversible_block_num"] >= n, node, num)
+        wait_for(past, 60, "the LIB past the popped block")
+        if node.rpc("/v1/chain/get_block", {"block_num_or_id": num})["id"] == block_id:
+            continue  # this side won
+        popped += 1
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            node.rpc("/v1/chain/get_block", {"block_num_or_id": block_id})
+        assert missing.value.code == 404
+    assert popped >= 1, "one side's head was popped"

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import socket
 from pathlib import Path
 
 import pytest
 
-from genesis.testing import DevNet
 from node.admission import Admitter
-from node.app import GC_THRESHOLDS, GC_THRESHOLDS_CATCHING_UP, Node, open_chain
+from node.app import Node, open_chain
 from node.cli import main
 from node.config import load_config
 
@@ -60,31 +58,3 @@ def test_a_crashing_part_stops_the_node_and_releases_its_data_dir(
         assert chain.head.num == 0
     finally:
         chain.store.close()
-
-
-def test_garbage_is_collected_less_often_while_catching_up(tmp_path: Path) -> None:
-    """Blocks applied while catching up switch the collector to the catch-up thresholds (a
-    sync batch is garbage only once the chain is done with all of it); blocks applied while
-    following the network, or produced here, switch it back."""
-    assert main(["genesis", "new", "--producers", "1", "--out", str(tmp_path / "g")]) == 0
-    ns = argparse.Namespace(
-        config=None, data_dir=str(tmp_path / "node"),
-        genesis_json=str(tmp_path / "g" / "genesis.json"),
-    )  # fmt: skip
-    node = Node(load_config(ns))
-    net = DevNet.create()
-    chain = net.open(str(tmp_path / "dev"))
-    produced = net.produce(chain)
-    chain.store.close()
-    before = gc.get_threshold()
-    try:
-        node._on_applied([], in_sync=False)
-        assert gc.get_threshold() == GC_THRESHOLDS_CATCHING_UP
-        node._on_applied([], in_sync=True)
-        assert gc.get_threshold() == GC_THRESHOLDS
-        node._on_applied([], in_sync=False)
-        node._on_produced(produced)
-        assert gc.get_threshold() == GC_THRESHOLDS
-    finally:
-        gc.set_threshold(*before)
-    assert GC_THRESHOLDS_CATCHING_UP[0] > GC_THRESHOLDS[0]

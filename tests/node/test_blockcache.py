@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from chain.block import SignedBlock
+from chain.events import BlockStep
 from chain.types import BlockId, BlockNum
 from chain.view import ChainView
 from genesis.testing import DevNet
@@ -29,6 +30,10 @@ def _blocks(tmp_path: Path, name: str, count: int, net: DevNet, gap: int = 1) ->
         return blocks
     finally:
         chain.store.close()
+
+
+def _applied(blocks: Blocks) -> list[BlockStep]:
+    return [BlockStep(b) for b in blocks]
 
 
 def _at(tmp_path: Path, net: DevNet, head: SignedBlock, lib: int) -> ChainView:
@@ -53,21 +58,40 @@ def test_encoded_json_equals_fresh_json_either_side_of_the_lib(tmp_path: Path) -
 
 
 def test_a_fork_switch_replaces_the_recent_numbers(tmp_path: Path) -> None:
-    """After blocks of another branch commit at the same numbers, numbers map to the new
-    branch, and none above its head stays mapped."""
+    """After a fork switch pops our blocks and applies another branch at the same numbers,
+    numbers map to the new branch, none above its head stays mapped, and the popped
+    blocks' JSON is gone (it would call them irreversible once the LIB passed them)."""
     net = DevNet.create(1)
     ours = _blocks(tmp_path, "ours", 3, net)
     theirs = _blocks(tmp_path, "theirs", 2, net, gap=2)  # forks after block 1
     assert theirs[0].id == ours[0].id and theirs[1].id != ours[1].id
     cache = BlockJsonCache()
-    cache.committed(ours)
+    cache.follow(_applied(ours))
+    for block in ours:
+        cache.encode(block, 0)
     at_ours = _at(tmp_path, net, ours[2], 0)
     assert [cache.id_at(n, at_ours) for n in (1, 2, 3)] == [b.id for b in ours]
-    cache.committed(theirs[1:])
+    cache.follow(
+        [BlockStep(ours[2], undo=True), BlockStep(ours[1], undo=True), *_applied(theirs[1:])]
+    )
     at_theirs = _at(tmp_path, net, theirs[1], 0)
     assert cache.id_at(2, at_theirs) == theirs[1].id
     assert cache.id_at(3, at_theirs) is None
     assert cache.recent(ours[2].id) is None
+    assert cache.encoded(ours[1].id, 3) is None and cache.encoded(ours[2].id, 3) is None
+    assert cache.encoded(ours[0].id, 3) is not None
+
+
+def test_blocks_popped_alone_leave_the_head_at_their_parent(tmp_path: Path) -> None:
+    """An update that only pops blocks leaves their numbers unmapped and the map trusted at
+    the parent of the lowest one."""
+    net = DevNet.create(1)
+    blocks = _blocks(tmp_path, "a", 3, net)
+    cache = BlockJsonCache()
+    cache.follow(_applied(blocks))
+    cache.follow([BlockStep(blocks[2], undo=True)])
+    at_parent = _at(tmp_path, net, blocks[1], 0)
+    assert [cache.id_at(n, at_parent) for n in (1, 2, 3)] == [blocks[0].id, blocks[1].id, None]
 
 
 def test_numbers_are_not_trusted_while_the_head_is_unknown(tmp_path: Path) -> None:
@@ -76,7 +100,7 @@ def test_numbers_are_not_trusted_while_the_head_is_unknown(tmp_path: Path) -> No
     net = DevNet.create(1)
     blocks = _blocks(tmp_path, "a", 3, net)
     cache = BlockJsonCache()
-    cache.committed(blocks[:2])
+    cache.follow(_applied(blocks[:2]))
     assert cache.id_at(1, _at(tmp_path, net, blocks[2], 0)) is None
     assert cache.id_at(1, _at(tmp_path, net, blocks[1], 0)) == blocks[0].id
 
@@ -104,8 +128,8 @@ def test_only_the_last_recent_blocks_numbers_are_kept(
     net = DevNet.create(1)
     blocks = _blocks(tmp_path, "a", 7, net)
     cache = BlockJsonCache()
-    cache.committed(blocks[:2])
-    cache.committed(blocks[2:])
+    cache.follow(_applied(blocks[:2]))
+    cache.follow(_applied(blocks[2:]))
     at_head = _at(tmp_path, net, blocks[-1], 0)
     assert [cache.id_at(n, at_head) for n in range(1, 8)] == [None] * 4 + [b.id for b in blocks[4:]]
 
@@ -120,11 +144,11 @@ def test_recent_blocks_are_bounded_in_bytes(
     size = max(len(b.encode()) for b in blocks)
     monkeypatch.setattr(blockcache, "RECENT_BYTES", 2 * size + size // 2)
     cache = BlockJsonCache()
-    cache.committed(blocks)
+    cache.follow(_applied(blocks))
     at_head = _at(tmp_path, net, blocks[-1], 0)
     assert [cache.id_at(n, at_head) for n in range(1, 6)] == [None] * 3 + [b.id for b in blocks[3:]]
     monkeypatch.setattr(blockcache, "RECENT_BYTES", 1)
-    cache.committed(blocks[-1:])
+    cache.follow([BlockStep(blocks[-1], undo=True), BlockStep(blocks[-1])])
     assert [cache.id_at(n, at_head) for n in range(1, 6)] == [None] * 4 + [blocks[-1].id]
 
 

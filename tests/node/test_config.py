@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import re
 from pathlib import Path
 
 import pytest
 
 from chain.crypto import PrivateKey, public_key_to_text
-from node.config import add_options, load_config
+from node.config import OPTIONS, NodeConfig, add_options, load_config, read_ini
 from node.errors import ConfigError
 
 
@@ -32,10 +34,10 @@ def test_file_then_flags(tmp_path: Path) -> None:
         "max-mempool-txs = 7\n"
     )
     config = load_config(_parse("--data-dir", str(tmp_path), "--max-mempool-txs", "9"))
-    assert (config.http_host, config.http_port) == ("127.0.0.1", 9999)
-    assert config.producers == ("producera", "producerb")
-    assert config.signing_keys[key.public_key].to_text() == key.to_text()
-    assert config.max_mempool_txs == 9
+    assert config.http.address == ("127.0.0.1", 9999)
+    assert config.producer.names == ("producera", "producerb")
+    assert config.producer.signing_keys[key.public_key].to_text() == key.to_text()
+    assert config.chain.max_mempool_txs == 9
     assert config.genesis_json == tmp_path / "genesis.json"
 
 
@@ -77,10 +79,10 @@ def test_http_listeners_and_limits(tmp_path: Path) -> None:
     """The admin listener defaults to 127.0.0.1:8889 and '' turns it off; off loopback it is
     accepted with a token; the HTTP limits and the CORS origin are read as given."""
     default = load_config(_parse("--data-dir", str(tmp_path)))
-    assert default.admin_http == ("127.0.0.1", 8889) and default.admin_token == ""
-    assert default.cors_origin == "" and default.http_max_in_flight == 256
+    assert default.http.admin_address == ("127.0.0.1", 8889) and default.http.admin_token == ""
+    assert default.http.cors_origin == "" and default.http.max_in_flight == 256
     off = load_config(_parse("--data-dir", str(tmp_path), "--admin-http-server-address", ""))
-    assert off.admin_http is None
+    assert off.http.admin_address is None
     (tmp_path / "config.ini").write_text(
         "admin-http-server-address = 0.0.0.0:9000\n"
         "admin-token = s3cret\n"
@@ -90,23 +92,23 @@ def test_http_listeners_and_limits(tmp_path: Path) -> None:
         "access-control-allow-origin = *\n"
     )
     config = load_config(_parse("--data-dir", str(tmp_path)))
-    assert (config.admin_http, config.admin_token) == (("0.0.0.0", 9000), "s3cret")
-    assert (config.http_max_in_flight, config.http_max_response_ms) == (8, 500)
-    assert (config.http_read_timeout_ms, config.cors_origin) == (2000, "*")
+    assert (config.http.admin_address, config.http.admin_token) == (("0.0.0.0", 9000), "s3cret")
+    assert (config.http.max_in_flight, config.http.max_response_ms) == (8, 500)
+    assert (config.http.read_timeout_ms, config.http.cors_origin) == (2000, "*")
 
 
 def test_p2p_limits_have_defaults_and_can_be_set(tmp_path: Path) -> None:
     """The limits before trust default to 32 handshakes, 8 connections per address and 5 s,
     and config.ini sets them; a handshake timeout of 0 is refused."""
     defaults = load_config(_parse("--data-dir", str(tmp_path)))
-    assert (defaults.p2p_max_unauthenticated, defaults.p2p_max_per_address) == (32, 8)
-    assert defaults.p2p_handshake_timeout_ms == 5000
+    assert (defaults.p2p.max_unauthenticated, defaults.p2p.max_per_address) == (32, 8)
+    assert defaults.p2p.handshake_timeout_ms == 5000
     (tmp_path / "config.ini").write_text(
         "p2p-max-unauthenticated = 4\np2p-max-per-address = 0\np2p-handshake-timeout-ms = 800\n"
     )
     config = load_config(_parse("--data-dir", str(tmp_path)))
-    assert (config.p2p_max_unauthenticated, config.p2p_max_per_address) == (4, 0)
-    assert config.p2p_handshake_timeout_ms == 800
+    assert (config.p2p.max_unauthenticated, config.p2p.max_per_address) == (4, 0)
+    assert config.p2p.handshake_timeout_ms == 800
     (tmp_path / "config.ini").write_text("p2p-handshake-timeout-ms = 0\n")
     with pytest.raises(ConfigError) as info:
         load_config(_parse("--data-dir", str(tmp_path)))
@@ -115,8 +117,8 @@ def test_p2p_limits_have_defaults_and_can_be_set(tmp_path: Path) -> None:
 
 def test_p2p_tls_is_on_unless_turned_off(tmp_path: Path) -> None:
     """TLS between nodes is on by default; ``p2p-tls = off`` turns it off."""
-    assert load_config(_parse("--data-dir", str(tmp_path))).p2p_tls is True
-    assert load_config(_parse("--data-dir", str(tmp_path), "--p2p-tls", "off")).p2p_tls is False
+    assert load_config(_parse("--data-dir", str(tmp_path))).p2p.tls is True
+    assert load_config(_parse("--data-dir", str(tmp_path), "--p2p-tls", "off")).p2p.tls is False
 
 
 @pytest.mark.parametrize(
@@ -143,7 +145,7 @@ def test_well_formed_peer_hosts_pass(tmp_path: Path) -> None:
     hosts = ["10.0.0.1:9876", "[::1]:9876", "a" * 63 + ".example.:9876", "node-1.bor_x:1"]
     argv = [arg for host in hosts for arg in ("--p2p-peer-address", host)]
     config = load_config(_parse("--data-dir", str(tmp_path), *argv))
-    assert [host for host, _ in config.p2p_peers] == [
+    assert [host for host, _ in config.p2p.peers] == [
         "10.0.0.1",
         "::1",
         "a" * 63 + ".example.",
@@ -155,8 +157,85 @@ def test_http_connection_caps_default_to_derived_and_can_be_set(tmp_path: Path) 
     """The HTTP connection caps are 0 (derived from the fd limit) unless set; the write
     timeout defaults to 10 s."""
     config = load_config(_parse("--data-dir", str(tmp_path)))
-    assert (config.http_max_connections, config.http_max_connections_per_address) == (0, 0)
-    assert config.http_write_timeout_ms == 10_000
+    assert (config.http.max_connections, config.http.max_connections_per_address) == (0, 0)
+    assert config.http.write_timeout_ms == 10_000
     argv = ["--http-max-connections", "50", "--http-max-connections-per-address", "5"]
     config = load_config(_parse("--data-dir", str(tmp_path), *argv))
-    assert (config.http_max_connections, config.http_max_connections_per_address) == (50, 5)
+    assert (config.http.max_connections, config.http.max_connections_per_address) == (50, 5)
+
+
+def test_each_option_is_declared_once_and_made_into_a_flag_and_a_config_ini_key(
+    tmp_path: Path,
+) -> None:
+    """Every declared option has one name, one --flag with its help, and is a config.ini key;
+    a NodeConfig built from nothing given equals the declared defaults."""
+    names = [o.name for o in OPTIONS]
+    assert len(names) == len(set(names))
+    parser = argparse.ArgumentParser()
+    add_options(parser)
+    flags = {a.option_strings[0]: a for a in parser._actions if a.option_strings}
+    for opt in OPTIONS:
+        assert flags["--" + opt.name].help == opt.help_text()
+    (tmp_path / "config.ini").write_text("".join(f"{n} = x\n" for n in names))
+    assert list(read_ini(tmp_path / "config.ini")) == names
+    default = load_config(_parse("--data-dir", str(tmp_path / "empty")))
+    declared = NodeConfig(data_dir=tmp_path / "empty")
+    # The one value tied to another option: the address peers are told defaults to the listen
+    # endpoint as written.
+    assert default.p2p.server_address == "0.0.0.0:9876"
+    assert default == dataclasses.replace(
+        declared, p2p=dataclasses.replace(declared.p2p, server_address="0.0.0.0:9876")
+    )
+
+
+def test_stream_options_have_defaults_and_can_be_set(tmp_path: Path) -> None:
+    """The websocket stream's limits default to 1024 streams, 64 per address, 4096 queued
+    messages and a 20 s ping, are set by config.ini or flags; a buffer of 0 is refused."""
+    stream = load_config(_parse("--data-dir", str(tmp_path))).stream
+    assert (stream.max_streams, stream.max_streams_per_address) == (1024, 64)
+    assert (stream.buffer, stream.ping_ms) == (4096, 20_000)
+    (tmp_path / "config.ini").write_text("http-max-streams = 10\nhttp-stream-buffer = 16\n")
+    argv = ["--http-max-streams-per-address", "2", "--http-stream-ping-ms", "1000"]
+    stream = load_config(_parse("--data-dir", str(tmp_path), *argv)).stream
+    assert (stream.max_streams, stream.max_streams_per_address) == (10, 2)
+    assert (stream.buffer, stream.ping_ms) == (16, 1000)
+    (tmp_path / "config.ini").write_text("http-stream-buffer = 0\n")
+    with pytest.raises(ConfigError, match="must be between 1 and 1048576") as info:
+        load_config(_parse("--data-dir", str(tmp_path)))
+    assert info.value.option == "http-stream-buffer"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "reason"),
+    [
+        ("rdma", "maybe", "'maybe' is not auto, off or required"),
+        ("validation-mode", "fast", "'fast' is not full or light"),
+        ("state-sync", "yes", "'yes' is not on or off"),
+        ("allowed-connection", "friends", "'friends' is not any, producers or specified"),
+        ("rdma-max-peers", "0", "must be between 1 and 1024"),
+        ("rdma-slot-size", "1024", "must be between 4096 and 8388608"),
+        ("state-sync-request-timeout-ms", "999", "must be between 1000 and 600000"),
+        ("sync-fetch-span", "0", "must be at least 1"),
+        ("max-clients", "-1", "must not be negative"),
+        ("state-sync-trusted-block", "abc", "64-hex-digit id"),
+        ("peer-key", "PUB_K1_nope", "public key is not hex"),
+    ],
+)
+def test_choices_and_ranges_are_checked_from_the_declaration(
+    tmp_path: Path, option: str, value: str, reason: str
+) -> None:
+    """A value outside an option's declared choices or range is a ConfigError naming the
+    option and saying what it accepts."""
+    with pytest.raises(ConfigError, match=re.escape(reason)) as info:
+        load_config(_parse("--data-dir", str(tmp_path), f"--{option}={value}"))
+    assert info.value.option == option
+
+
+def test_help_shows_choices_defaults_and_ranges() -> None:
+    """``--help`` lists an option's choices, its default and its range, from its declaration."""
+    parser = argparse.ArgumentParser()
+    add_options(parser)
+    text = " ".join(parser.format_help().split())
+    assert "--rdma {auto,off,required}" in text
+    assert "(default: 16, 1 to 1024)" in text  # rdma-max-peers
+    assert "(default: 4096, 1 to 1048576)" in text  # http-stream-buffer

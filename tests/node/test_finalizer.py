@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from chain.controller import Chain
+from chain.events import NO_EVENTS, ChainUpdate
 from chain.params import slot_start_ms
 from chain.qc import Vote
 from chain.types import PublicKey
@@ -42,7 +43,7 @@ async def step(
     ``expect`` votes (a decision, fsyncs, the votes handed over; 10 s at most on a busy
     disk), or for 0.2 s when none is expected."""
     task = asyncio.create_task(svc.run())
-    svc.head_changed(chain.view())
+    svc.chain_updated(ChainUpdate(chain.view(), NO_EVENTS, chain.lib))
     deadline = time.monotonic() + (10 if expect else 0.2)
     while time.monotonic() < deadline and (not expect or votes is None or len(votes) < expect):
         await asyncio.sleep(0.01)
@@ -132,10 +133,10 @@ def test_a_head_skipped_while_out_of_sync_gets_its_vote_once_back_in_sync(
 
     async def main() -> None:
         task = asyncio.create_task(svc.run())
-        svc.head_changed(chain.view())
+        svc.chain_updated(ChainUpdate(chain.view(), NO_EVENTS, chain.lib))
         await asyncio.sleep(3 * RECHECK_SECONDS)
         assert sent == [], "no vote while out of sync"
-        in_sync[0] = True  # and no head_changed: the head stays where it was
+        in_sync[0] = True  # and no new update: the head stays where it was
         deadline = time.monotonic() + 10
         while len(sent) < 4 and time.monotonic() < deadline:
             await asyncio.sleep(0.01)

@@ -41,7 +41,6 @@ def _serve(tmp_path: Path, metrics_ttl_s: float, check: Check) -> None:
             reads.cancel()
             await client.close()
             runner.close()
-            chain.store.close()
 
     asyncio.run(main())
 
@@ -67,7 +66,7 @@ def test_metrics_are_rendered_once_per_ttl(tmp_path: Path) -> None:
 
     async def check(client: Client, runner: ChainRunner, net: DevNet) -> None:
         before = await (await client.get("/metrics")).text()
-        await runner.call(lambda: net.produce(runner.chain))
+        await runner.call(net.produce)
         assert await (await client.get("/metrics")).text() == before
         await asyncio.sleep(2.1)
         after = await (await client.get("/metrics")).text()

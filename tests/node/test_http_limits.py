@@ -70,7 +70,6 @@ def _serve(
             await public.cleanup()
             await admin.cleanup()
             runner.close()
-            chain.store.close()
 
     asyncio.run(main())
 
@@ -78,7 +77,7 @@ def _serve(
 async def _hold_chain(runner: ChainRunner) -> tuple[threading.Event, asyncio.Task[bool]]:
     """Keep the chain thread busy until the returned event is set."""
     gate = threading.Event()
-    blocker = asyncio.create_task(runner.call(gate.wait, 10))
+    blocker = asyncio.create_task(runner.call(lambda _: gate.wait(10)))
     await asyncio.sleep(0.05)
     return gate, blocker
 

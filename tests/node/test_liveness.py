@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from chain.controller import Chain
+from chain.events import ChainUpdate
 from chain.qc import VoteResult
 from chain.types import PublicKey
 from chain.votes import VoteOutcome
@@ -23,6 +25,18 @@ class Clock:
         return self.now
 
 
+class Feed:
+    """Hands a tracker the chain's updates as the node's runner would."""
+
+    def __init__(self, chain: Chain, progress: FinalityProgress) -> None:
+        self.chain, self.progress, self.lib = chain, progress, chain.lib
+
+    def __call__(self) -> None:
+        view = self.chain.view()
+        self.progress.chain_updated(ChainUpdate(view, self.chain.take_events(), self.lib))
+        self.lib = view.lib_num
+
+
 def test_a_block_unanswered_for_the_timeout_pauses_and_a_new_qc_resumes(tmp_path: Path) -> None:
     """Time with no blocks at all pauses nothing (a crashed producer's turn); once a block
     has waited longer than the timeout without a LIB rise, a newer claim or a QC from votes,
@@ -32,11 +46,12 @@ def test_a_block_unanswered_for_the_timeout_pauses_and_a_new_qc_resumes(tmp_path
     clock = Clock()
     ages: list[float] = []
     progress = FinalityProgress(6000, True, lambda lib, age: ages.append(age), clock)
-    progress.view_changed(chain.view())
+    feed = Feed(chain, progress)
+    feed()
     clock.now += 60
     assert not progress.paused and progress.idle_ms == 0, "no block waits"
     net.produce(chain)
-    progress.view_changed(chain.view())
+    feed()
     clock.now += 5.9
     assert not progress.paused
     clock.now += 0.2
@@ -53,7 +68,7 @@ def test_a_block_unanswered_for_the_timeout_pauses_and_a_new_qc_resumes(tmp_path
     for vote in net.votes(chain, chain.head.id):
         chain.add_vote(vote, 0)
     assert chain.lib >= 1
-    progress.view_changed(chain.view())
+    feed()
     assert not progress.paused and len(ages) == 1
 
 
@@ -72,15 +87,14 @@ def test_a_paused_producer_skips_its_slots_then_resumes(tmp_path: Path) -> None:
     """While votes are missing the producer makes nothing; when they are back it produces."""
     net = DevNet.create(1, finality="votes")
     chain = net.open(tmp_path / "chain")
+    name, _ = chain.head.scheduled(chain.head.slot + 1, chain.params)
     runner = ChainRunner(chain)
     missing = [True]
-    name, _ = chain.head.scheduled(chain.head.slot + 1, chain.params)
     producer = ProducerLoop(
         runner,
         (name,),
         {PublicKey(k.public_key): k for k in net.keys.values()},
         NodeMetrics(),
-        on_block=lambda block: None,
         votes_missing=lambda: missing[0],
     )
 
@@ -95,7 +109,6 @@ def test_a_paused_producer_skips_its_slots_then_resumes(tmp_path: Path) -> None:
         asyncio.run(main())
     finally:
         runner.close()
-        chain.store.close()
 
 
 def test_a_peer_joining_gives_a_paused_producer_a_fresh_timeout(tmp_path: Path) -> None:
@@ -105,15 +118,16 @@ def test_a_peer_joining_gives_a_paused_producer_a_fresh_timeout(tmp_path: Path) 
     chain = net.open(tmp_path / "chain")
     clock = Clock()
     progress = FinalityProgress(6000, True, clock=clock)
-    progress.view_changed(chain.view())
+    feed = Feed(chain, progress)
+    feed()
     net.produce(chain)
-    progress.view_changed(chain.view())
+    feed()
     clock.now += 7
     assert progress.paused
     progress.peer_joined()
     assert not progress.paused
     net.produce(chain)
-    progress.view_changed(chain.view())
+    feed()
     clock.now += 7
     assert progress.paused, "unanswered again, it pauses again"
 
@@ -125,15 +139,14 @@ def test_a_paused_producer_sends_one_probe_block_per_period_so_votes_can_resume(
     probe period, and none in between: the finalizers always get a new head to vote on."""
     net = DevNet.create(1, finality="votes")
     chain = net.open(tmp_path / "chain")
+    name, _ = chain.head.scheduled(chain.head.slot + 1, chain.params)
     runner = ChainRunner(chain)
     clock = Clock()
-    name, _ = chain.head.scheduled(chain.head.slot + 1, chain.params)
     producer = ProducerLoop(
         runner,
         (name,),
         {PublicKey(k.public_key): k for k in net.keys.values()},
         NodeMetrics(),
-        on_block=lambda block: None,
         votes_missing=lambda: True,
         probe_every=6.0,
         clock=clock,
@@ -155,4 +168,3 @@ def test_a_paused_producer_sends_one_probe_block_per_period_so_votes_can_resume(
         asyncio.run(main())
     finally:
         runner.close()
-        chain.store.close()

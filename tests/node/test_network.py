@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 import p2p.switch
-from chain.controller import Chain
 from chain.crypto import PrivateKey
+from chain.view import ChainView
 from genesis.testing import DevNet
+from node.admission import Admitter
+from node.metrics import NodeMetrics
 from node.network import NetConfig, Network, NodeChainService
 from node.runner import ChainRunner
 from p2p.blocksync import MAX_BAD_REQUESTS
@@ -26,6 +28,8 @@ from p2p.rdma.device import RdmaDevice
 from p2p.service import Outcome
 from p2p.tcp import TcpChannel
 from p2p.testing import dial
+from p2p.tls import TlsIdentity
+from p2p.transport import TransportConfig
 
 
 class Member:
@@ -40,24 +44,31 @@ class Member:
         rdma: RdmaDevice | None = None,
     ) -> None:
         self.devnet = devnet
-        self.chain: Chain = devnet.open(path)
-        self.runner = ChainRunner(self.chain)
-        self.net = Network(self.runner, config, key, rdma=rdma)
-        self.task: asyncio.Task[None] | None = None
+        self.runner = ChainRunner(devnet.open(path))
+        self.metrics = NodeMetrics()
+        self.admitter = Admitter(self.runner, self.metrics)
+        self.net = Network(self.runner, self.admitter, config, key, rdma=rdma)
+        self.tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> Member:
         await self.net.listen()
-        self.task = asyncio.create_task(self.net.run())
+        self.tasks = [
+            asyncio.create_task(self.net.run()),
+            asyncio.create_task(self.admitter.run()),
+        ]
         await self.net.ready.wait()
         return self
 
     async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
+        for task in self.tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+                await task
         self.runner.close()
-        self.chain.store.close()
+
+    @property
+    def view(self) -> ChainView:
+        return self.runner.view
 
     @property
     def address(self) -> tuple[str, int]:
@@ -65,9 +76,8 @@ class Member:
         return ("127.0.0.1", self.net.listen_port)
 
     async def produce(self, count: int) -> None:
-        for _ in range(count):
-            block = await self.runner.call(self.devnet.produce, self.chain)
-            self.net.block_produced(block)
+        for _ in range(count):  # the produced block reaches block relay as a chain update
+            await self.runner.call(self.devnet.produce)
 
 
 SLOWDOWN = float(os.environ.get("BOR_TEST_SLOWDOWN", "1"))  # the emulated VM runs slower
@@ -94,7 +104,11 @@ class Members:
         key: PrivateKey | None = None,
         rdma: RdmaDevice | None = None,
     ) -> Member:
-        config = NetConfig(listen=("127.0.0.1", 0), policy=policy or AuthPolicy())
+        config = NetConfig(
+            TransportConfig(
+                ("127.0.0.1", 0), policy=policy or AuthPolicy(), tls=TlsIdentity.generate()
+            )
+        )
         member = Member(devnet, self.tmp / name, config, key or PrivateKey.generate(), rdma)
         self.made.append(member)
         return member
@@ -125,7 +139,7 @@ def test_the_chain_service_tells_of_each_block_it_is_done_with(tmp_path: Path) -
     source.store.close()
     chain = devnet.open(tmp_path / "fresh")
     runner = ChainRunner(chain)
-    service = NodeChainService(runner)
+    service = NodeChainService(runner, Admitter(runner, NodeMetrics()))
 
     async def push() -> tuple[list[tuple[int, bool]], list[Outcome]]:
         told: list[tuple[int, bool]] = []
@@ -141,7 +155,6 @@ def test_the_chain_service_tells_of_each_block_it_is_done_with(tmp_path: Path) -
         told, outcomes = asyncio.run(push())
     finally:
         runner.close()
-        chain.store.close()
     assert told == [(1, True), (3, True), (2, True)]
     assert outcomes[0] == Outcome.APPLIED and outcomes[2] == Outcome.APPLIED
     assert outcomes[1] != Outcome.APPLIED
@@ -157,10 +170,10 @@ def test_a_dialled_peer_receives_produced_blocks(tmp_path: Path) -> None:
         b = await members("b", devnet).start()
         await a.produce(3)
         b.net.connect(a.address)
-        await until(lambda: b.chain.head.num == 3)  # synced what it missed
+        await until(lambda: b.view.head.num == 3)  # synced what it missed
         await a.produce(2)
-        await until(lambda: b.chain.head.num == 5)  # and relayed blocks as they come
-        assert b.chain.head.id == a.chain.head.id
+        await until(lambda: b.view.head.num == 5)  # and relayed blocks as they come
+        assert b.view.head.id == a.view.head.id
         assert [p["direction"] for p in a.net.status()["peers"]] == ["inbound"]
 
     run(tmp_path, body)
@@ -243,7 +256,7 @@ async def ranges_beyond_the_head_get_the_asker_sent_away(
     b = await members("b", devnet, rdma=rdma).start()
     await a.produce(2)
     b.net.connect(a.address)
-    await until(lambda: b.chain.head.num == 2)
+    await until(lambda: b.view.head.num == 2)
     (peer,) = b.net.switch.peers()
     transport = peer.channel.transport
     for i in range(MAX_BAD_REQUESTS + 1):
@@ -280,7 +293,7 @@ def test_two_nodes_dialling_each_other_at_once_keep_one_session(tmp_path: Path) 
         (pb,) = b.net.status()["peers"]
         assert {pa["direction"], pb["direction"]} == {"inbound", "outbound"}
         await a.produce(2)
-        await until(lambda: b.chain.head.num == 2)
+        await until(lambda: b.view.head.num == 2)
 
     run(tmp_path, body)
 
@@ -381,17 +394,17 @@ def test_a_slow_peer_does_not_stall_a_sync_another_peer_can_serve(tmp_path: Path
         joiner = await members("joiner", devnet).start()
         service = full.net.blocks.chain
         blocks = await service.encoded_blocks(1, 300)
-        slow = ScriptedPeer(full.chain.chain_id, service.position(), blocks, delay=1.0)
+        slow = ScriptedPeer(full.view.chain_id, service.position(), blocks, delay=1.0)
         slow_task = asyncio.create_task(slow.run(joiner.address))
         await until(lambda: bool(slow.requests))
         assert slow.requests[0].start == 1
         started = asyncio.get_running_loop().time()
         joiner.net.connect(full.address)
-        await until(lambda: joiner.chain.head.num == 300, timeout=20)
+        await until(lambda: joiner.view.head.num == 300, timeout=20)
         took = asyncio.get_running_loop().time() - started
         print(f"synced 300 blocks in {took:.1f} s beside a peer serving 1 block/s")
         assert took < 10 * SLOWDOWN
-        assert joiner.chain.head.id == full.chain.head.id
+        assert joiner.view.head.id == full.view.head.id
         assert slow.served < 20 and slow.sent_away is None, "demoted, not sent away"
         slow_task.cancel()
 
@@ -428,9 +441,9 @@ def test_after_a_partition_the_shorter_branch_with_the_higher_lib_wins_on_both(
         _split_branches(devnet, tmp_path / "x", tmp_path / "y")
         x = await members("x", devnet).start()
         y = await members("y", devnet).start()
-        x_head, x_lib = x.chain.head.id, x.chain.lib
+        x_head, x_lib = x.view.head.id, x.view.lib_num
         y.net.connect(x.address)
-        await until(lambda: y.chain.head.id == x_head and x.net.in_sync and y.net.in_sync)
-        assert x.chain.head.id == x_head and y.chain.lib == x_lib
+        await until(lambda: y.view.head.id == x_head and x.net.in_sync and y.net.in_sync)
+        assert x.view.head.id == x_head and y.view.lib_num == x_lib
 
     run(tmp_path, body)

@@ -20,15 +20,14 @@ def test_catch_up_holds_production_only_while_our_head_is_behind_the_clock(
     lets go, the old head produces."""
     devnet = DevNet.create()
     chain = devnet.open(tmp_path / "chain")
+    name, _ = chain.head.scheduled(chain.head.slot + 1, chain.params)  # the only producer
     runner = ChainRunner(chain)
     held = [True]
-    name, _ = chain.head.scheduled(chain.head.slot + 1, chain.params)  # the only producer
     producer = ProducerLoop(
         runner,
         (name,),
         {PublicKey(k.public_key): k for k in devnet.keys.values()},
         NodeMetrics(),
-        on_block=lambda block: None,
         may_produce=lambda: not held[0],
     )
 
@@ -47,4 +46,3 @@ def test_catch_up_holds_production_only_while_our_head_is_behind_the_clock(
         asyncio.run(main())
     finally:
         runner.close()
-        chain.store.close()

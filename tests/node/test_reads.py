@@ -27,7 +27,6 @@ def _with_runner(tmp_path: Path, body: Callable[[ChainRunner], Coroutine[Any, An
         asyncio.run(body(runner))
     finally:
         runner.close()
-        chain.store.close()
 
 
 def test_reads_run_on_the_chain_thread_in_batches_within_a_budget(tmp_path: Path) -> None:

@@ -40,16 +40,13 @@ class Rig:
     admin: Client  # the admin listener
     api: Api
     net: DevNet
-    chain: Chain
     runner: ChainRunner
 
     async def tx(self, *actions: Action, **kwargs: Any) -> SignedTransaction:
-        return await self.runner.call(self.net.tx, self.chain, *actions, **kwargs)
+        return await self.runner.call(self.net.tx, *actions, **kwargs)
 
     async def produce(self) -> SignedBlock:
-        block = await self.runner.call(self.net.produce, self.chain)
-        self.api.committed([block])
-        return block
+        return await self.runner.call(self.net.produce)
 
     async def post(self, path: str, body: Any) -> tuple[int, Any]:
         client = self.admin if self.api.routes[path].admin else self.client
@@ -64,17 +61,18 @@ def _run(
     tmp_path: Path,
     scenario: Scenario,
     net: DevNet | None = None,
-    wrap: Callable[[Chain, int], Chain] | None = None,
+    wrap: Callable[[Chain], Chain] | None = None,
     network: NetworkApi | None = None,
     make_reads: Callable[[ChainRunner, NodeMetrics], ChainReads] | None = None,
+    cache_follows: bool = True,
 ) -> None:
     async def main() -> None:
         devnet = net or DevNet.create(1)
         chain = devnet.open(tmp_path)
-        runner = ChainRunner(chain)
-        if wrap is not None:
-            runner.chain = wrap(chain, await runner.call(threading.get_ident))
+        runner = ChainRunner(chain if wrap is None else wrap(chain))
+        await runner.call(_arm)
         metrics, watch = NodeMetrics(), InclusionWatch()
+        runner.subscribe(watch.chain_updated)
         admitter = Admitter(runner, metrics)
         api = Api(
             runner,
@@ -85,6 +83,8 @@ def _run(
             reads=None if make_reads is None else make_reads(runner, metrics),
             snapshots_dir=tmp_path / "snapshots",
         )
+        if cache_follows:
+            runner.subscribe(api.chain_updated)
         limits = HttpLimits(max_body_bytes=1 << 16)
         client = TestClient(TestServer(make_app(api, metrics, limits)))
         admin = TestClient(TestServer(make_admin_app(api, limits)))
@@ -93,14 +93,13 @@ def _run(
         admission = asyncio.create_task(admitter.run())
         reads = asyncio.create_task(api.run())
         try:
-            await scenario(Rig(client, admin, api, devnet, chain, runner))
+            await scenario(Rig(client, admin, api, devnet, runner))
         finally:
             admission.cancel()
             reads.cancel()
             await client.close()
             await admin.close()
             runner.close()
-            chain.store.close()
 
     asyncio.run(main())
 
@@ -147,7 +146,6 @@ def test_push_modes_and_inclusion(tmp_path: Path) -> None:
             ("producera",),
             {rig.net.keys["producera"].public_key: rig.net.keys["producera"]},
             rig.api.metrics,
-            lambda b: rig.api.watch.included([t.id for t in b.transactions], b.num),
         )
         committed = await rig.tx(Transfer(A, B, 6))
         push = asyncio.create_task(
@@ -221,7 +219,7 @@ def test_bad_requests_get_named_4xx_and_change_nothing(tmp_path: Path) -> None:
         huge = await rig.client.post("/v1/chain/get_info", data=b"x" * (1 << 17))
         assert huge.status == 413
         assert await rig.post("/v1/chain/get_account", {"account_name": "alice"}) == before
-        pending = await rig.runner.call(lambda: [p.tx.id for p in rig.chain.mempool.pending()])
+        pending = await rig.runner.call(lambda chain: [p.tx.id for p in chain.mempool.pending()])
         assert pending == [good.id]  # only the one good transaction
 
     _run(tmp_path, scenario)
@@ -249,19 +247,25 @@ def test_openapi_describes_every_route(tmp_path: Path) -> None:
 
 
 class ChainThreadOnly:
-    """Stands in for the runner's chain: reading any attribute from a thread other than the
-    chain thread is recorded (and fails), so a test sees every stray access."""
+    """Stands in for the runner's chain: once armed on the chain thread, reading any attribute
+    from another thread is recorded (and fails), so a test sees every stray access."""
 
-    def __init__(self, chain: Chain, owner: int) -> None:
+    def __init__(self, chain: Chain) -> None:
         self._chain = chain
-        self._owner = owner
+        self.owner: int | None = None  # the runner's constructor reads the first view
         self.strays: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
-        if threading.get_ident() != self._owner:
+        if self.owner is not None and threading.get_ident() != self.owner:
             self.strays.append(f"{name} from {threading.current_thread().name}")
             raise AssertionError(f"Chain.{name} read off the chain thread")
         return getattr(self._chain, name)
+
+
+def _arm(chain: Chain) -> None:
+    """On the chain thread: a guarded chain refuses every other thread from now on."""
+    if isinstance(chain, ChainThreadOnly):
+        chain.owner = threading.get_ident()
 
 
 class FakeNetwork:
@@ -295,8 +299,8 @@ def test_no_route_touches_the_chain_off_its_thread(tmp_path: Path) -> None:
     (the chain is wrapped so that any other thread's attribute read fails)."""
     guards: list[ChainThreadOnly] = []
 
-    def wrap(chain: Chain, owner: int) -> Chain:
-        guards.append(ChainThreadOnly(chain, owner))
+    def wrap(chain: Chain) -> Chain:
+        guards.append(ChainThreadOnly(chain))
         return cast(Chain, guards[-1])
 
     network = FakeNetwork()
@@ -307,7 +311,6 @@ def test_no_route_touches_the_chain_off_its_thread(tmp_path: Path) -> None:
             ("producera",),
             {rig.net.keys["producera"].public_key: rig.net.keys["producera"]},
             rig.api.metrics,
-            lambda b: rig.api.committed([b]),
         )
         stx = await rig.tx(Transfer(A, B, 5))
         status, _ = await rig.post("/v1/chain/push_transaction", _body(stx, mode="sync"))
@@ -374,12 +377,12 @@ def test_block_json_is_cached_and_irreversible_follows_the_lib(tmp_path: Path) -
 
 
 def test_a_block_not_seen_at_commit_is_read_once(tmp_path: Path) -> None:
-    """A block the RPC was not handed at commit is read on the chain thread once; later
-    requests, by number or id, are answered from the cache."""
+    """A block the RPC's cache did not see committed (one from before a restart) is read on
+    the chain thread once; later requests, by number or id, are answered from the cache."""
 
     async def scenario(rig: Rig) -> None:
         metrics = rig.api.metrics.registry
-        block = await rig.runner.call(rig.net.produce, rig.chain)  # not handed to the RPC
+        block = await rig.runner.call(rig.net.produce)  # the cache does not follow the chain
         answers = [
             await rig.post("/v1/chain/get_block", {"block_num_or_id": key})
             for key in (1, 1, block.id.hex())
@@ -387,7 +390,7 @@ def test_a_block_not_seen_at_commit_is_read_once(tmp_path: Path) -> None:
         assert answers == [(200, block_json(block, 1))] * 3
         assert metrics.get_sample_value("bor_rpc_chain_reads_total") == 1
 
-    _run(tmp_path, scenario)
+    _run(tmp_path, scenario, cache_follows=False)
 
 
 def test_reads_beyond_the_bound_get_503_busy(tmp_path: Path) -> None:
@@ -396,7 +399,7 @@ def test_reads_beyond_the_bound_get_503_busy(tmp_path: Path) -> None:
 
     async def scenario(rig: Rig) -> None:
         gate = threading.Event()
-        blocker = asyncio.create_task(rig.runner.call(gate.wait, 5))
+        blocker = asyncio.create_task(rig.runner.call(lambda _: gate.wait(5)))
         body = {"account_name": "alice"}
         queued = []
         for _ in range(3):  # one in the batch on its way to the chain thread, two waiting
@@ -423,8 +426,8 @@ def test_finalizer_info_and_the_qc_of_a_block(tmp_path: Path) -> None:
 
     async def scenario(rig: Rig) -> None:
         first = await rig.produce()
-        for vote in rig.net.votes(rig.chain, first.id):
-            await rig.runner.call(rig.chain.add_vote, vote, 0)
+        for vote in await rig.runner.call(rig.net.votes, first.id):
+            await rig.runner.call(Chain.add_vote, vote, 0)
         second = await rig.produce()
         status, info = await rig.post("/v1/chain/get_finalizer_info", {})
         assert status == 200 and info["finality"] == "votes"

@@ -194,7 +194,9 @@ def _config(net: DevNet, tmp_path: Path, trusted: BlockId) -> NodeConfig:
     (data / "genesis.json").write_text(json.dumps(net.genesis.to_json()))
     net.open(data / "blocks").store.close()
     config = load_config(argparse.Namespace(config=None, data_dir=str(data)))
-    return dataclasses.replace(config, state_sync_trusted=trusted)
+    return dataclasses.replace(
+        config, state_sync=dataclasses.replace(config.state_sync, trusted=trusted)
+    )
 
 
 def test_a_node_restarts_only_from_the_snapshot_of_the_trusted_block(

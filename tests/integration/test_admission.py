@@ -1,0 +1,58 @@
+"""Two real nodes: a transaction relayed by a peer is admitted where our RPC's are."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+from chain.actions import Transfer
+from chain.crypto import PrivateKey
+from chain.transaction import SignedTransaction, Transaction, tapos_of
+from chain.types import AccountName, BlockId
+from tests.integration.conftest import (
+    NodeProcess,
+    Nodes,
+    devnet_p2p_address,
+    fresh_data_dir,
+    wait_for,
+)
+
+
+def _accepted(node: NodeProcess) -> float:
+    found = re.search(r"^bor_transactions_accepted_total (\S+)$", node.rpc_text("/metrics"), re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_a_relayed_transaction_is_counted_by_the_receivers_admission(
+    nodes: Nodes, tmp_path: Path
+) -> None:
+    """A transfer pushed to a producer's RPC reaches a joined peer by the tx relay, and the
+    peer counts it in bor_transactions_accepted_total, the counter its RPC pushes go to."""
+    producer = nodes.devnet("net").start(wait_head=1)
+    data = fresh_data_dir(tmp_path / "peer", producer.data_dir / "genesis.json")
+    peer = nodes.run(data, "--p2p-peer-address", devnet_p2p_address(producer)).start()
+    wait_for(lambda: peer.info()["peer_count"] == 1, 20, "the peer to connect")
+    wait_for(
+        lambda: peer.info()["head_block_num"] >= producer.info()["head_block_num"] - 1,
+        20,
+        "the peer to follow the producer",
+    )
+    assert _accepted(producer) == _accepted(peer) == 0
+
+    info = producer.info()
+    keys = json.loads((producer.data_dir / "keys.json").read_text())
+    ref = tapos_of(BlockId(bytes.fromhex(info["head_block_id"])))
+    action = Transfer(AccountName("alice"), AccountName("bob"), 7, "relayed")
+    tx = Transaction(int(time.time()) + 120, ref[0], ref[1], (action,))
+    stx = SignedTransaction.sign(
+        tx, bytes.fromhex(info["chain_id"]), [PrivateKey.from_text(keys["alice"])]
+    )
+    body = {"packed_trx": stx.packed.hex(), "signatures": [stx.signatures[0].hex()]}
+    pushed = producer.rpc("/v1/chain/push_transaction", body | {"mode": "sync"})
+    assert pushed["transaction_id"] == stx.id.hex(), pushed
+
+    # /metrics is rendered at most once a second: the counters show up on a later scrape.
+    wait_for(lambda: _accepted(producer) == 1, 10, "the producer to count the pushed one")
+    wait_for(lambda: _accepted(peer) == 1, 10, "the peer to count the relayed transaction")

@@ -1,0 +1,98 @@
+"""One admission path: transactions from peers (the chain service the tx relay calls) and from
+the RPC take the same queue, the same counters and the same refusal when it is full."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from chain.actions import Transfer
+from chain.controller import Chain
+from chain.errors import MempoolFull, TransactionError
+from chain.transaction import SignedTransaction
+from chain.types import AccountName
+from genesis.testing import DevNet
+from node.admission import Admitter
+from node.metrics import NodeMetrics
+from node.network import NodeChainService
+from node.runner import ChainRunner
+
+A, B = AccountName("alice"), AccountName("bob")
+
+
+def _with_runner(
+    tmp_path: Path, body: Callable[[ChainRunner, DevNet], Coroutine[Any, Any, None]]
+) -> None:
+    net = DevNet.create(1)
+    runner = ChainRunner(net.open(tmp_path / "chain"))
+    try:
+        asyncio.run(asyncio.wait_for(body(runner, net), 30))
+    finally:
+        runner.close()
+
+
+def _counted(metrics: NodeMetrics, name: str, **labels: str) -> float:
+    return metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def _names(errors: list[TransactionError | None]) -> list[str | None]:
+    return [None if e is None else e.name for e in errors]
+
+
+def _pending(chain: Chain) -> set[bytes]:
+    return {p.tx.id for p in chain.mempool.pending()}
+
+
+def test_a_peers_transaction_is_admitted_and_counted_where_an_rpc_one_is(
+    tmp_path: Path,
+) -> None:
+    """A batch from a peer goes through the Admitter: the pacer sees admission busy, it is
+    counted in bor_transactions_* beside the RPC's, and only the RPC's transaction is handed
+    to subscribers (the tx relay passes a peer's on itself)."""
+
+    async def body(runner: ChainRunner, net: DevNet) -> None:
+        metrics = NodeMetrics()
+        admitter = Admitter(runner, metrics)
+        service = NodeChainService(runner, admitter)
+        told: list[SignedTransaction] = []
+        admitter.subscribe(told.append)
+        admitting = asyncio.create_task(admitter.run())
+        from_rpc = await runner.call(net.tx, Transfer(A, B, 1))
+        from_peer = await runner.call(net.tx, Transfer(A, B, 2))
+        assert not admitter.admitting(60.0)
+        errors = await service.admit_transactions([from_peer, from_peer])
+        assert _names(errors) == [None, "tx_duplicate"]
+        assert admitter.admitting(60.0), "the read pacer sees a peer's batch"
+        await admitter.admit(from_rpc)
+        admitting.cancel()
+        assert _counted(metrics, "bor_transactions_accepted_total") == 2
+        assert _counted(metrics, "bor_transactions_rejected_total", reason="tx_duplicate") == 1
+        assert told == [from_rpc]
+        assert await runner.call(_pending) == {from_rpc.id, from_peer.id}
+
+    _with_runner(tmp_path, body)
+
+
+def test_a_full_queue_refuses_a_peers_transactions_at_once(tmp_path: Path) -> None:
+    """Transactions from a peer that find the admission queue full are refused at once with
+    MempoolFull (counted as an RPC push's refusal is); those that fit are admitted."""
+
+    async def body(runner: ChainRunner, net: DevNet) -> None:
+        metrics = NodeMetrics()
+        admitter = Admitter(runner, metrics, queue_size=2)
+        service = NodeChainService(runner, admitter)
+        txs = [await runner.call(net.tx, Transfer(A, B, n)) for n in (1, 2, 3)]
+        admitter.admit_later(txs[0])  # nothing drains the queue yet
+        relayed = asyncio.create_task(service.admit_transactions(txs[1:]))
+        await asyncio.sleep(0.05)
+        assert not relayed.done(), "the one that fit waits for its outcome"
+        admitting = asyncio.create_task(admitter.run())
+        errors = await relayed
+        admitting.cancel()
+        assert _names(errors) == [None, MempoolFull.name]
+        assert _counted(metrics, "bor_transactions_rejected_total", reason="mempool_full") == 1
+        assert await runner.call(_pending) == {txs[0].id, txs[1].id}
+
+    _with_runner(tmp_path, body)
