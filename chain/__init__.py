@@ -1,10 +1,13 @@
-"""The chain of BoR: a pure core, and the store and workers around it.
+"""The chain of BoR, in floors: the rules, what keeps them, and the manager on top.
 
-The pure core: types, canonical encoding, signatures, the state transition (native actions,
-the block transition, DPoS, finality by votes, the state commitment), the fork database and
-the mempool; functions of state and input, with no clock, disk or network. Around it: the
-block store (LevelDB, with its commit mark), the block log and snapshots (files), signature
-recovery in worker processes, and the chain manager (``controller``) that sequences them on
-the chain thread and publishes a view and events after each change. Nothing here imports
+- ``chain.core``: the rules, pure: types, encoding, signatures, the transaction and block
+  transitions, DPoS, finality by votes, the state commitment. No clock, disk or processes.
+- ``chain.storage``: the LevelDB block store with its commit mark and state cache, the block
+  log and snapshot files. ``chain.signatures``: signer keys recovered in worker processes.
+- The chain manager: ``controller`` (``Chain``) sequences the floors on the chain thread and
+  owns the fork database (``fork_db``), the ``mempool`` and the vote pool; after each change
+  it publishes a ``view`` and ``events``.
+
+Imports go down only (import-linter contracts in ``pyproject.toml``). Nothing here imports
 another BoR package or touches the network.
 """

@@ -1,7 +1,7 @@
 """The chain manager: validates and applies blocks from anywhere, builds our own blocks.
 
 It owns the block store, the fork database and the mempool, and only sequences: what a block
-does is decided by the pure functions of ``chain.block_transition``; this module links the
+does is decided by the pure functions of ``chain.core.block_transition``; this module links the
 block to the fork database, records evidence, lets fork choice pick the branch and commits
 what the transition returned. A block is validated the same way whether a peer sent it or a
 local producer made it; only ``produce_block`` builds blocks, and it commits them without
@@ -16,8 +16,8 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from chain.block import BLOCK_ENVELOPE_BYTES, BlockHeader, SignedBlock, encoded_tx_size
-from chain.block_transition import (
+from chain.core.block import BLOCK_ENVELOPE_BYTES, BlockHeader, SignedBlock, encoded_tx_size
+from chain.core.block_transition import (
     BlockTransition,
     Evidence,
     Execution,
@@ -26,9 +26,9 @@ from chain.block_transition import (
     process_block_header,
     process_header,
 )
-from chain.crypto import PrivateKey, recover_many
-from chain.dpos import HeaderState
-from chain.errors import (
+from chain.core.crypto import PrivateKey, recover_many
+from chain.core.dpos import HeaderState
+from chain.core.errors import (
     BadSignature,
     DoubleSign,
     InvalidBlock,
@@ -39,23 +39,23 @@ from chain.errors import (
     UnlinkableBlock,
     WrongProducerKey,
 )
+from chain.core.finality import finalizer_policy
+from chain.core.initial_state import InitialState
+from chain.core.merkle import merkle_root
+from chain.core.params import slot_of_ms, slot_time_s
+from chain.core.qc import QcClaim, QuorumCertificate, Vote, VoteResult
+from chain.core.state import Account, Producer, StateView
+from chain.core.transaction import SignedTransaction
+from chain.core.transition import Context, apply_transaction, settle
+from chain.core.types import AccountName, BlockId, BlockNum, PublicKey, TxId
+from chain.core.votes import DoubleVote, VoteOutcome, VotePool
 from chain.events import NO_EVENTS, BlockStep, ChainEvents
-from chain.finality import finalizer_policy
 from chain.fork_db import ForkBlock, ForkDatabase
-from chain.initial_state import InitialState
 from chain.mempool import Mempool
-from chain.merkle import merkle_root
-from chain.params import slot_of_ms, slot_time_s
-from chain.qc import QcClaim, QuorumCertificate, Vote, VoteResult
-from chain.signers import Recoverer, SignerKeys
-from chain.state import Account, Producer, StateView
-from chain.state_cache import CachedState
-from chain.store import BlockStore
-from chain.transaction import SignedTransaction
-from chain.transition import Context, apply_transaction, settle
-from chain.types import AccountName, BlockId, BlockNum, PublicKey, TxId
+from chain.signatures.signers import Recoverer, SignerKeys
+from chain.storage.state_cache import CachedState
+from chain.storage.store import BlockStore
 from chain.view import ChainView
-from chain.votes import DoubleVote, VoteOutcome, VotePool
 
 __all__ = ["Chain", "PushResult", "WrongProducerKey"]
 

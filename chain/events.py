@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chain.block import SignedBlock
-from chain.transaction import SignedTransaction
-from chain.types import BlockNum
+from chain.core.block import SignedBlock
+from chain.core.transaction import SignedTransaction
+from chain.core.types import BlockNum
 from chain.view import ChainView
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chain.block import SignedBlock
-from chain.dpos import HeaderState
-from chain.types import AccountName, BlockId
+from chain.core.block import SignedBlock
+from chain.core.dpos import HeaderState
+from chain.core.types import AccountName, BlockId
 
 
 @dataclass(slots=True)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from chain.errors import DuplicateTransaction, MempoolFull
-from chain.transaction import SignedTransaction
-from chain.types import AccountName, PublicKey, TxId
+from chain.core.errors import DuplicateTransaction, MempoolFull
+from chain.core.transaction import SignedTransaction
+from chain.core.types import AccountName, PublicKey, TxId
 
 
 @dataclass(frozen=True, slots=True)

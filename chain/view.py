@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chain.dpos import HeaderState
-from chain.params import ChainParams
-from chain.types import BlockId, BlockNum
+from chain.core.dpos import HeaderState
+from chain.core.params import ChainParams
+from chain.core.types import BlockId, BlockNum
 
 
 @dataclass(frozen=True, slots=True)

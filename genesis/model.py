@@ -12,16 +12,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from chain.block import ProducerKey, Schedule, min_block_bytes
-from chain.crypto import public_key_from_text, public_key_to_text, sha256
-from chain.encoding import pack
-from chain.errors import ChainError
-from chain.finality import FINALITY_DPOS, FINALITY_MODES, FINALITY_VOTES
-from chain.initial_state import InitialState
-from chain.params import DEFAULT_MAX_BLOCK_BYTES, MAX_BLOCK_BYTES, ChainParams, slot_of_ms
-from chain.qc import MAX_FINALIZERS
-from chain.state import Account, Producer
-from chain.types import MAX_AMOUNT, AccountName, PublicKey, is_valid_name
+from chain.core.block import ProducerKey, Schedule, min_block_bytes
+from chain.core.crypto import public_key_from_text, public_key_to_text, sha256
+from chain.core.encoding import pack
+from chain.core.errors import ChainError
+from chain.core.finality import FINALITY_DPOS, FINALITY_MODES, FINALITY_VOTES
+from chain.core.initial_state import InitialState
+from chain.core.params import DEFAULT_MAX_BLOCK_BYTES, MAX_BLOCK_BYTES, ChainParams, slot_of_ms
+from chain.core.qc import MAX_FINALIZERS
+from chain.core.state import Account, Producer
+from chain.core.types import MAX_AMOUNT, AccountName, PublicKey, is_valid_name
 from genesis.errors import GenesisError
 
 

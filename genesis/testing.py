@@ -8,16 +8,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from chain.actions import Action
-from chain.block import SignedBlock
 from chain.controller import Chain
-from chain.crypto import PrivateKey
-from chain.params import slot_of_ms
-from chain.qc import Vote
-from chain.store import BlockStore
+from chain.core.actions import Action
+from chain.core.block import SignedBlock
+from chain.core.crypto import PrivateKey
+from chain.core.params import slot_of_ms
+from chain.core.qc import Vote
+from chain.core.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.types import BlockId
+from chain.storage.store import BlockStore
 from chain.testing import now_ms
-from chain.transaction import SignedTransaction, Transaction, tapos_of
-from chain.types import BlockId
 from genesis.devnet import make_dev_genesis
 from genesis.model import Genesis
 

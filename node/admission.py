@@ -3,7 +3,7 @@
 A task drains the queue in batches into the chain thread (``Chain.admit_transactions``), so
 50 concurrent clients cost one thread hop and one signature-recovery batch per batch instead
 of one per request. Peers' transactions take the same queue, so the queue's bound, the
-``bor_transactions_*`` counters and the read pacer (``node.reads``, which slows reads while
+``bor_transactions_*`` counters and the read pacer (``node.api.reads``, which slows reads while
 admission is busy) see all the node's admission work, not the RPC's share of it.
 """
 
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import structlog
 
 from chain.controller import Chain
-from chain.errors import MempoolFull, TransactionError
-from chain.transaction import SignedTransaction
+from chain.core.errors import MempoolFull, TransactionError
+from chain.core.transaction import SignedTransaction
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner
 

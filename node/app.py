@@ -25,31 +25,32 @@ import structlog
 from aiohttp import web
 
 from chain.controller import Chain
-from chain.crypto import PrivateKey, public_key_to_text, recover_many
-from chain.finality import FINALITY_VOTES, finalizer_policy
-from chain.header_chain import HeaderChain
+from chain.core.crypto import PrivateKey, public_key_to_text, recover_many
+from chain.core.finality import FINALITY_VOTES, finalizer_policy
+from chain.core.header_chain import HeaderChain
+from chain.core.qc import Vote
+from chain.core.types import BlockId
+from chain.core.votes import VoteOutcome
 from chain.mempool import Mempool
-from chain.qc import Vote
-from chain.sigpool import ParallelRecoverer
-from chain.store import BlockStore
-from chain.types import BlockId
+from chain.signatures.sigpool import ParallelRecoverer
+from chain.storage.store import BlockStore
 from chain.view import ChainView
-from chain.votes import VoteOutcome
 from genesis.model import load_genesis
 from node import fds
 from node.admission import Admitter
+from node.api.http import make_admin_app, make_app, serve
+from node.api.rpc import Api
+from node.api.stream import StreamHub
 from node.blocklog import BlockLog
 from node.config import NodeConfig
 from node.config_builders import http_limits, net_config, stream_limits
 from node.errors import NodeError
 from node.finalizer import FinalizerService
 from node.header_checkpoint import HEADER_CHECKPOINT, HeaderCheckpointFile
-from node.http import make_admin_app, make_app, serve
 from node.liveness import FinalityProgress
 from node.metrics import NodeMetrics
 from node.network import Network
 from node.producer import ProducerLoop
-from node.rpc import Api
 from node.runner import ChainRunner, InclusionWatch
 from node.snapshot_schedule import SnapshotSchedule
 from node.snapshots import (
@@ -59,7 +60,6 @@ from node.snapshots import (
     read_snapshot_head,
     snapshot_name,
 )
-from node.stream import StreamHub
 from p2p.errors import P2PError
 from p2p.rdma.device import RdmaDevice, RdmaInfo, detect
 from p2p.snapshot_fetch import Fetcher

@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import structlog
 
+from chain.core.params import slot_start_ms
 from chain.events import ChainUpdate
-from chain.params import slot_start_ms
 from node.metrics import NodeMetrics
 
 log = structlog.get_logger("node")

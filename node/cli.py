@@ -15,9 +15,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from chain.errors import ChainError
-from chain.sigpool import ParallelRecoverer
-from chain.store import BlockStore
+from chain.core.errors import ChainError
+from chain.signatures.sigpool import ParallelRecoverer
+from chain.storage.store import BlockStore
 from genesis.devnet import DEV_USERS, write_dev_genesis
 from genesis.errors import GenesisError
 from genesis.model import load_genesis

@@ -21,9 +21,9 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from chain.crypto import PrivateKey, public_key_from_text
-from chain.errors import ChainError
-from chain.types import BlockId, PublicKey, is_valid_name
+from chain.core.crypto import PrivateKey, public_key_from_text
+from chain.core.errors import ChainError
+from chain.core.types import BlockId, PublicKey, is_valid_name
 from node.errors import ConfigError
 
 T = TypeVar("T")
@@ -371,7 +371,7 @@ class HttpConfig:
 
 @dataclass(frozen=True, slots=True)
 class StreamConfig:
-    """The websocket ``/v1/chain/stream`` on the public listener (``node.stream``)."""
+    """The websocket ``/v1/chain/stream`` on the public listener (``node.api.stream``)."""
 
     max_streams: int = number(
         "http-max-streams", 1024, "stream subscriptions open at once, in all (0: no limit)"

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from node import fds
+from node.api.http import HttpLimits
+from node.api.stream import StreamLimits
 from node.config import NodeConfig, P2pConfig, StreamConfig
 from node.errors import ConfigError
-from node.http import HttpLimits
 from node.network import NetConfig
-from node.stream import StreamLimits
 from p2p.handshake import AuthPolicy
 from p2p.switch import SwitchConfig
 from p2p.sync import SyncConfig

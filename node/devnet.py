@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from chain.crypto import PrivateKey, public_key_to_text
+from chain.core.crypto import PrivateKey, public_key_to_text
 from genesis.devnet import producer_names, write_dev_genesis
 from node.errors import NodeError
 

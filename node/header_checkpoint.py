@@ -8,9 +8,9 @@ from pathlib import Path
 
 import structlog
 
-from chain.errors import ChainError
-from chain.header_chain import Checkpoint, HeaderChain
-from chain.params import ChainParams
+from chain.core.errors import ChainError
+from chain.core.header_chain import Checkpoint, HeaderChain
+from chain.core.params import ChainParams
 
 log = structlog.get_logger("state_sync")
 

@@ -6,11 +6,11 @@ import sys
 import time
 from pathlib import Path
 
-from chain.block import decode_block
-from chain.blocklog import BlockLog, BlockLogWriter
 from chain.controller import Chain
-from chain.errors import StoreError
-from chain.signers import PREFETCH_BLOCKS
+from chain.core.block import decode_block
+from chain.core.errors import StoreError
+from chain.signatures.signers import PREFETCH_BLOCKS
+from chain.storage.blocklog import BlockLog, BlockLogWriter
 
 
 def genesis_beside(path: Path) -> Path:

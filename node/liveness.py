@@ -16,10 +16,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from chain.core.params import slot_start_ms
+from chain.core.qc import QcClaim
+from chain.core.votes import VoteOutcome
 from chain.events import ChainUpdate
-from chain.params import slot_start_ms
-from chain.qc import QcClaim
-from chain.votes import VoteOutcome
 
 
 class FinalityProgress:

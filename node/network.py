@@ -4,7 +4,7 @@
 from the view the chain publishes, peers' transactions join the node's one admission queue
 (``node.admission``), everything else is a call on the chain thread.
 ``Network`` builds the transport, the switch and the reactors for one node and answers the
-RPC's questions about them (``node.rpc.NetworkApi``); it is the only place they meet.
+RPC's questions about them (``node.api.rpc.NetworkApi``); it is the only place they meet.
 """
 
 from __future__ import annotations
@@ -17,15 +17,21 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from chain.block import SignedBlock
 from chain.controller import Chain
-from chain.crypto import PrivateKey
-from chain.errors import DoubleSign, InvalidBlock, StaleBlock, TransactionError, UnlinkableBlock
-from chain.qc import Vote
-from chain.signers import PREFETCH_BLOCKS
-from chain.transaction import SignedTransaction
-from chain.types import BlockId
-from chain.votes import VoteOutcome
+from chain.core.block import SignedBlock
+from chain.core.crypto import PrivateKey
+from chain.core.errors import (
+    DoubleSign,
+    InvalidBlock,
+    StaleBlock,
+    TransactionError,
+    UnlinkableBlock,
+)
+from chain.core.qc import Vote
+from chain.core.transaction import SignedTransaction
+from chain.core.types import BlockId
+from chain.core.votes import VoteOutcome
+from chain.signatures.signers import PREFETCH_BLOCKS
 from node.runner import ChainRunner
 from p2p.block_relay import BlockRelay
 from p2p.blocksync import BlockSync

@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import structlog
 
-from chain.block import SignedBlock
-from chain.crypto import PrivateKey
-from chain.params import slot_of_ms, slot_start_ms
-from chain.types import PublicKey
+from chain.core.block import SignedBlock
+from chain.core.crypto import PrivateKey
+from chain.core.params import slot_of_ms, slot_start_ms
+from chain.core.types import PublicKey
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner
 

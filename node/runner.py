@@ -24,8 +24,8 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import structlog
 
 from chain.controller import Chain
+from chain.core.types import BlockId, BlockNum, TxId
 from chain.events import ChainUpdate
-from chain.types import BlockId, BlockNum, TxId
 from chain.view import ChainView
 
 log = structlog.get_logger("chain")

@@ -1,7 +1,7 @@
 """Snapshot files for a node: write the LIB's state to one, verify one, start a store from
 one, serve them to peers and fetch one from peers (state sync).
 
-The format and its checks are ``chain.snapshot``'s, the state sync protocol
+The format and its checks are ``chain.storage.snapshot``'s, the state sync protocol
 ``p2p.statesync``'s; this module adds files (written under a temporary name, fsynced, then
 renamed, so a file with the final name is always whole), the progress reports, and the rules
 for a data dir: a snapshot starts an empty store only.
@@ -23,9 +23,10 @@ from pathlib import Path
 import structlog
 from blake3 import blake3
 
-from chain.encoding import check_bytes, check_int, pack, unpack
-from chain.errors import ChainError, SnapshotError
-from chain.snapshot import (
+from chain.core.encoding import check_bytes, check_int, pack, unpack
+from chain.core.errors import ChainError, SnapshotError
+from chain.core.types import BlockId
+from chain.storage.snapshot import (
     HEAD_PREFIX,
     SnapshotHead,
     SnapshotSummary,
@@ -34,8 +35,7 @@ from chain.snapshot import (
     read_snapshot,
     write_snapshot,
 )
-from chain.store import BlockStore
-from chain.types import BlockId
+from chain.storage.store import BlockStore
 from p2p.messages import SnapshotOffer
 from p2p.snapshot_fetch import chunk_length, manifest_root, offer_problem
 
@@ -89,7 +89,7 @@ class Verified:
 
 
 def verify_snapshot(path: Path, report: Report | None = None) -> Verified:
-    """Read the whole file and check it (``chain.snapshot``); SnapshotError says what is
+    """Read the whole file and check it (``chain.storage.snapshot``); SnapshotError says what is
     wrong with it."""
     with _open(path) as inp:
         head, chunks = read_snapshot(inp)

@@ -27,8 +27,8 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
-from chain.block import SignedBlock
-from chain.signers import PREFETCH_BLOCKS
+from chain.core.block import SignedBlock
+from chain.signatures.signers import PREFETCH_BLOCKS
 from p2p.service import BlockResult, ChainService, PushOutcome
 
 # Blocks per trip to the chain thread: a few hundred milliseconds of work at most, so that

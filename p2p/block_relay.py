@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from chain.block import SignedBlock
+from chain.core.block import SignedBlock
+from chain.core.types import BlockId
 from chain.events import ChainUpdate
-from chain.types import BlockId
 from p2p.messages import BlockMessage
 from p2p.peer import KnownIds, Peer
 from p2p.reactor import Reactor

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 import structlog
 
+from chain.core.types import block_num_of
 from chain.events import ChainUpdate
-from chain.types import block_num_of
 from p2p.applier import BlockApplier
 from p2p.block_relay import BlockRelay
 from p2p.errors import ChannelClosed

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from chain.block import decode_block
-from chain.encoding import check_bytes, check_int, check_list, check_str, pack, unpack
-from chain.errors import ChainError
-from chain.qc import vote_from_wire
-from chain.transaction import decode_signed_transaction
-from chain.types import BlockId
+from chain.core.block import decode_block
+from chain.core.encoding import check_bytes, check_int, check_list, check_str, pack, unpack
+from chain.core.errors import ChainError
+from chain.core.qc import vote_from_wire
+from chain.core.transaction import decode_signed_transaction
+from chain.core.types import BlockId
 from p2p.errors import MalformedMessage, OversizedFrame
 from p2p.messages import (
     BlockMessage,

@@ -3,7 +3,7 @@
 This reactor owns ``HeaderRangeRequest`` and ``HeaderRange``. Every node serves the signed
 headers of the blocks it holds (the blocks' first fields, without their transactions), up to
 ``MAX_HEADERS`` a request. A node state-syncing without a trusted block id from its operator
-follows the header chain from genesis (``chain.header_chain.HeaderChain``) while ``wanted``
+follows the header chain from genesis (``chain.core.header_chain.HeaderChain``) while ``wanted``
 says so (until state sync has picked a snapshot the chain followed vouches for):
 
 - one request in flight at a time, to one peer, for the ``MAX_HEADERS`` headers after the
@@ -38,9 +38,9 @@ from typing import Protocol
 
 import structlog
 
-from chain.block import decode_signed_header, header_of_encoded_block
-from chain.errors import ChainError, EncodingError
-from chain.header_chain import Checkpoint, HeaderChain, Judged, NotContinuing
+from chain.core.block import decode_signed_header, header_of_encoded_block
+from chain.core.errors import ChainError, EncodingError
+from chain.core.header_chain import Checkpoint, HeaderChain, Judged, NotContinuing
 from p2p.codec import MAX_HEADERS
 from p2p.errors import ChannelClosed, P2PError
 from p2p.messages import GoAwayReason, HeaderRange, HeaderRangeRequest, Message

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-from chain.block import SignedBlock
-from chain.qc import Vote
-from chain.transaction import SignedTransaction
-from chain.types import BlockId
+from chain.core.block import SignedBlock
+from chain.core.qc import Vote
+from chain.core.transaction import SignedTransaction
+from chain.core.types import BlockId
 
 # 2: handshakes say the first block a node holds (nodes started from a snapshot).
 # 3: the de-duplication set in the state commitment as one id list per block.
@@ -233,7 +233,7 @@ class HeaderRangeRequest:
 
 @dataclass(frozen=True, slots=True)
 class HeaderRange:
-    """Encoded ``chain.block.SignedHeader``s of consecutive blocks from ``start`` on; fewer
+    """Encoded ``chain.core.block.SignedHeader``s of consecutive blocks from ``start`` on; fewer
     than asked when the sender holds no more."""
 
     start: int

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from chain.block import SignedBlock
-from chain.errors import TransactionError
-from chain.qc import Vote
-from chain.transaction import SignedTransaction
-from chain.types import BlockId
-from chain.votes import VoteOutcome
+from chain.core.block import SignedBlock
+from chain.core.errors import TransactionError
+from chain.core.qc import Vote
+from chain.core.transaction import SignedTransaction
+from chain.core.types import BlockId
+from chain.core.votes import VoteOutcome
 from p2p.handshake import ChainPosition
 
 SERVE_CHUNK = 50  # blocks read from the store per trip to the chain thread when serving

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from blake3 import blake3
 
-from chain.header_chain import HeaderChain
-from chain.types import BlockId
+from chain.core.header_chain import HeaderChain
+from chain.core.types import BlockId
 from p2p.codec import MAX_CHUNK, MAX_CHUNKS, MIN_CHUNK
 from p2p.messages import SnapshotChunk, SnapshotOffer
 

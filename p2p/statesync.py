@@ -46,9 +46,9 @@ from collections import Counter, deque
 
 import structlog
 
-from chain.crypto import sha256
-from chain.errors import SnapshotError
-from chain.snapshot import read_head
+from chain.core.crypto import sha256
+from chain.core.errors import SnapshotError
+from chain.storage.snapshot import read_head
 from p2p.messages import (
     GoAwayReason,
     Message,

@@ -14,9 +14,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from chain.block import BlockHeader, SignedBlock
-from chain.crypto import PrivateKey
-from chain.types import AccountName, BlockId, BlockNum, block_num_of
+from chain.core.block import BlockHeader, SignedBlock
+from chain.core.crypto import PrivateKey
+from chain.core.types import AccountName, BlockId, BlockNum, block_num_of
 from p2p.channel import Channel
 from p2p.codec import decode_frame, encode_frame
 from p2p.errors import ChannelBroken, ChannelClosed, HandshakeFailed, MalformedMessage, P2PError

@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from chain.core.transaction import SignedTransaction
 from chain.events import ChainUpdate
-from chain.transaction import SignedTransaction
 from p2p.messages import Message, TransactionMessage
 from p2p.peer import KnownIds, Peer, RecentSet
 from p2p.reactor import Reactor

@@ -18,9 +18,9 @@ import contextlib
 from collections import OrderedDict
 from collections.abc import Callable
 
-from chain.crypto import sha256
-from chain.qc import Vote, VoteResult
-from chain.votes import VoteOutcome
+from chain.core.crypto import sha256
+from chain.core.qc import Vote, VoteResult
+from chain.core.votes import VoteOutcome
 from p2p.messages import GoAwayReason, Message, VoteMessage
 from p2p.peer import KnownIds, Peer, RecentSet
 from p2p.reactor import Reactor

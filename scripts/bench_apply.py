@@ -31,17 +31,17 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chain import block_transition
-from chain.actions import Transfer
-from chain.block import SignedBlock, decode_block
 from chain.controller import Chain
-from chain.crypto import PrivateKey, public_key_to_text
+from chain.core import block_transition
+from chain.core.actions import Transfer
+from chain.core.block import SignedBlock, decode_block
+from chain.core.crypto import PrivateKey, public_key_to_text
+from chain.core.state_hash import StateHash
+from chain.core.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.types import AccountName
 from chain.mempool import Mempool
-from chain.sigpool import ParallelRecoverer
-from chain.state_hash import StateHash
-from chain.store import BlockStore
-from chain.transaction import SignedTransaction, Transaction, tapos_of
-from chain.types import AccountName
+from chain.signatures.sigpool import ParallelRecoverer
+from chain.storage.store import BlockStore
 from genesis.model import Genesis, parse_genesis
 from node.cli import tune_gc
 from scripts.benchtools import post_json, process_cpu, push, start_producer
@@ -188,7 +188,7 @@ def apply_blocks(
 
 
 def _one(items: list[tuple[bytes, bytes]]) -> list[Any]:
-    from chain.crypto import recover_many
+    from chain.core.crypto import recover_many
 
     return recover_many(items)
 

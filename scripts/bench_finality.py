@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chain.crypto import PrivateKey
+from chain.core.crypto import PrivateKey
 from scripts.bench_propagation import percentile, push_load, read_events, sign_load, stamp
 from scripts.benchtools import free_ports, post_json
 

@@ -1,7 +1,7 @@
 """What following the header chain costs: serving signed headers and judging them.
 
 A node state-syncing without a trusted block follows the header chain from genesis
-(``chain.header_chain``); its peers cut each header out of the stored block
+(``chain.core.header_chain``); its peers cut each header out of the stored block
 (``header_of_encoded_block``) to serve it. This reads every block of a history made by
 ``scripts/make_history.py`` (its ``blocks`` store), cuts the headers out as a server does,
 and follows them from genesis as a fresh node does, timing both in CPU seconds.
@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chain.block import decode_signed_header, header_of_encoded_block
 from chain.controller import Chain
-from chain.header_chain import HeaderChain
-from chain.store import BlockStore
+from chain.core.block import decode_signed_header, header_of_encoded_block
+from chain.core.header_chain import HeaderChain
+from chain.storage.store import BlockStore
 from genesis.model import load_genesis
 
 

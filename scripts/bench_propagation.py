@@ -33,10 +33,10 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chain.actions import Transfer
-from chain.crypto import PrivateKey
-from chain.transaction import SignedTransaction, Transaction, tapos_of
-from chain.types import AccountName, BlockId
+from chain.core.actions import Transfer
+from chain.core.crypto import PrivateKey
+from chain.core.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.types import AccountName, BlockId
 from genesis.devnet import DEV_USERS
 from scripts.benchtools import free_ports, post_json, push
 

@@ -45,7 +45,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chain.params import slot_start_ms
+from chain.core.params import slot_start_ms
 from scripts.bench_rpc import percentile, push_bodies, start_node
 from scripts.benchtools import free_port, post_json, push
 from scripts.make_history import make_history

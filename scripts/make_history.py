@@ -25,7 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chain.actions import (
+from chain.controller import Chain
+from chain.core.actions import (
     Action,
     ApproveProducer,
     NewAccount,
@@ -34,16 +35,15 @@ from chain.actions import (
     Transfer,
     VoteProducer,
 )
-from chain.blocklog import BlockLogWriter
-from chain.controller import Chain
-from chain.crypto import PrivateKey
-from chain.finality import finalizer_policy
+from chain.core.crypto import PrivateKey
+from chain.core.finality import finalizer_policy
+from chain.core.params import slot_start_ms, slot_time_s
+from chain.core.qc import Vote
+from chain.core.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.types import AccountName
 from chain.mempool import Mempool
-from chain.params import slot_start_ms, slot_time_s
-from chain.qc import Vote
-from chain.store import BlockStore
-from chain.transaction import SignedTransaction, Transaction, tapos_of
-from chain.types import AccountName
+from chain.storage.blocklog import BlockLogWriter
+from chain.storage.store import BlockStore
 from genesis.devnet import DEV_GOVERNOR, DEV_USERS, make_dev_genesis
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -201,7 +201,7 @@ class HistoryBuilder:
 
 
 def _seed(name: str) -> bytes:
-    from chain.crypto import sha256
+    from chain.core.crypto import sha256
 
     return sha256(b"bor-history-key:" + name.encode())
 

@@ -13,7 +13,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from chain.actions import (
+from chain.core.actions import (
     Action,
     ApproveProducer,
     NewAccount,
@@ -25,10 +25,10 @@ from chain.actions import (
     UpdateKey,
     VoteProducer,
 )
-from chain.crypto import PrivateKey, public_key_from_text
-from chain.errors import ChainError
-from chain.transaction import SignedTransaction, Transaction, tapos_of
-from chain.types import BlockId, account_name
+from chain.core.crypto import PrivateKey, public_key_from_text
+from chain.core.errors import ChainError
+from chain.core.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.types import BlockId, account_name
 from wallet.client import RpcClient
 from wallet.errors import WalletError, WalletFileError
 from wallet.keystore import Keystore

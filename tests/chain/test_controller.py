@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from chain.actions import Transfer
-from chain.block import BlockHeader, SignedBlock
 from chain.controller import Chain
-from chain.errors import (
+from chain.core.actions import Transfer
+from chain.core.block import BlockHeader, SignedBlock
+from chain.core.errors import (
     DoubleSign,
     DuplicateTransaction,
     InvalidBlock,
@@ -18,10 +18,10 @@ from chain.errors import (
     StaleBlock,
     UnlinkableBlock,
 )
-from chain.merkle import merkle_root
+from chain.core.merkle import merkle_root
+from chain.core.transaction import SignedTransaction
+from chain.core.types import AccountName, BlockId
 from chain.testing import now_ms, state_dump
-from chain.transaction import SignedTransaction
-from chain.types import AccountName, BlockId
 from genesis.testing import DevNet
 
 A, B = AccountName("alice"), AccountName("bob")

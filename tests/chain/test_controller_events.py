@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from chain.actions import Transfer
-from chain.block import SignedBlock
 from chain.controller import Chain
-from chain.errors import InvalidBlock
+from chain.core.actions import Transfer
+from chain.core.block import SignedBlock
+from chain.core.errors import InvalidBlock
+from chain.core.types import AccountName
 from chain.events import NO_EVENTS, BlockStep
 from chain.testing import now_ms
-from chain.types import AccountName
 from genesis.testing import DevNet
 
 A, B, C = AccountName("alice"), AccountName("bob"), AccountName("carol")

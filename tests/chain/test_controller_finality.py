@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from chain.block import SignedBlock
 from chain.controller import Chain
-from chain.crypto import PrivateKey
-from chain.errors import InvalidBlock, StaleBlock
-from chain.qc import QcClaim, Vote, VoteResult, vote_digest
+from chain.core.block import SignedBlock
+from chain.core.crypto import PrivateKey
+from chain.core.errors import InvalidBlock, StaleBlock
+from chain.core.qc import QcClaim, Vote, VoteResult, vote_digest
+from chain.core.types import BlockNum
 from chain.testing import now_ms
-from chain.types import BlockNum
 from genesis.testing import DevNet
 
 

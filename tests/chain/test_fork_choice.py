@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from chain.actions import Transfer
-from chain.errors import StaleBlock
+from chain.core.actions import Transfer
+from chain.core.errors import StaleBlock
+from chain.core.types import AccountName
 from chain.testing import now_ms, state_dump
-from chain.types import AccountName
 from genesis.testing import DevNet
 
 A, B, C = AccountName("alice"), AccountName("bob"), AccountName("carol")

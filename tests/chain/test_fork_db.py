@@ -10,11 +10,11 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from chain.block import BlockHeader, ProducerKey, Schedule, SignedBlock
-from chain.crypto import PrivateKey
-from chain.dpos import HeaderState
+from chain.core.block import BlockHeader, ProducerKey, Schedule, SignedBlock
+from chain.core.crypto import PrivateKey
+from chain.core.dpos import HeaderState
+from chain.core.types import AccountName, BlockId, BlockNum
 from chain.fork_db import ForkDatabase
-from chain.types import AccountName, BlockId, BlockNum
 
 PRODUCERS = tuple(AccountName(n) for n in ("pa", "pb", "pc"))
 SCHEDULE = Schedule(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from chain.actions import Transfer
-from chain.crypto import PrivateKey
-from chain.errors import DuplicateTransaction, MempoolFull
+from chain.core.actions import Transfer
+from chain.core.crypto import PrivateKey
+from chain.core.errors import DuplicateTransaction, MempoolFull
+from chain.core.transaction import SignedTransaction, Transaction
+from chain.core.types import AccountName
 from chain.mempool import Mempool
-from chain.transaction import SignedTransaction, Transaction
-from chain.types import AccountName
 
 KEY = PrivateKey(b"\x03" * 32)
 

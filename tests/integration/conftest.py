@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from chain.actions import Transfer
-from chain.crypto import PrivateKey
-from chain.transaction import SignedTransaction, Transaction, tapos_of
-from chain.types import AccountName, BlockId
+from chain.core.actions import Transfer
+from chain.core.crypto import PrivateKey
+from chain.core.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.types import AccountName, BlockId
 from node.devnet import DevNode
 
 BIN = Path(sys.executable).parent

@@ -7,10 +7,10 @@ import re
 import time
 from pathlib import Path
 
-from chain.actions import Transfer
-from chain.crypto import PrivateKey
-from chain.transaction import SignedTransaction, Transaction, tapos_of
-from chain.types import AccountName, BlockId
+from chain.core.actions import Transfer
+from chain.core.crypto import PrivateKey
+from chain.core.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.types import AccountName, BlockId
 from tests.integration.conftest import (
     NodeProcess,
     Nodes,

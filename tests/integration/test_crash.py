@@ -8,9 +8,9 @@ import threading
 from pathlib import Path
 
 from chain.controller import Chain
-from chain.crypto import PrivateKey
-from chain.state import decode_account
-from chain.store import BlockStore
+from chain.core.crypto import PrivateKey
+from chain.core.state import decode_account
+from chain.storage.store import BlockStore
 from chain.testing import now_ms, state_dump
 from genesis.model import load_genesis
 from tests.integration.conftest import Nodes, push_transfers

@@ -14,11 +14,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from chain.block import SignedBlock, decode_block
-from chain.crypto import PrivateKey, public_key_to_text
-from chain.qc import Vote
-from chain.store import BlockStore
-from chain.types import BlockId, block_num_of
+from chain.core.block import SignedBlock, decode_block
+from chain.core.crypto import PrivateKey, public_key_to_text
+from chain.core.qc import Vote
+from chain.core.types import BlockId, block_num_of
+from chain.storage.store import BlockStore
 from node.devnet import DevNode, prepare
 from p2p.handshake import ChainPosition, make_handshake
 from p2p.messages import PROTOCOL_VERSION, BlockMessage, Handshake, Hello, VoteMessage

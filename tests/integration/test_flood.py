@@ -18,8 +18,8 @@ import shutil
 import time
 from pathlib import Path
 
-from chain.crypto import PrivateKey
-from chain.types import BlockId
+from chain.core.crypto import PrivateKey
+from chain.core.types import BlockId
 from node.devnet import plan, prepare
 from p2p.codec import encode_frame
 from p2p.errors import ChannelClosed

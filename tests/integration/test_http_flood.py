@@ -26,7 +26,7 @@ from genesis.testing import DevNet
 from node.devnet import plan, prepare
 from scripts.bench_flood import rss_mib
 from tests.integration.conftest import BIN, NodeProcess, Nodes, free_port, wait_for
-from tests.node.test_http_budget import BIG_BLOCK_TXS, add_big_block
+from tests.node.api.test_http_budget import BIG_BLOCK_TXS, add_big_block
 
 FD_LIMIT = 1400
 # What node.fds leaves the public listener under FD_LIMIT with the default p2p caps:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from chain.snapshot import MAGIC
+from chain.storage.snapshot import MAGIC
 from scripts.make_history import make_history
 from tests.integration.conftest import BIN, Nodes, wait_for
 

@@ -13,7 +13,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from chain.header_chain import HeaderChain
+from chain.core.header_chain import HeaderChain
 from genesis.model import load_genesis
 from scripts.make_history import make_history
 from tests.integration.conftest import (

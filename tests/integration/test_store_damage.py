@@ -9,7 +9,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from chain.crypto import PrivateKey
+from chain.core.crypto import PrivateKey
 from tests.integration.conftest import BIN, SLOWDOWN, NodeProcess, Nodes, push_transfers
 
 

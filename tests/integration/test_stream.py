@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from chain.crypto import PrivateKey
+from chain.core.crypto import PrivateKey
 from node.devnet import prepare
 from tests.integration.conftest import (
     SLOWDOWN,

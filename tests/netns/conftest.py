@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from chain.actions import Transfer
-from chain.crypto import PrivateKey
-from chain.transaction import SignedTransaction, Transaction, tapos_of
-from chain.types import AccountName, BlockId
+from chain.core.actions import Transfer
+from chain.core.crypto import PrivateKey
+from chain.core.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.types import AccountName, BlockId
 from node.devnet import prepare
 from scripts.netns import ADMIN_PORT, RPC_PORT, Host, HostNet, plan_nodes, unavailable
 from tests.integration.conftest import NodeProcess, rpc, wait_for

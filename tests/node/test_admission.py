@@ -8,11 +8,11 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from chain.actions import Transfer
 from chain.controller import Chain
-from chain.errors import MempoolFull, TransactionError
-from chain.transaction import SignedTransaction
-from chain.types import AccountName
+from chain.core.actions import Transfer
+from chain.core.errors import MempoolFull, TransactionError
+from chain.core.transaction import SignedTransaction
+from chain.core.types import AccountName
 from genesis.testing import DevNet
 from node.admission import Admitter
 from node.metrics import NodeMetrics

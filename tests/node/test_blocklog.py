@@ -6,10 +6,10 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
-from chain.actions import Transfer
+from chain.core.actions import Transfer
+from chain.core.types import AccountName
 from chain.events import BlockStep, ChainEvents, ChainUpdate
 from chain.testing import now_ms
-from chain.types import AccountName
 from genesis.testing import DevNet
 from node.app import GC_THRESHOLDS, GC_THRESHOLDS_CATCHING_UP
 from node.blocklog import BlockLog

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from chain.crypto import PrivateKey, public_key_to_text
+from chain.core.crypto import PrivateKey, public_key_to_text
 from node.config import OPTIONS, NodeConfig, add_options, load_config, read_ini
 from node.errors import ConfigError
 

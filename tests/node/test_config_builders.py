@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from node.api.stream import StreamLimits
 from node.config import NodeConfig, add_options, load_config
 from node.config_builders import http_limits, net_config, stream_limits
-from node.stream import StreamLimits
 
 
 def _load(tmp_path: Path, ini: str) -> NodeConfig:

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from chain.controller import Chain
+from chain.core.params import slot_start_ms
+from chain.core.qc import Vote
+from chain.core.types import PublicKey
 from chain.events import NO_EVENTS, ChainUpdate
-from chain.params import slot_start_ms
-from chain.qc import Vote
-from chain.types import PublicKey
 from genesis.testing import DevNet
 from node.errors import NodeError
 from node.finalizer import RECHECK_SECONDS, SAFETY_FILE, FinalizerService, load_safety

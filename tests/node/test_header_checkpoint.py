@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from chain.header_chain import HeaderChain
+from chain.core.header_chain import HeaderChain
 from chain.testing import now_ms
 from genesis.testing import DevNet
 from node.header_checkpoint import HeaderCheckpointFile
-from tests.chain.test_header_chain import _follower, _headers
+from tests.chain.core.test_header_chain import _follower, _headers
 
 
 def _followed(net: DevNet, path: Path) -> HeaderChain:

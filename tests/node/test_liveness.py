@@ -6,10 +6,10 @@ import asyncio
 from pathlib import Path
 
 from chain.controller import Chain
+from chain.core.qc import VoteResult
+from chain.core.types import PublicKey
+from chain.core.votes import VoteOutcome
 from chain.events import ChainUpdate
-from chain.qc import VoteResult
-from chain.types import PublicKey
-from chain.votes import VoteOutcome
 from genesis.testing import DevNet
 from node.liveness import FinalityProgress
 from node.metrics import NodeMetrics

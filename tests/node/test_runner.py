@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from chain.actions import Transfer
-from chain.block import SignedBlock
 from chain.controller import Chain
+from chain.core.actions import Transfer
+from chain.core.block import SignedBlock
+from chain.core.types import AccountName
 from chain.events import BlockStep, ChainEvents, ChainUpdate
 from chain.testing import now_ms
-from chain.types import AccountName
 from genesis.testing import DevNet
 from node.runner import ChainRunner, InclusionWatch
 

@@ -7,8 +7,8 @@ import asyncio
 from dataclasses import replace
 from pathlib import Path
 
+from chain.core.types import BlockNum
 from chain.events import NO_EVENTS, ChainUpdate
-from chain.types import BlockNum
 from chain.view import ChainView
 from genesis.testing import DevNet
 from node.snapshot_schedule import SnapshotSchedule

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from blake3 import blake3
 
-from chain.actions import Transfer
-from chain.errors import SnapshotError
-from chain.snapshot import SnapshotHead
+from chain.core.actions import Transfer
+from chain.core.errors import SnapshotError
+from chain.core.types import AccountName, BlockId
+from chain.storage.snapshot import SnapshotHead
 from chain.testing import now_ms
-from chain.types import AccountName, BlockId
 from genesis.testing import DevNet
 from node.app import STATE_SYNC_DIR, restart_from_snapshot
 from node.config import NodeConfig, load_config

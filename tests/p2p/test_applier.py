@@ -7,12 +7,12 @@ from collections.abc import Callable, Collection, Sequence
 
 import pytest
 
-from chain.block import SignedBlock
-from chain.errors import TransactionError
-from chain.qc import Vote
-from chain.transaction import SignedTransaction
-from chain.types import BlockId
-from chain.votes import VoteOutcome
+from chain.core.block import SignedBlock
+from chain.core.errors import TransactionError
+from chain.core.qc import Vote
+from chain.core.transaction import SignedTransaction
+from chain.core.types import BlockId
+from chain.core.votes import VoteOutcome
 from genesis.testing import DevNet
 from p2p import applier as applier_module
 from p2p.applier import AHEAD, BATCH, LOOKAHEAD, BlockApplier

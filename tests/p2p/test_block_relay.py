@@ -7,10 +7,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import cast
 
-from chain.actions import Transfer
+from chain.core.actions import Transfer
+from chain.core.types import AccountName, BlockNum
 from chain.events import BlockStep, ChainEvents, ChainUpdate
 from chain.testing import now_ms
-from chain.types import AccountName, BlockNum
 from genesis.testing import DevNet
 from p2p.block_relay import BlockRelay
 from p2p.messages import BlockMessage, Message, TransactionMessage

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from chain.actions import Transfer
-from chain.block import BlockHeader, SignedBlock
-from chain.crypto import PrivateKey
-from chain.merkle import merkle_root
-from chain.qc import Vote
-from chain.transaction import SignedTransaction, Transaction
-from chain.types import AccountName, BlockId, BlockNum
+from chain.core.actions import Transfer
+from chain.core.block import BlockHeader, SignedBlock
+from chain.core.crypto import PrivateKey
+from chain.core.merkle import merkle_root
+from chain.core.qc import Vote
+from chain.core.transaction import SignedTransaction, Transaction
+from chain.core.types import AccountName, BlockId, BlockNum
 from p2p.channel import Channel
 from p2p.codec import encode_frame
 from p2p.errors import ChannelClosed, MalformedMessage, OversizedFrame

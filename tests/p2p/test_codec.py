@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chain.block import BlockHeader, ProducerKey, Schedule, SignedBlock
-from chain.crypto import PrivateKey
-from chain.encoding import pack
-from chain.merkle import merkle_root
-from chain.qc import MAX_FINALIZERS, QcClaim, QuorumCertificate, Vote
-from chain.transaction import SignedTransaction
-from chain.types import BlockId, BlockNum
+from chain.core.block import BlockHeader, ProducerKey, Schedule, SignedBlock
+from chain.core.crypto import PrivateKey
+from chain.core.encoding import pack
+from chain.core.merkle import merkle_root
+from chain.core.qc import MAX_FINALIZERS, QcClaim, QuorumCertificate, Vote
+from chain.core.transaction import SignedTransaction
+from chain.core.types import BlockId, BlockNum
 from p2p.codec import (
     _TYPES,
     HANDSHAKE_MAX_FRAME,
@@ -56,7 +56,7 @@ from p2p.messages import (
     TransactionMessage,
     VoteMessage,
 )
-from tests.chain.test_encoding import names, transactions
+from tests.chain.core.test_encoding import names, transactions
 from tests.p2p.test_channel_contract import sample_messages
 
 FRAMES = [encode_frame(m) for m in sample_messages()]

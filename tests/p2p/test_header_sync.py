@@ -11,12 +11,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
 
-from chain.actions import Transfer
-from chain.block import SignedHeader, decode_signed_header, signed_header_of
 from chain.controller import Chain
-from chain.header_chain import Checkpoint, HeaderChain
+from chain.core.actions import Transfer
+from chain.core.block import SignedHeader, decode_signed_header, signed_header_of
+from chain.core.header_chain import Checkpoint, HeaderChain
+from chain.core.types import AccountName
 from chain.testing import now_ms
-from chain.types import AccountName
 from genesis.testing import DevNet
 from p2p.codec import MAX_HEADERS
 from p2p.header_sync import CHECKPOINT_S, HeaderSync

@@ -14,10 +14,10 @@ from typing import cast
 import pytest
 from blake3 import blake3
 
-from chain.crypto import sha256
-from chain.header_chain import HeaderChain
-from chain.snapshot import write_snapshot
-from chain.types import BlockId
+from chain.core.crypto import sha256
+from chain.core.header_chain import HeaderChain
+from chain.core.types import BlockId
+from chain.storage.snapshot import write_snapshot
 from genesis.testing import DevNet
 from p2p.messages import (
     GoAwayReason,
@@ -471,7 +471,8 @@ def test_a_crash_while_finishing_ends_the_reactors_run() -> None:
 
 
 class Vouching:
-    """A header chain followed (``chain.header_chain.HeaderChain``) that vouches for ``ids``."""
+    """A header chain followed (``chain.core.header_chain.HeaderChain``) that vouches for
+    ``ids``."""
 
     def __init__(self, *ids: BlockId) -> None:
         self.ids = set(ids)

@@ -11,13 +11,13 @@ import time
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 
-from chain.actions import Transfer
-from chain.crypto import PrivateKey
-from chain.errors import TransactionError
-from chain.qc import Vote
-from chain.transaction import SignedTransaction, Transaction
-from chain.types import AccountName, BlockId
-from chain.votes import VoteOutcome
+from chain.core.actions import Transfer
+from chain.core.crypto import PrivateKey
+from chain.core.errors import TransactionError
+from chain.core.qc import Vote
+from chain.core.transaction import SignedTransaction, Transaction
+from chain.core.types import AccountName, BlockId
+from chain.core.votes import VoteOutcome
 from p2p.codec import HANDSHAKE_MAX_FRAME, encode_frame
 from p2p.errors import ChannelClosed
 from p2p.handshake import ChainPosition

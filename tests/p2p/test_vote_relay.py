@@ -7,10 +7,10 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import cast
 
-from chain.crypto import PrivateKey
-from chain.qc import Vote, VoteResult
-from chain.types import BlockId
-from chain.votes import VoteOutcome
+from chain.core.crypto import PrivateKey
+from chain.core.qc import Vote, VoteResult
+from chain.core.types import BlockId
+from chain.core.votes import VoteOutcome
 from p2p.messages import GoAwayReason, Message, VoteMessage
 from p2p.peer import Peer
 from p2p.service import ChainService

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from chain.blocklog import BlockLog
+from chain.storage.blocklog import BlockLog
 from p2p.rdma.device import detect
 from scripts.make_history import make_history
 from tests.integration.conftest import NodeProcess, Nodes, wait_for

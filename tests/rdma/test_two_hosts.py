@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from chain.block import decode_block
-from chain.blocklog import BlockLog
+from chain.core.block import decode_block
+from chain.storage.blocklog import BlockLog
 from tests.integration.conftest import NodeProcess, Nodes, free_port, rpc, wait_for
 
 LINK = os.environ.get("BOR_TWO_HOSTS_LINK", "")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from chain.crypto import PrivateKey
+from chain.core.crypto import PrivateKey
 from wallet.cli import format_amount, main, parse_amount
 from wallet.errors import WalletError, WalletFileError, WrongPassword
 from wallet.keystore import Keystore

@@ -1,0 +1,54 @@
+"""Chain parameters fixed at genesis, and slot/time arithmetic."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chain.core.types import AccountName
+
+SLOT_MS = 500
+# Slots count from 2000-01-01T00:00:00Z, as in EOSIO's block_timestamp_type.
+SLOT_EPOCH_MS = 946_684_800_000
+
+# A block's encoded size is a consensus rule, so that every valid block can be sent to a
+# peer: p2p's frame limit (8 MiB) must hold the largest block a genesis may allow plus a
+# message's framing (tests/p2p/test_block_frame.py pins it). 7 MiB leaves 1 MiB for that.
+MAX_BLOCK_BYTES = 7 * 1024 * 1024
+# Half the frame limit: a block of 5,000 transfers is about 0.6 MB, of 5,000 of the largest
+# transactions (8 KiB) about 41 MB, which no peer could receive; 4 MiB holds about 500 of them.
+DEFAULT_MAX_BLOCK_BYTES = 4 * 1024 * 1024
+
+
+def slot_of_ms(unix_ms: int) -> int:
+    return (unix_ms - SLOT_EPOCH_MS) // SLOT_MS
+
+
+def slot_start_ms(slot: int) -> int:
+    return SLOT_EPOCH_MS + slot * SLOT_MS
+
+
+def slot_time_s(slot: int) -> int:
+    """Block time in whole unix seconds, the unit of transaction expirations."""
+    return slot_start_ms(slot) // 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ChainParams:
+    """Consensus rules every node of one chain must share (they are part of the chain id)."""
+
+    token_symbol: str = "BOR"
+    token_precision: int = 4
+    governance: tuple[AccountName, ...] = ()
+    schedule_size: int = 21
+    blocks_per_turn: int = 12
+    max_tx_lifetime_s: int = 3600
+    max_tx_bytes: int = 8192
+    max_block_txs: int = 5000
+    max_block_bytes: int = DEFAULT_MAX_BLOCK_BYTES  # the block's encoding, transactions and all
+    unbond_delay_s: int = 3 * 24 * 3600
+    election_interval_blocks: int = 120
+    # How blocks become irreversible: "votes" (finalizer votes and QCs, ``chain.core.finality``)
+    # or "dpos" (more than two thirds of the producers built on them, ``chain.core.dpos``).
+    finality: str = "dpos"
+    # Finalizers as (name, public key, weight); empty: the active producers, one vote each.
+    finalizers: tuple[tuple[AccountName, bytes, int], ...] = ()

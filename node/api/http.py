@@ -1,0 +1,607 @@
+"""The aiohttp shell around ``Api``: JSON in and out, limits, /metrics and /openapi.json.
+
+Two listeners share the one ``Api``: the public RPC (reads, pushes, /metrics) and the admin
+listener, which alone serves the routes that change the node (``Route.admin``). Every answer
+is JSON, errors included: aiohttp's own (no such path, method not allowed, body too large)
+are turned into the error object here, and nothing a client sends reaches a handler
+unchecked (``node.api.fields``).
+
+Limits, after nodeos's ``http-max-*``: a body size; requests in flight (beyond it, 503 at
+once); a time per request (504); and slow senders are cut off: a connection must deliver a
+request's header within ``read_timeout_s`` of connecting or of its last answer (aiohttp's
+keep-alive timer, which runs from the connection's start and is not pushed back by the bytes
+that trickle in) and its body within ``read_timeout_s`` of the header (408, then closed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import socket
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
+
+from node.api.fields import parse_fields
+from node.api.openapi import Document, openapi_document, served_methods
+from node.api.routes import Route
+from node.api.rpc import SERVER_VERSION, Api, EncodedJson, RpcError, error_response, log
+from node.api.stream import STREAM_PATH, StreamHub
+from node.api.stream_doc import ASYNCAPI_PATH, asyncapi_document
+from node.api.views import dumps
+from node.errors import NodeError
+from node.metrics import NodeMetrics
+
+# Rendering /metrics costs ~1 ms (five times any other read), and a scrape every second is
+# already more than Prometheus does: scrapes closer together than this share one rendering.
+METRICS_TTL_S = 1.0
+# The kernel send queue of each HTTP connection (Linux doubles it for its bookkeeping): 256
+# KiB takes a 2.3 MB block to a client 100 ms away in about a second, and bounds the kernel
+# memory a never-reading client holds to 512 KiB.
+SEND_BUFFER_BYTES = 256 << 10
+# Answers up to this size go out outside the budget of bytes in flight: their memory is
+# bounded by the connection caps, and an honest client's get_info is never refused because
+# others download blocks.
+UNBUDGETED_RESPONSE_BYTES = 64 << 10
+REFUSAL_LOG_S = 5.0
+
+
+RequestHandler = Callable[[web.Request], Awaitable[web.Response]]
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLimits:
+    """What one listener accepts (0 turns a limit off)."""
+
+    max_body_bytes: int = 1 << 20
+    # Each request in flight holds its body (up to max_body_bytes) and a handler: 256 bounds
+    # that to 256 MiB at the default body size, and is as many reads as may queue for the
+    # chain thread (node.api.reads.MAX_WAITING), so a burst that fits one fits the other.
+    max_in_flight: int = 256
+    # A commit-mode push waits for its block within this time; any other answer takes
+    # milliseconds unless the node is overloaded.
+    max_response_s: float = 30.0
+    # Real clients send a header in one packet and a body of a few KiB right after it.
+    read_timeout_s: float = 10.0
+    # Each open connection holds a file descriptor: past these the listener answers 503 at
+    # accept and closes, so idle connections cannot take the fds the node's own files need
+    # (node.fds derives the node's caps from its fd limit).
+    max_connections: int = 1024
+    max_connections_per_address: int = 256
+    # A response whose bytes the client does not take for this long closes its connection:
+    # a client that never reads holds no buffer, handler or fd beyond it.
+    write_timeout_s: float = 10.0
+    # The bytes of large answers being written at once, over all connections of a listener;
+    # each costs about twice its size until its client has taken it (the body, and the
+    # transport's copy of what the kernel's send queue has no room for). 100 clients that
+    # asked for a 2.27 MB block and never read held 380 MiB without this bound.
+    max_response_bytes_in_flight: int = 64 << 20
+
+
+class _Connections:
+    """The open connections of one listener, in total and by client address."""
+
+    def __init__(self, limits: HttpLimits) -> None:
+        self.limits = limits
+        self.total = 0
+        self.by_address: dict[str, int] = {}
+        self._refused = {"total": 0, "per_address": 0}  # refusals not logged yet
+        self._refusals_logged = 0.0
+
+    def refusal(self, address: str) -> str | None:
+        """Why a new connection from ``address`` is refused (counted for the log); None if
+        it may open."""
+        most, each = self.limits.max_connections, self.limits.max_connections_per_address
+        if most and self.total >= most:
+            self._count_refusal("total")
+            return f"{self.total} connections open; retry later"
+        if each and self.by_address.get(address, 0) >= each:
+            self._count_refusal("per_address")
+            return f"{each} connections open from {address}; close one first"
+        return None
+
+    def _count_refusal(self, cap: str) -> None:
+        """Refusals come in floods: the first is logged, then how many since, at most every
+        ``REFUSAL_LOG_S``."""
+        self._refused[cap] += 1
+        now = time.monotonic()
+        if now - self._refusals_logged >= REFUSAL_LOG_S:
+            log.warning("http_connections_refused", open=self.total, **self._refused)
+            self._refused = dict.fromkeys(self._refused, 0)
+            self._refusals_logged = now
+
+    def opened(self, address: str) -> None:
+        self.total += 1
+        self.by_address[address] = self.by_address.get(address, 0) + 1
+
+    def closed(self, address: str) -> None:
+        self.total -= 1
+        left = self.by_address[address] - 1
+        if left:
+            self.by_address[address] = left
+        else:
+            del self.by_address[address]
+
+
+def _refusal_bytes(what: str) -> bytes:
+    """A whole HTTP 503 answer, sent at accept: the refused client gets a reason, not a reset."""
+    body = dumps({"code": 503, "message": what, "error": {"name": "busy", "what": what}})
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+class _Guarded(asyncio.Protocol):
+    """aiohttp's protocol for one connection, admitted under ``_Connections`` and cut off
+    when its writes stall: asyncio pauses a protocol's writing once the transport holds more
+    than its high-water mark, and a connection still paused ``write_timeout_s`` later is
+    aborted, freeing the response held for it."""
+
+    def __init__(
+        self, connections: _Connections, make: Callable[[], asyncio.Protocol], timeout_s: float
+    ) -> None:
+        self._connections = connections
+        self._make = make
+        self._timeout_s = timeout_s
+        self._inner: asyncio.Protocol | None = None
+        self._address = ""
+        self._transport: asyncio.Transport | None = None
+        self._stall: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        peer = transport.get_extra_info("peername")
+        self._address = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+        refusal = self._connections.refusal(self._address)
+        if refusal is not None:
+            transport.write(_refusal_bytes(refusal))
+            transport.close()  # after the answer is flushed
+            return
+        self._connections.opened(self._address)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            # The kernel's send queue is sized here, not autotuned up to tcp_wmem's 4 MiB:
+            # 200 clients that never read held 597 MB of kernel memory that way.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
+        self._transport = transport
+        self._inner = self._make()
+        self._inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self._inner is not None:
+            self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received() if self._inner is not None else None
+
+    def pause_writing(self) -> None:
+        if self._inner is None:
+            return
+        self._inner.pause_writing()
+        if self._timeout_s and self._stall is None:
+            loop = asyncio.get_running_loop()
+            self._stall = loop.call_later(self._timeout_s, self._stalled)
+
+    def resume_writing(self) -> None:
+        if self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
+        if self._inner is not None:
+            self._inner.resume_writing()
+
+    def _stalled(self) -> None:
+        self._stall = None
+        if self._transport is not None:
+            log.info("http_write_stalled", client=self._address, timeout_s=self._timeout_s)
+            self._transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
+        if self._inner is not None:
+            self._inner.connection_lost(exc)
+            self._inner = None
+            self._transport = None
+            self._connections.closed(self._address)
+
+
+class _GuardedSite(web.TCPSite):
+    """A TCP site whose connections go through ``_Guarded``."""
+
+    def __init__(self, runner: web.AppRunner, host: str, port: int, limits: HttpLimits) -> None:
+        super().__init__(runner, host, port)
+        self._connections = _Connections(limits)
+        self._write_timeout_s = limits.write_timeout_s
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)  # registers the site with its runner
+        server = self._runner.server
+        assert server is not None
+        connections, timeout_s = self._connections, self._write_timeout_s
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: _Guarded(connections, server, timeout_s), self._host, self._port
+        )
+
+
+def _json(status: int, body: Any, headers: Mapping[str, str] | None = None) -> web.Response:
+    encoded = body.body if isinstance(body, EncodedJson) else dumps(body)
+    return web.Response(
+        status=status,
+        body=encoded,
+        content_type="application/json",
+        charset="utf-8",
+        headers=headers,
+    )
+
+
+def _error(
+    status: int, name: str, what: str, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    payload = {"code": status, "message": what, "error": {"name": name, "what": what}}
+    return _json(status, payload, headers)
+
+
+async def _read_body(request: web.Request, timeout_s: float) -> dict[str, Any]:
+    if request.method != "POST" or not request.body_exists:
+        return {}  # GET serves only routes without fields
+    try:
+        async with asyncio.timeout(timeout_s or None):
+            raw = await request.read()
+    except TimeoutError as err:
+        raise RpcError(408, "timeout", f"the body did not arrive within {timeout_s} s") from err
+    except web.HTTPRequestEntityTooLarge as err:
+        raise RpcError(413, "body_too_large", "request body is too large") from err
+    if not raw:
+        return {}  # no body; one of only whitespace is not JSON, and gets 400 below
+    try:
+        # orjson, not json: it refuses nesting over 1,024 levels with a JSONDecodeError where
+        # json raises RecursionError, and has no 4,300-digit limit on integers to trip over.
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as err:
+        raise RpcError(400, "malformed_json", f"request body is not JSON: {err}") from err
+    if not isinstance(body, dict):
+        raise RpcError(400, "malformed_json", "request body must be a JSON object")
+    return body
+
+
+def _endpoint(route: Route, limits: HttpLimits) -> RequestHandler:
+    async def handle(request: web.Request) -> web.Response:
+        try:
+            body = await _read_body(request, limits.read_timeout_s)
+            result = await route.handler(parse_fields(route.fields, body))
+        except Exception as err:
+            status, payload = error_response(err)
+            if status == 500:  # a fault of ours; 503 and 504 are the limits working
+                log.exception("rpc_failed", path=request.path)
+            response = _json(status, payload)
+            if status == 408:
+                response.force_close()  # the rest of a slow body is not waited for
+            return response
+        return _json(200, result)
+
+    return handle
+
+
+@web.middleware
+async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """aiohttp's own refusals as the RPC's JSON error object."""
+    try:
+        return await handler(request)
+    except web.HTTPException as err:
+        if err.status < 400:
+            raise
+        name = err.reason.lower().replace(" ", "_")
+        what = {
+            404: "no such path on this listener",
+            405: f"{request.method} is not served here",
+        }.get(err.status, err.reason)
+        allow = {"Allow": err.headers["Allow"]} if "Allow" in err.headers else None
+        return _error(err.status, name, what, allow)
+
+
+def _limit(limits: HttpLimits, sockets: frozenset[str]) -> Middleware:
+    in_flight = 0
+
+    @web.middleware
+    async def limit(request: web.Request, handler: Handler) -> web.StreamResponse:
+        """At most ``max_in_flight`` requests at once, each within ``max_response_s``; a
+        websocket (``sockets``, by path) lives outside both, under its own caps."""
+        nonlocal in_flight
+        if request.path in sockets:
+            return await handler(request)
+        if limits.max_in_flight and in_flight >= limits.max_in_flight:
+            what = f"{in_flight} requests in flight; retry later"
+            return _error(503, "busy", what, {"Retry-After": "1"})
+        in_flight += 1
+        try:
+            async with asyncio.timeout(limits.max_response_s or None) as deadline:
+                return await handler(request)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            what = f"no answer within {limits.max_response_s} s"
+            return _error(504, "timeout", what)
+        finally:
+            in_flight -= 1
+
+    return limit
+
+
+def _budget(most: int) -> Middleware:
+    writing = 0  # bytes of the large answers being written
+
+    @web.middleware
+    async def budget(request: web.Request, handler: Handler) -> web.StreamResponse:
+        """A large answer is written here rather than by aiohttp after the middlewares, so
+        that its bytes count against ``most`` until the client has taken them or the
+        connection is gone; one that would pass ``most`` while others are written is a 503.
+        The outermost middleware: every header is set when it writes."""
+        nonlocal writing
+        response = await handler(request)
+        body = response.body if isinstance(response, web.Response) else None
+        size = len(body) if isinstance(body, bytes) else 0
+        if size <= UNBUDGETED_RESPONSE_BYTES:
+            return response
+        if writing and writing + size > most:
+            what = f"{writing >> 20} MiB of answers being written; retry later"
+            busy = _error(503, "busy", what, {"Retry-After": "1"})
+            for name in ("Access-Control-Allow-Origin", "Vary"):
+                if name in response.headers:
+                    busy.headers[name] = response.headers[name]
+            return busy
+        writing += size
+        try:
+            await response.prepare(request)
+            await response.write_eof()
+        except ConnectionError:
+            pass  # the client left or was cut off; aiohttp's own write finds it gone too
+        finally:
+            writing -= size
+        return response
+
+    return budget
+
+
+def _cors(origin: str) -> Middleware:
+    @web.middleware
+    async def cors(request: web.Request, handler: Handler) -> web.StreamResponse:
+        response = await handler(request)
+        response.headers["Access-Control-Allow-Origin"] = origin
+        if origin != "*":
+            response.headers["Vary"] = "Origin"
+        return response
+
+    return cors
+
+
+def _same_site(token: bool) -> Middleware:
+    """The admin listener answers no web page but its own: a page on any site can make the
+    operator's browser send a "simple" POST (text/plain or a form, no preflight) to a
+    loopback port, so a request with another ``Origin`` is refused (403) and a body must be
+    ``application/json`` (415), which no page of another origin can send without CORS. Without
+    a token the Host must be a loopback name besides, or a DNS-rebound name would make the
+    attacker's page same-origin."""
+
+    @web.middleware
+    async def same_site(request: web.Request, handler: Handler) -> web.StreamResponse:
+        origin = request.headers.get("Origin")
+        if origin is not None and origin != f"{request.scheme}://{request.host}":
+            return _error(403, "cross_origin", "the admin RPC answers no other site's page")
+        if not token and not _loopback_name(request.url.host or ""):
+            what = "without an admin-token, the admin RPC answers only a loopback Host"
+            return _error(403, "cross_origin", what)
+        served = request.match_info.http_exception is None  # else a 404 or 405 follows
+        # A POST with neither body nor type (a route without fields) passes: a page can send
+        # one only with its Origin, refused above.
+        typed = request.body_exists or "Content-Type" in request.headers
+        if served and typed and request.content_type != "application/json":
+            what = "the admin RPC takes only Content-Type: application/json"
+            return _error(415, "unsupported_media_type", what)
+        return await handler(request)
+
+    return same_site
+
+
+def _loopback_name(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _bearer(token: str) -> Middleware:
+    expected = f"Bearer {token}".encode()
+
+    @web.middleware
+    async def bearer(request: web.Request, handler: Handler) -> web.StreamResponse:
+        given = request.headers.get("Authorization", "").encode(errors="replace")
+        if not hmac.compare_digest(given, expected):
+            return _error(401, "unauthorized", "this listener needs its bearer token")
+        return await handler(request)
+
+    return bearer
+
+
+def _application(
+    routes: Mapping[str, Route],
+    documents: Mapping[str, tuple[Document, RequestHandler]],
+    limits: HttpLimits,
+    title: str,
+    *,
+    cors_origin: str = "",
+    token: str = "",
+    same_site: bool = False,
+    sockets: Mapping[str, Handler] | None = None,
+    description: str = "",
+) -> web.Application:
+    """An application serving ``routes`` and ``documents`` (path -> description, handler),
+    and the OpenAPI document of both at /openapi.json; ``sockets``: websockets (path ->
+    handler), described by ``description`` rather than as operations; ``cors_origin``: the
+    Access-Control-Allow-Origin of every answer ('' for none); ``token``: a bearer token
+    every request must carry ('' for none); ``same_site``: refuse requests a page of another
+    site may have sent (``_same_site``)."""
+    middlewares: list[Middleware] = [_errors_as_json]
+    if same_site:
+        middlewares.append(_same_site(bool(token)))
+    if cors_origin:
+        middlewares.insert(0, _cors(cors_origin))
+    if token:
+        middlewares.append(_bearer(token))
+    sockets = sockets or {}
+    middlewares.append(_limit(limits, frozenset(sockets)))
+    if limits.max_response_bytes_in_flight:
+        middlewares.insert(0, _budget(limits.max_response_bytes_in_flight))
+    app = web.Application(client_max_size=limits.max_body_bytes, middlewares=middlewares)
+    this = Document("This document", "application/json", {"type": "object"})
+    described = {path: doc for path, (doc, _) in documents.items()} | {"/openapi.json": this}
+    document = openapi_document(
+        routes,
+        described,
+        title=title,
+        version=SERVER_VERSION,
+        cors=bool(cors_origin),
+        token=bool(token),
+        same_site=same_site,
+        description=description,
+    )
+
+    async def get_openapi(request: web.Request) -> web.Response:
+        return _json(200, document)
+
+    getters = {path: get for path, (_, get) in documents.items()} | {"/openapi.json": get_openapi}
+    for path, route in routes.items():
+        handler = _endpoint(route, limits)
+        for method in served_methods(route):
+            app.router.add_route(method, path, handler)
+    for path, get in getters.items():
+        app.router.add_get(path, get, allow_head=False)
+    for path, socket_handler in sockets.items():
+        app.router.add_get(path, socket_handler, allow_head=False)
+    if cors_origin:
+        for path, route in routes.items():
+            app.router.add_route("OPTIONS", path, _preflight(", ".join(served_methods(route))))
+        for path in getters:
+            app.router.add_route("OPTIONS", path, _preflight("GET"))
+    return app
+
+
+def _preflight(methods: str) -> RequestHandler:
+    async def preflight(request: web.Request) -> web.Response:
+        headers = {
+            "Access-Control-Allow-Methods": methods,
+            "Access-Control-Allow-Headers": "Content-Type, Authorization",
+            "Access-Control-Max-Age": "600",
+        }
+        return web.Response(status=204, headers=headers)
+
+    return preflight
+
+
+def make_app(
+    api: Api,
+    metrics: NodeMetrics,
+    limits: HttpLimits,
+    observe_network: Callable[[], None] = lambda: None,
+    metrics_ttl_s: float = METRICS_TTL_S,
+    cors_origin: str = "",
+    stream: StreamHub | None = None,
+) -> web.Application:
+    """The public RPC: every route but the admin ones, /metrics, and with a ``stream`` hub
+    the websocket /v1/chain/stream and its AsyncAPI document. ``observe_network``
+    updates the peer layer's gauges before each /metrics scrape (the chain's come from the
+    runner's view). A scrape within ``metrics_ttl_s`` of the last one gets the same text.
+    ``cors_origin``: sent as Access-Control-Allow-Origin ('' sends none)."""
+    rendered = (-1e9, b"")  # time.monotonic() of the last render, its text
+
+    async def get_metrics(request: web.Request) -> web.Response:
+        nonlocal rendered
+        try:
+            await api.pacer.turn()
+        except Exception as err:
+            status, payload = error_response(err)
+            return _json(status, payload)
+        now = time.monotonic()
+        if now - rendered[0] >= metrics_ttl_s:
+            metrics.observe_chain(api.runner.view)
+            observe_network()
+            rendered = (now, metrics.render())
+        return web.Response(body=rendered[1], content_type="text/plain", charset="utf-8")
+
+    public = {path: route for path, route in api.routes.items() if not route.admin}
+    text = Document("Prometheus metrics", "text/plain", {"type": "string"})
+    documents = {"/metrics": (text, get_metrics)}
+    if stream is None:
+        return _application(public, documents, limits, "BoR node RPC", cors_origin=cors_origin)
+    asyncapi = asyncapi_document(SERVER_VERSION)
+
+    async def get_asyncapi(request: web.Request) -> web.Response:
+        return _json(200, asyncapi)
+
+    summary = f"The AsyncAPI 3.0 document of the websocket {STREAM_PATH}"
+    document = Document(summary, "application/json", {"type": "object"})
+    documents[ASYNCAPI_PATH] = (document, get_asyncapi)
+    description = (
+        f"The websocket {STREAM_PATH} (chain events: blocks, transactions, actions, undo)"
+        f" is described by the AsyncAPI document at {ASYNCAPI_PATH}."
+    )
+    app = _application(
+        public,
+        documents,
+        limits,
+        "BoR node RPC",
+        cors_origin=cors_origin,
+        sockets={STREAM_PATH: stream.handle},
+        description=description,
+    )
+    app.on_shutdown.append(stream.shutdown)
+    return app
+
+
+def make_admin_app(api: Api, limits: HttpLimits, token: str = "") -> web.Application:
+    """The admin listener: the routes that change the node, and nothing else; with a
+    ``token``, only for requests that carry it (``Authorization: Bearer <token>``)."""
+    admin = {path: route for path, route in api.routes.items() if route.admin}
+    title = "BoR node admin RPC"
+    return _application(admin, {}, limits, title, token=token, same_site=True)
+
+
+def runner_options(limits: HttpLimits) -> dict[str, Any]:
+    """aiohttp server settings that enforce ``limits``."""
+    return {
+        "access_log": None,
+        # A client that goes away cancels its handler, which frees its place in flight.
+        "handler_cancellation": True,
+        # Bounds the wait for a request's header, from the connection's start or the end
+        # of the last answer (and the life of an idle keep-alive connection).
+        "keepalive_timeout": limits.read_timeout_s or 3630,
+        # A body left unread (a refused or a slow one) closes the connection at once rather
+        # than being drained for aiohttp's default 10 s.
+        "lingering_time": 0,
+    }
+
+
+async def serve(
+    app: web.Application, host: str, port: int, limits: HttpLimits, what: str = "RPC"
+) -> web.AppRunner:
+    """Start serving ``app`` on ``host:port``; the caller cleans the runner up. Raises
+    NodeError naming ``what`` when the address cannot be bound."""
+    runner = web.AppRunner(app, **runner_options(limits))
+    await runner.setup()
+    try:
+        await _GuardedSite(runner, host, port, limits).start()
+    except OSError as err:
+        await runner.cleanup()
+        raise NodeError(f"cannot serve the {what} on {host}:{port}: {err.strerror}") from err
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return runner

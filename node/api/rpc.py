@@ -1,0 +1,404 @@
+"""The RPC logic, apart from the HTTP shell: requests in, results or typed errors out.
+
+``Api`` maps each path to a handler. It never touches ``Chain``: what the chain thread's
+published view holds (head, LIB, parameters, sizes) is answered from the view; anything else
+is a small query run on the chain thread (``ChainReads``: batched, bounded). The peer layer
+is reached through ``NetworkApi``. ``error_response`` is the one place where errors become
+HTTP status codes and JSON bodies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import structlog
+
+from chain.controller import Chain
+from chain.core import errors as ce
+from chain.core.encoding import pack
+from chain.core.errors import ChainError, EncodingError
+from chain.core.transaction import SignedTransaction, decode_signed_transaction
+from chain.core.types import AccountName, BlockId, BlockNum, TxId
+from chain.events import ChainUpdate
+from chain.storage.snapshot import VERSION as SNAPSHOT_VERSION
+from chain.storage.snapshot import SnapshotHead
+from node.admission import Admitter
+from node.api.blockcache import BlockJsonCache
+from node.api.fields import RequestError
+from node.api.reads import WRITES_WINDOW_S, ChainReads, ReadPacer, ReadsBusy
+from node.api.routes import Handler, Route, route_table
+from node.api.views import (
+    account_json,
+    block_json,
+    dumps,
+    finalizer_info_json,
+    producer_json,
+    schedule_json,
+    slot_iso,
+)
+from node.config import parse_endpoint
+from node.errors import ConfigError
+from node.metrics import NodeMetrics
+from node.runner import ChainRunner, InclusionWatch
+from node.snapshots import create_snapshot, snapshot_name
+
+log = structlog.get_logger("rpc")
+
+SERVER_VERSION = "bor-0.1.0"
+
+
+class RpcError(Exception):
+    """A request the RPC refuses before it reaches the chain."""
+
+    def __init__(self, status: int, name: str, what: str) -> None:
+        super().__init__(what)
+        self.status = status
+        self.name = name
+        self.what = what
+
+
+# 400 means the body does not match the route's schema; content that matches it but that the
+# chain refuses gets its own code, 422 where no more specific one applies.
+_STATUS: dict[type[ChainError], int] = {
+    ce.EncodingError: 422,
+    ce.MalformedTransaction: 422,
+    ce.OversizedTransaction: 413,
+    ce.BadSignature: 401,
+    ce.MissingAuthority: 401,
+    ce.Unauthorized: 403,
+    ce.ExpiredTransaction: 422,
+    ce.TaposMismatch: 422,
+    ce.DuplicateTransaction: 409,
+    ce.UnknownAccount: 404,
+    ce.InsufficientFunds: 402,
+    ce.InvalidAction: 422,
+    ce.MempoolFull: 429,
+    ce.NotFound: 404,
+    ce.InvalidKey: 422,
+    ce.SnapshotError: 409,
+}
+
+
+def error_response(err: Exception) -> tuple[int, dict[str, Any]]:
+    """HTTP status and JSON body for any error a handler raised."""
+    if isinstance(err, RpcError):
+        status, name, what = err.status, err.name, err.what
+    elif isinstance(err, RequestError):
+        status, name, what = 400, err.name, str(err)
+    elif isinstance(err, ReadsBusy):
+        status, name, what = 503, "busy", str(err)
+    elif isinstance(err, ChainError):
+        # The most specific registered class wins: walk the error's MRO.
+        status = next((_STATUS[c] for c in type(err).__mro__ if c in _STATUS), 500)
+        name, what = err.name, str(err)
+    else:
+        status, name, what = 500, "internal_error", "internal error"
+    return status, {"code": status, "message": what, "error": {"name": name, "what": what}}
+
+
+class NetworkApi(Protocol):
+    """What the RPC needs of the peer layer (the peer layer owns its state; these are reads
+    of it made on the event loop, and the two actions an operator may take)."""
+
+    def status(self) -> dict[str, Any]:
+        """The /v1/net/peers JSON."""
+        ...
+
+    def sync_status(self) -> dict[str, Any]:
+        """The /v1/node/sync JSON."""
+        ...
+
+    def snapshots(self) -> dict[str, Any]:
+        """The /v1/node/snapshots JSON: the snapshots this node serves to state sync."""
+        ...
+
+    def summary(self) -> dict[str, Any]:
+        """What get_info adds: peer_count, sync_stage, sync_target, sync_blocks_per_s,
+        sync_eta_s, rdma."""
+        ...
+
+    def connect(self, address: tuple[str, int]) -> bool:
+        """Dial ``address`` and keep redialling it; False if it is dialled already."""
+        ...
+
+    async def disconnect(self, peer_id: str) -> bool:
+        """Send peer ``peer_id`` away; False if no such peer is connected."""
+        ...
+
+
+def _lib_state(chain: Chain) -> tuple[SnapshotHead, Iterator[tuple[bytes, bytes]]]:
+    return chain.store.lib_state(chain.chain_id)
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedJson:
+    """A handler's result that is JSON already (the HTTP shell sends the bytes as they are)."""
+
+    body: bytes
+
+
+class Api:
+    def __init__(
+        self,
+        runner: ChainRunner,
+        metrics: NodeMetrics,
+        watch: InclusionWatch,
+        admitter: Admitter,
+        network: NetworkApi | None = None,
+        *,
+        reads: ChainReads | None = None,
+        pacer: ReadPacer | None = None,
+        commit_wait_cap_s: float | None = None,
+        finality: Callable[[], dict[str, Any]] | None = None,
+        snapshots_dir: Path | None = None,
+    ) -> None:
+        """``reads`` and ``pacer`` default to ``ChainReads`` and ``ReadPacer`` tuned for a
+        node; tests pass their own. A push in commit mode waits at most
+        ``commit_wait_cap_s`` (the HTTP layer's time limit less a margin), then answers
+        ``pending``. ``finality`` gives the node's side of get_finalizer_info (its own
+        finalizers, whether production is paused). Snapshots that the admin RPC asks for
+        are written into ``snapshots_dir``."""
+        self.runner = runner
+        self.metrics = metrics
+        self.watch = watch
+        self.admitter = admitter
+        self.network = network
+        self.read = reads or ChainReads(runner, metrics)
+        self.pacer = pacer or ReadPacer(lambda: admitter.admitting(WRITES_WINDOW_S), metrics)
+        self.blocks = BlockJsonCache()
+        self._producers: tuple[BlockId, bytes] | None = None  # head id, get_producers JSON
+        self.commit_wait_cap_s = commit_wait_cap_s
+        self.finality = finality
+        self.snapshots_dir = snapshots_dir
+        self._snapshot_running = False
+        self.routes: dict[str, Route] = route_table(self)
+
+    async def run(self) -> None:
+        """Serve the reads that go to the chain thread, until cancelled (the node runs this
+        beside the admission task)."""
+        await self.read.run()
+
+    def paced(self, handler: Handler) -> Handler:
+        """``handler`` behind the read pacer: reads yield to writes."""
+
+        async def paced(args: dict[str, Any]) -> Any:
+            await self.pacer.turn()
+            return await handler(args)
+
+        return paced
+
+    def chain_updated(self, update: ChainUpdate) -> None:
+        """A subscriber of the chain's updates: the block cache follows our chain."""
+        self.blocks.follow(update.events.steps)
+
+    # --- chain API: from the view where it holds the answer -------------------------------
+
+    async def get_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        view = self.runner.view
+        head, p = view.head, view.params
+        lib_known = view.lib_num > 0
+        return {
+            "server_version": SERVER_VERSION,
+            "chain_id": view.chain_id.hex(),
+            "head_block_num": head.num,
+            "head_block_id": head.id.hex(),
+            "head_block_time": slot_iso(head.slot),
+            "head_block_producer": head.producer,
+            "last_irreversible_block_num": view.lib_num,
+            "last_irreversible_block_id": (view.lib_id if lib_known else head.id).hex(),
+            "last_irreversible_block_time": slot_iso(view.lib_slot if lib_known else head.slot),
+            "schedule_version": head.active.version,
+            "token_symbol": p.token_symbol,
+            "token_precision": p.token_precision,
+            "mempool_size": view.mempool_size,
+            "fork_db_size": view.fork_db_size,
+        } | ({} if self.network is None else self.network.summary())
+
+    async def health(self, args: dict[str, Any]) -> dict[str, Any]:
+        head = self.runner.view.head
+        age = time.time() - (head.slot * 0.5 + 946_684_800)
+        return {"status": "ok", "head_block_num": head.num, "head_age_s": round(age, 3)}
+
+    # --- node and net API -------------------------------------------------------------------
+
+    def _require_network(self) -> NetworkApi:
+        if self.network is None:
+            raise RpcError(404, "not_found", "this node runs without a network")
+        return self.network
+
+    async def sync_status(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self._require_network().sync_status()
+
+    async def snapshots(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self._require_network().snapshots()
+
+    async def net_peers(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self._require_network().status()
+
+    async def net_connect(self, args: dict[str, Any]) -> dict[str, Any]:
+        network = self._require_network()
+        text = args["address"]
+        try:
+            address = parse_endpoint("address", text)  # a bad host must not reach a dial
+        except ConfigError as err:
+            raise RpcError(400, "invalid_address", err.reason) from err
+        started = network.connect(address)
+        return {"address": text, "status": "dialling" if started else "already dialling"}
+
+    async def net_disconnect(self, args: dict[str, Any]) -> dict[str, Any]:
+        network = self._require_network()
+        peer = args["peer"]
+        if not await network.disconnect(peer):
+            raise RpcError(404, "not_found", "no such peer is connected")
+        return {"peer": peer, "status": "disconnected"}
+
+    async def create_snapshot(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Write the LIB's state to a snapshot file (nodeos' producer API name). The state is
+        pinned on the chain thread (a LevelDB snapshot, a moment's work); the file is written
+        on a worker thread while the chain goes on, with progress in the log."""
+        if self.snapshots_dir is None:
+            raise RpcError(404, "not_found", "this node writes no snapshots")
+        if self._snapshot_running:
+            raise RpcError(409, "snapshot_in_progress", "a snapshot is being written already")
+        self._snapshot_running = True
+        try:
+            head, entries = await self.runner.call(_lib_state)
+            path = self.snapshots_dir / snapshot_name(head.num, head.block.id)
+            log.info("writing snapshot", block=head.num, file=str(path))
+            last = [time.monotonic()]
+
+            def report(count: int, size: int) -> None:
+                if time.monotonic() - last[0] >= 5:
+                    last[0] = time.monotonic()
+                    log.info("writing snapshot", block=head.num, entries=count, bytes=size)
+
+            summary = await asyncio.to_thread(create_snapshot, head, entries, path, report)
+        finally:
+            self._snapshot_running = False
+        log.info("snapshot written", block=head.num, file=str(path), entries=summary.entries)
+        block = head.block
+        return {
+            "head_block_id": block.id.hex(),
+            "head_block_num": block.num,
+            "head_block_time": slot_iso(block.header.slot),
+            "version": SNAPSHOT_VERSION,
+            "snapshot_name": str(path),
+            "entries": summary.entries,
+            "bytes": summary.size,
+            "content_hash": summary.content_hash.hex(),
+        }
+
+    # --- chain API: through the chain thread ------------------------------------------------
+
+    async def get_block(self, args: dict[str, Any]) -> EncodedJson:
+        key: int | str | bytes = args["block_num_or_id"]
+        view = self.runner.view
+        block_id: BlockId | None
+        if isinstance(key, bytes):
+            block_id = BlockId(key)
+        else:
+            num = int(key)  # at most 10 ASCII digits: the field's pattern
+            if num > view.head.num:
+                raise ce.NotFound(f"no block {num} on this chain")
+            block_id = self.blocks.id_at(num, view)
+            if block_id is None:
+                found, lib = await self.read(lambda c: (c.block_by_num(num), c.lib))
+                self.blocks.learn(num, found.id, lib)
+                return EncodedJson(self.blocks.encode(found, self.runner.view.lib_num))
+        encoded = self.blocks.encoded(block_id, view.lib_num)
+        if encoded is not None:
+            return EncodedJson(encoded)
+        wanted = block_id
+        block = self.blocks.recent(wanted)
+        if block is None:
+            block = await self.read(lambda c: c.block_by_id(wanted))
+        return EncodedJson(self.blocks.encode(block, self.runner.view.lib_num))
+
+    async def get_account(self, args: dict[str, Any]) -> dict[str, Any]:
+        name = AccountName(args["account_name"])
+        account, producers = await self.read(lambda c: (c.account(name), c.producers()))
+        producer = next((p for p in producers if p.name == name), None)
+        return account_json(account, producer)
+
+    async def get_producers(self, args: dict[str, Any]) -> EncodedJson:
+        # Producers change only with a block: the answer is kept until the head moves.
+        cached = self._producers
+        if cached is not None and cached[0] == self.runner.view.head.id:
+            return EncodedJson(cached[1])
+        head, producers = await self.read(lambda c: (c.head, c.producers()))
+        active = set(head.active.names())
+        rows = [producer_json(p) | {"in_schedule": p.name in active} for p in producers]
+        encoded = dumps(
+            {
+                "rows": rows,
+                "total_producer_vote_weight": sum(p.total_votes for p in producers),
+                "active": schedule_json(head.active),
+                "pending": schedule_json(head.pending),
+            }
+        )
+        self._producers = (head.id, encoded)
+        return EncodedJson(encoded)
+
+    async def get_transaction(self, args: dict[str, Any]) -> dict[str, Any]:
+        tx_id = TxId(args["id"])
+
+        def find(chain: Chain) -> tuple[SignedTransaction, BlockNum, BlockNum] | None:
+            try:
+                stx, num = chain.transaction(tx_id)
+            except ce.NotFound:
+                if tx_id in chain.mempool:
+                    return None
+                raise
+            return stx, num, chain.lib
+
+        found = await self.read(find)
+        if found is None:
+            return {"id": tx_id.hex(), "status": "pending"}
+        stx, num, lib = found
+        status = "irreversible" if num <= lib else "executed"
+        return stx.to_json() | {"block_num": num, "status": status}
+
+    async def get_finalizer_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        now_ms = int(time.time() * 1000)
+        chain_side = await self.read(lambda c: finalizer_info_json(c, now_ms))
+        node_side = self.finality() if self.finality is not None else {}
+        return chain_side | {"local_finalizers": [], "production_paused": False} | node_side
+
+    async def get_evidence(self, args: dict[str, Any]) -> dict[str, Any]:
+        blocks = await self.read(lambda c: c.evidence())
+        lib = self.runner.view.lib_num
+        return {"blocks": [block_json(b, lib) for b in blocks]}
+
+    # --- transactions -----------------------------------------------------------------------
+
+    async def push_transaction(self, args: dict[str, Any]) -> dict[str, Any]:
+        try:
+            stx = decode_signed_transaction(pack([args["packed_trx"], args["signatures"]]))
+        except EncodingError as err:
+            raise ce.MalformedTransaction(str(err)) from err
+        mode = args["mode"]
+        if mode == "async":
+            self.admitter.admit_later(stx)
+            return {"transaction_id": stx.id.hex(), "status": "submitted"}
+        wait_s = args["timeout_ms"] / 1000
+        if self.commit_wait_cap_s is not None:
+            wait_s = min(wait_s, self.commit_wait_cap_s)
+        included = self.watch.watch(stx.id) if mode == "commit" else None
+        try:
+            await self.admitter.admit(stx)
+            if included is None:
+                return {"transaction_id": stx.id.hex(), "status": "accepted"}
+            try:
+                async with asyncio.timeout(wait_s):
+                    num = await asyncio.shield(included)
+            except TimeoutError:
+                return {"transaction_id": stx.id.hex(), "status": "pending"}
+            return {"transaction_id": stx.id.hex(), "status": "included", "block_num": num}
+        finally:
+            if included is not None:
+                self.watch.forget(stx.id, included)

@@ -1,0 +1,76 @@
+"""The aiohttp shell: JSON bodies and headers as before the encoders changed, and /metrics
+scrapes close together sharing one rendering."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from genesis.testing import DevNet
+from node.admission import Admitter
+from node.api.http import HttpLimits, make_app
+from node.api.rpc import Api
+from node.metrics import NodeMetrics
+from node.runner import ChainRunner, InclusionWatch
+
+Client = TestClient[web.Request, web.Application]
+
+
+Check = Callable[[Client, ChainRunner, DevNet], Awaitable[None]]
+
+
+def _serve(tmp_path: Path, metrics_ttl_s: float, check: Check) -> None:
+    async def main() -> None:
+        net = DevNet.create(1)
+        chain = net.open(tmp_path)
+        runner = ChainRunner(chain)
+        metrics = NodeMetrics()
+        api = Api(runner, metrics, InclusionWatch(), Admitter(runner, metrics))
+        app = make_app(api, metrics, HttpLimits(1 << 16), metrics_ttl_s=metrics_ttl_s)
+        client: Client = TestClient(TestServer(app))
+        await client.start_server()
+        reads = asyncio.create_task(api.run())
+        try:
+            await check(client, runner, net)
+        finally:
+            reads.cancel()
+            await client.close()
+            runner.close()
+
+    asyncio.run(main())
+
+
+def test_answers_are_utf8_json_with_the_same_content(tmp_path: Path) -> None:
+    """Answers keep ``application/json; charset=utf-8``, errors included, and the body is the
+    JSON the handler returned."""
+
+    async def check(client: Client, runner: ChainRunner, net: DevNet) -> None:
+        for path, status in (("/v1/node/health", 200), ("/v1/chain/get_block", 400)):
+            response = await client.post(path, json={})
+            assert response.status == status
+            assert response.headers["Content-Type"] == "application/json; charset=utf-8"
+            assert isinstance(json.loads(await response.read()), dict)
+        info = await (await client.post("/v1/chain/get_info", json={})).json()
+        assert info["head_block_num"] == runner.view.head.num == 0
+
+    _serve(tmp_path, 1.0, check)
+
+
+def test_metrics_are_rendered_once_per_ttl(tmp_path: Path) -> None:
+    """A scrape within the TTL of the last one gets the same text; after it, the new head."""
+
+    async def check(client: Client, runner: ChainRunner, net: DevNet) -> None:
+        before = await (await client.get("/metrics")).text()
+        await runner.call(net.produce)
+        assert await (await client.get("/metrics")).text() == before
+        await asyncio.sleep(2.1)
+        after = await (await client.get("/metrics")).text()
+        assert "bor_head_block_num 0.0" in before and "bor_head_block_num 1.0" in after
+
+    # 2 s: the block and the second scrape fit in it even on a busy machine.
+    _serve(tmp_path, 2.0, check)
