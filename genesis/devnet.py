@@ -60,15 +60,30 @@ def make_dev_genesis(
     return parse_genesis(doc), {name: key.to_text() for name, key in keys.items()}
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by its owner only (0600), whatever mode a file
+    already there had: it holds private keys."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(f.fileno(), 0o600)  # O_CREAT's mode applies only to a new file
+        f.write(text)
+
+
+def producer_key_file(out_dir: Path, producer: str) -> Path:
+    """Where ``write_dev_genesis`` keeps a producer's private key alone, for a
+    ``signature-provider = PUB_K1_...=KEYFILE:path`` line."""
+    return out_dir / f"{producer}.key"
+
+
 def write_dev_genesis(out_dir: Path, producers: int, **params: int | str) -> tuple[Path, Path]:
-    """Write genesis.json and keys.json (mode 0600) into ``out_dir``."""
+    """Write genesis.json, keys.json (every account's key) and each producer's key file
+    (``producer_key_file``), the keys with mode 0600, into ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     genesis, keys = make_dev_genesis(producers, params=params)
     genesis_path = out_dir / "genesis.json"
     genesis_path.write_text(json.dumps(genesis.to_json(), indent=2) + "\n")
     keys_path = out_dir / "keys.json"
-    fd = os.open(keys_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(keys, f, indent=2)
-        f.write("\n")
+    write_private(keys_path, json.dumps(keys, indent=2) + "\n")
+    for producer in producer_names(producers):
+        write_private(producer_key_file(out_dir, producer), keys[producer] + "\n")
     return genesis_path, keys_path

@@ -45,7 +45,11 @@ def switch_config(p2p: P2pConfig) -> SwitchConfig:
 
 
 def sync_config(p2p: P2pConfig) -> SyncConfig:
-    return SyncConfig(span=p2p.sync_fetch_span, max_ranges=p2p.sync_ranges)
+    return SyncConfig(
+        span=p2p.sync_fetch_span,
+        max_ranges=p2p.sync_ranges,
+        progress_interval=p2p.sync_progress_interval_ms / 1000,
+    )
 
 
 def net_config(p2p: P2pConfig) -> NetConfig:

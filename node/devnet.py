@@ -1,8 +1,10 @@
 """``bor-node devnet``: a local network of N producer nodes on loopback, one command.
 
 Layout of the data dir: ``genesis.json`` and ``keys.json`` shared by all, ``devnet.json``
-(which node listens where), and one directory per node (``node1`` …) with its config.ini,
-block store and log. Node i serves the RPC on the base port + i, its admin RPC on the admin
+(which node listens where), ``devnet.lock`` (held by the devnet that runs there), and one
+directory per node (``node1`` …) with its config.ini, its producer's ``signing.key`` (mode
+0600, named by ``signature-provider = PUB=KEYFILE:path``: no key in the config), block store
+and log. Node i serves the RPC on the base port + i, its admin RPC on the admin
 base port + i (by default right after the RPC ports), and accepts peers on the p2p base
 port + i; every node dials the ones before it, so the network is fully meshed.
 One producer runs in this process; more run as child processes that die with this one.
@@ -11,18 +13,23 @@ One producer runs in this process; more run as child processes that die with thi
 from __future__ import annotations
 
 import ctypes
+import errno
+import fcntl
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from chain.core.crypto import PrivateKey, public_key_to_text
-from genesis.devnet import producer_names, write_dev_genesis
+from genesis.devnet import producer_names, write_dev_genesis, write_private
 from node.errors import NodeError
 
 # Dev chains unbond in a minute and re-elect every 10 s so that a person can watch it happen.
@@ -63,6 +70,65 @@ def plan(
     ]
 
 
+LOCK = "devnet.lock"
+
+
+def claim(data_dir: Path) -> IO[str]:
+    """Lock ``data_dir`` for this devnet while the returned file stays open (the process's
+    life): a second devnet there is refused before it prints or starts anything."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    lock = (data_dir / LOCK).open("a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as err:
+        lock.seek(0)
+        pid = lock.read().strip() or "?"
+        lock.close()
+        if err.errno not in (errno.EWOULDBLOCK, errno.EACCES):
+            raise
+        raise NodeError(f"a devnet already runs in {data_dir} (pid {pid}); stop it first") from err
+    lock.truncate(0)
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
+
+
+def clear(data_dir: Path) -> None:
+    """Delete the devnet in ``data_dir`` (``--fresh``), all but the lock this process holds."""
+    for entry in data_dir.iterdir():
+        if entry.name == LOCK:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def check_ports(nodes: list[DevNode]) -> None:
+    """Refuse, before anything starts, ports that something already listens on: else a node
+    dies on start and takes the devnet with it, after the banner said all was well."""
+    for node in nodes:
+        listeners = [("RPC", node.rpc), ("p2p", node.p2p)]
+        listeners += [] if node.admin is None else [("admin RPC", node.admin)]
+        for what, (host, port) in listeners:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                # As the node binds: a port only in TIME_WAIT from a stopped devnet is free.
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    probe.bind((host, port))
+                except OSError as err:
+                    if err.errno != errno.EADDRINUSE:
+                        raise NodeError(
+                            f"{node.name}'s {what} cannot listen on {host}:{port}: {err.strerror}"
+                        ) from err
+                    raise NodeError(
+                        f"port {port} ({node.name}'s {what}) is in use: stop what listens"
+                        " there or choose other ports (--http-server-address, --p2p-base-port,"
+                        " --admin-base-port)"
+                    ) from err
+
+
 def prepare(
     data_dir: Path, nodes: list[DevNode], params: Mapping[str, int | str] | None = None
 ) -> None:
@@ -83,6 +149,8 @@ def prepare(
         node_dir = data_dir / node.name
         node_dir.mkdir(parents=True, exist_ok=True)
         key = PrivateKey.from_text(keys[node.producer])
+        key_file = (node_dir / "signing.key").resolve()
+        write_private(key_file, key.to_text() + "\n")
         lines = [
             "# written by bor-node devnet",
             f"genesis-json = {(data_dir / 'genesis.json').resolve()}",
@@ -91,7 +159,7 @@ def prepare(
             + ("" if node.admin is None else f"{node.admin[0]}:{node.admin[1]}"),
             f"p2p-listen-endpoint = {node.p2p[0]}:{node.p2p[1]}",
             f"producer-name = {node.producer}",
-            f"signature-provider = {public_key_to_text(key.public_key)}=KEY:{key.to_text()}",
+            f"signature-provider = {public_key_to_text(key.public_key)}=KEYFILE:{key_file}",
             "# every node dials from 127.0.0.1: node1 alone takes up to 20 of them",
             "p2p-max-per-address = 0",
         ]

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from chain.controller import Chain
 from chain.core.block import decode_block
 from chain.core.errors import StoreError
 from chain.signatures.signers import PREFETCH_BLOCKS
-from chain.storage.blocklog import BlockLog, BlockLogWriter
+from chain.storage.blocklog import BlockLog, BlockLogWriter, index_path
+from chain.storage.store import BlockStore
+from node.errors import NodeError
 
 
 def genesis_beside(path: Path) -> Path:
@@ -18,20 +21,68 @@ def genesis_beside(path: Path) -> Path:
     return path.with_name(path.name + ".genesis.json")
 
 
-def export_history(chain: Chain, path: Path) -> int:
-    """Write blocks 1..LIB to ``path`` (and its index); returns how many."""
-    writer = BlockLogWriter(path, chain.chain_id, 1)
-    store = chain.store
+@dataclass(frozen=True, slots=True)
+class ExportPlan:
+    """What an export of a data dir's irreversible history writes: blocks ``first`` to
+    ``last`` of chain ``chain_id``. A data dir started from the snapshot of block N holds no
+    block below N, and block N only as the snapshot's head: its history starts at N + 1
+    (``snapshot_block`` is N then, None for a data dir that holds the chain from genesis)."""
+
+    chain_id: bytes
+    first: int
+    last: int
+    snapshot_block: int | None
+
+    def describe(self) -> str:
+        """The blocks written, and where they start when that is not block 1."""
+        blocks = f"blocks {self.first}..{self.last} (irreversible)"
+        if self.snapshot_block is None:
+            return blocks
+        return (
+            f"{blocks}: this data dir starts at block {self.snapshot_block} (a snapshot),"
+            f" so the file continues the snapshot of block {self.snapshot_block}"
+        )
+
+
+def export_plan(chain: Chain) -> ExportPlan:
+    """The export of ``chain``'s irreversible history (on the thread that owns the chain)."""
+    held = chain.store.first_block()
+    start = None if held <= 1 else held
+    plan = ExportPlan(chain.chain_id, 1 if start is None else start + 1, chain.lib, start)
+    if plan.last < plan.first:
+        raise NothingToExport(
+            f"no irreversible block to export yet: the LIB is block {plan.last}"
+            + ("" if start is None else ", the snapshot this data dir started from")
+        )
+    return plan
+
+
+class NothingToExport(NodeError):
+    """The data dir holds no irreversible block that an export would write."""
+
+
+def export_history(store: BlockStore, plan: ExportPlan, path: Path) -> int:
+    """Write ``plan``'s blocks to ``path`` (and its index), whole or not at all (written under
+    a temporary name, then renamed); returns how many. Irreversible blocks never change, so
+    this may run on another thread than the chain's while the chain goes on."""
+    part = path.with_name(path.name + ".part")
+    writer = BlockLogWriter(part, plan.chain_id, plan.first)
     try:
-        for num in range(1, chain.lib + 1):
+        for num in range(plan.first, plan.last + 1):
             block_id = store.block_id_at(num)
             raw = None if block_id is None else store.block_bytes(block_id)
             if raw is None:
                 raise StoreError(f"block {num} is missing from the block store")
             writer.append(raw)
-    finally:
+    except BaseException:
         writer.close()
-    return chain.lib
+        part.unlink(missing_ok=True)
+        index_path(part).unlink(missing_ok=True)
+        raise
+    writer.close()
+    index_path(part).replace(index_path(path))
+    part.replace(path)
+    return plan.last - plan.first + 1
 
 
 class Progress:
@@ -71,6 +122,12 @@ def import_history(chain: Chain, path: Path, light: bool, show: bool = True) -> 
             theirs, ours = log.chain_id.hex()[:16], chain.chain_id.hex()[:16]
             raise StoreError(f"{path} holds chain {theirs}…, this node is on {ours}…")
         start = chain.head.num + 1
+        if start < log.first:
+            raise StoreError(
+                f"{path} holds blocks {log.first}..{log.last}: it continues the snapshot of"
+                f" block {log.first - 1}, and this data dir's head is block {start - 1};"
+                f" start the data dir from that snapshot first (bor-node import-snapshot)"
+            )
         if start > log.last:
             return 0, 0.0
         if light:

@@ -375,12 +375,19 @@ class Network:
     def summary(self) -> dict[str, Any]:
         sync = self.blocks.sync.status()
         if self.fetching:
-            sync = {"stage": "state_sync", "target": 0, "blocks_per_s": 0, "eta_s": None}
+            sync = {
+                "stage": "state_sync",
+                "target": 0,
+                "blocks_per_s": 0,
+                "txs_per_s": 0,
+                "eta_s": None,
+            }
         return {
             "peer_count": len(self.switch),
             "sync_stage": sync["stage"],
             "sync_target": sync["target"],
             "sync_blocks_per_s": sync["blocks_per_s"],
+            "sync_txs_per_s": sync["txs_per_s"],
             "sync_eta_s": sync["eta_s"],
             "rdma": self.rdma_status,
         }

@@ -4,7 +4,7 @@ one, serve them to peers and fetch one from peers (state sync).
 The format and its checks are ``chain.storage.snapshot``'s, the state sync protocol
 ``p2p.statesync``'s; this module adds files (written under a temporary name, fsynced, then
 renamed, so a file with the final name is always whole), the progress reports, and the rules
-for a data dir: a snapshot starts an empty store only.
+for a data dir: a snapshot starts an empty store (or one holding the genesis only).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ log = structlog.get_logger("snapshots")
 __all__ = [
     "FileDownload",
     "ProgressLine",
+    "Report",
     "SnapshotDir",
     "create_snapshot",
     "import_snapshot",

@@ -139,7 +139,9 @@ class BlockSync(Reactor):
     def chain_updated(self, update: ChainUpdate) -> None:
         """A subscriber of the chain's updates: a new head or LIB (ours or a peer's block)."""
         view = update.view
-        self._act(self.sync.chain_advanced(view.head.num, view.lib_num))
+        txs = sum(len(block.transactions) for block in update.events.applied)
+        self._act(self.sync.chain_advanced(view.head.num, view.lib_num, txs))
+        self._log_progress()
 
     def _light_upto(self) -> int:
         """With light validation: blocks up to the LIB our peers report, while we catch up to
@@ -247,6 +249,22 @@ class BlockSync(Reactor):
                     self.sync.peer_rtt(peer.id, peer.rtt)
             self._act(self.sync.tick())
             self._act(self.sync.applier_waits(self.applier.lowest()))
+            self._log_progress()  # a stalled catch-up too: its rate falls, its ETA goes
+
+    def _log_progress(self) -> None:
+        """One line every few seconds while catching up, as nodeos logs its sync requests."""
+        progress = self.sync.progress_due()
+        if progress is not None:
+            log.info(
+                "sync_progress",
+                stage=str(self.sync.stage),
+                head=progress.head,
+                target=progress.target,
+                blocks_per_s=progress.blocks_per_s,
+                txs_per_s=progress.txs_per_s,
+                eta_s=progress.eta_s,
+                peers=self.sync.peer_count(),
+            )
 
     async def _notice_loop(self) -> None:
         while True:

@@ -34,7 +34,6 @@ claims hold our producer back only while blocks back them (``holds_production``)
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +41,7 @@ from typing import Any
 from p2p.messages import GoAwayReason
 from p2p.sync_actions import Action, DropPeer, FetchRange, Stage, SyncConfig
 from p2p.sync_peers import HeldBlocks, PeerId, PeerRecord, pick
+from p2p.sync_progress import Progress, SyncProgress
 
 __all__ = ["Action", "DropPeer", "FetchRange", "Stage", "SyncConfig", "SyncManager"]
 
@@ -80,7 +80,7 @@ class SyncManager:
     # A peer on a branch we do not know, and how far to fetch it (from LIB + 1) so that the
     # fork database can weigh it against ours: set by an unlinkable block.
     fork: tuple[PeerId, int] | None = None
-    _progress: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=64))
+    _progress: SyncProgress = field(init=False)
     # When peers' blocks last joined our chain, or catch-up began on claims alone (once, until
     # a block backs them: a liar reconnecting under fresh keys gets no second grace).
     _backed_at: float = float("-inf")
@@ -95,16 +95,21 @@ class SyncManager:
     # we met are not relayed to us, so catch-up fetches them even within the allowance.
     _met_ahead: bool = False
 
+    def __post_init__(self) -> None:
+        self._progress = SyncProgress(self.config.progress_interval)
+
     # --- events ---------------------------------------------------------------------------
 
-    def chain_advanced(self, head: int, lib: int) -> list[Action]:
+    def chain_advanced(self, head: int, lib: int, txs: int = 0) -> list[Action]:
+        """Our chain's head and LIB are now ``head`` and ``lib``, after applying ``txs``
+        transactions (which only the progress figures count)."""
         self.head, self.lib = head, lib
         self._held.forget_upto(lib)
         if self.fork is not None and self.fork[1] <= lib:
             # Our LIB passed the whole branch: it can no longer win, so stop waiting for it
             # (a silent fork peer would otherwise hold us in catch-up, and our producer idle).
             self.fork = None
-        self._progress.append((self.clock(), head))
+        self._progress.advanced(self.clock(), head, txs)
         return self._schedule()
 
     def peer_position(
@@ -320,8 +325,7 @@ class SyncManager:
         )
 
     def status(self) -> dict[str, Any]:
-        rate = self.blocks_per_second()
-        behind = max(0, self.target - self.head)
+        progress = self.progress()
         return {
             "stage": str(self.stage),
             "head": self.head,
@@ -330,16 +334,27 @@ class SyncManager:
             "next_expected": self.head + 1,
             "sources": sorted({r.peer for r in self.ranges}),
             "ranges_in_flight": len(self.ranges),
-            "blocks_per_s": round(rate, 1),
-            "eta_s": round(behind / rate, 1) if rate > 0 and behind else None,
+            "blocks_per_s": progress.blocks_per_s,
+            "txs_per_s": progress.txs_per_s,
+            "eta_s": progress.eta_s,
+            "peers": self.peer_count(),
             "holds_production": self.holds_production(),
         }
 
-    def blocks_per_second(self) -> float:
-        if len(self._progress) < 2:
-            return 0.0
-        (t0, n0), (t1, n1) = self._progress[0], self._progress[-1]
-        return (n1 - n0) / (t1 - t0) if t1 > t0 else 0.0
+    def progress(self) -> Progress:
+        """How fast our head climbs (over the last seconds) and when it reaches the target."""
+        return self._progress.reading(self.clock(), self.head, self.target)
+
+    def progress_due(self) -> Progress | None:
+        """A reading when a progress line is due (every ``progress_interval`` seconds of a
+        catch-up), else None."""
+        if not self._progress.due(self.clock(), self.stage != Stage.IN_SYNC):
+            return None
+        return self.progress()
+
+    def peer_count(self) -> int:
+        """Peers whose claims we still hear (not being sent away)."""
+        return sum(1 for p in self.peers.values() if not p.dropping)
 
     # --- internals --------------------------------------------------------------------------
 
@@ -483,6 +498,7 @@ class SyncManager:
         self._met_ahead = False
         if stage != self.stage:
             if self.stage == Stage.IN_SYNC:
+                self._progress.restart(self.clock(), self.head)
                 if self._claim_grace:
                     self._backed_at = max(self._backed_at, self.clock())
                     self._claim_grace = False

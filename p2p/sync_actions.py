@@ -50,3 +50,5 @@ class SyncConfig:
     # finalizers quiet) for good. Twice ``timeout``: an honest source asked for a range
     # delivers well within one, and one not asked is replaced by those that deliver.
     claim_trust: float = 10.0
+    # Seconds between ``sync_progress`` log lines while catching up (0: none).
+    progress_interval: float = 5.0

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import importlib.metadata
 import json
 import os
+import re
 import sys
 import time
 from datetime import datetime
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
 from chain.core.actions import (
+    MAX_MEMO,
+    MAX_URL,
     Action,
     ApproveProducer,
     NewAccount,
@@ -28,7 +31,7 @@ from chain.core.actions import (
 from chain.core.crypto import PrivateKey, public_key_from_text
 from chain.core.errors import ChainError
 from chain.core.transaction import SignedTransaction, Transaction, tapos_of
-from chain.core.types import BlockId, account_name
+from chain.core.types import MAX_AMOUNT, BlockId, account_name
 from wallet.client import RpcClient
 from wallet.errors import WalletError, WalletFileError
 from wallet.keystore import Keystore
@@ -71,21 +74,30 @@ def _open_or_create(args: argparse.Namespace) -> Keystore:
     return store
 
 
+# An amount is written as the README shows it and nothing else: no exponent ("1e5" would move
+# 100,000 tokens), no digit separators, no sign, no "inf". Bounded before int(), whose cost
+# grows with the digits.
+_AMOUNT_RE = re.compile(r"([0-9]{1,30})(?:\.([0-9]{1,30}))?")
+
+
 def parse_amount(text: str, precision: int, symbol: str) -> int:
-    """'10', '10.5' or '10.5000 BOR' in base units; refuses extra decimals or a wrong symbol."""
-    parts = text.split()
-    if len(parts) == 2:
-        if parts[1] != symbol:
-            raise WalletError(f"amount {text!r}: the token is {symbol}")
-        text = parts[0]
-    try:
-        value = Decimal(text)
-    except InvalidOperation as err:
-        raise WalletError(f"amount {text!r} is not a number") from err
-    units = value * (10**precision)
-    if units != units.to_integral_value() or units <= 0:
-        raise WalletError(f"amount {text!r} must be positive with at most {precision} decimals")
-    return int(units)
+    """'10', '10.5' or '10.5000 BOR' in base units; refuses any other form, more decimals than
+    the token has, zero, and more than the chain's maximum amount."""
+    forms = f"10, 10.5 (at most {precision} decimals) or '10.5000 {symbol}'"
+    number, space, unit = text.partition(" ")
+    match = _AMOUNT_RE.fullmatch(number)
+    if match is None or (space and unit != symbol):
+        raise WalletError(f"amount {text!r}: write it as {forms}")
+    whole, frac = match.group(1), match.group(2) or ""
+    if len(frac) > precision:
+        raise WalletError(f"amount {text!r} has {len(frac)} decimals; the token has {precision}")
+    units = int(whole + frac.ljust(precision, "0"))
+    if units == 0:
+        raise WalletError(f"amount {text!r} must be more than zero")
+    if units > MAX_AMOUNT:
+        top = format_amount(MAX_AMOUNT, precision, symbol)
+        raise WalletError(f"amount {text!r} is above the maximum, {top}")
+    return units
 
 
 def format_amount(units: int, precision: int, symbol: str) -> str:
@@ -113,8 +125,20 @@ def _sign(args: argparse.Namespace, client: RpcClient, actions: list[Action]) ->
     return SignedTransaction.sign(tx, bytes.fromhex(info["chain_id"]), keys)
 
 
-def _push(client: RpcClient, body: dict[str, Any], mode: str) -> int:
+def check_text(what: str, text: str, limit: int) -> str:
+    """``text`` if the chain takes it in a field of at most ``limit`` characters: refused here,
+    before the wallet is unlocked and a transaction signed, rather than by the node."""
+    if len(text) > limit:
+        raise WalletError(f"{what} is {len(text)} characters; at most {limit}")
+    return text
+
+
+def _push(client: RpcClient, body: dict[str, Any], mode: str, as_json: bool) -> int:
     result = client.call("/v1/chain/push_transaction", body | {"mode": mode})
+    if as_json:  # for scripts: block_num is null until the transaction is in a block
+        fields = ("transaction_id", "block_num", "status")
+        print(json.dumps({key: result.get(key) for key in fields}))
+        return 0
     line = f"transaction {result['transaction_id']} {result['status']}"
     if "block_num" in result:
         line += f" in block {result['block_num']}"
@@ -129,7 +153,7 @@ def _send(args: argparse.Namespace, actions: list[Action]) -> int:
     if args.dont_broadcast:
         print(json.dumps(body))
         return 0
-    return _push(client, body, args.mode)
+    return _push(client, body, args.mode, args.json)
 
 
 def _amount(args: argparse.Namespace, text: str) -> int:
@@ -157,8 +181,8 @@ def cmd_import(args: argparse.Namespace) -> int:
             dev = json.loads(Path(args.from_dev_keys).read_text())
         except (OSError, ValueError) as err:
             raise WalletError(f"cannot read {args.from_dev_keys}: {err}") from err
-        for label, text in dev.items():
-            imported.append((store.add(PrivateKey.from_text(text), label), label))
+        for label, key in _dev_keys(args.from_dev_keys, dev):
+            imported.append((store.add(key, label), label))
     else:
         text = args.key or getpass.getpass("private key (PVT_K1_...): ")
         imported.append(
@@ -170,6 +194,17 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dev_keys(path: str, doc: Any) -> list[tuple[str, PrivateKey]]:
+    """The (label, key) pairs of a keys.json written by ``bor-node devnet``."""
+    shape = f'{path} is not a keys.json of bor-node devnet: expected {{"label": "PVT_K1_..."}}'
+    if not isinstance(doc, dict) or not all(isinstance(v, str) for v in doc.values()):
+        raise WalletError(shape)
+    try:
+        return [(label, PrivateKey.from_text(text)) for label, text in doc.items()]
+    except ChainError as err:
+        raise WalletError(f"{path}: {err}") from err
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     store = _open(args)
     for pub, (label, _) in sorted(store.keys.items(), key=lambda kv: kv[1][0]):
@@ -178,9 +213,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_transfer(args: argparse.Namespace) -> int:
+    memo = check_text("memo", args.memo, MAX_MEMO)
     amount = _amount(args, args.amount)
     return _send(
-        args, [Transfer(account_name(args.sender), account_name(args.recipient), amount, args.memo)]
+        args, [Transfer(account_name(args.sender), account_name(args.recipient), amount, memo)]
     )
 
 
@@ -199,8 +235,9 @@ def cmd_vote(args: argparse.Namespace) -> int:
 
 def cmd_regproducer(args: argparse.Namespace) -> int:
     name = account_name(args.account)
+    url = check_text("producer url", args.url_field, MAX_URL)
     key_text = args.key or RpcClient(args.url).get_account(name)["key"]
-    return _send(args, [RegProducer(name, public_key_from_text(key_text), args.url_field)])
+    return _send(args, [RegProducer(name, public_key_from_text(key_text), url)])
 
 
 def cmd_approveproducer(args: argparse.Namespace) -> int:
@@ -230,7 +267,7 @@ def cmd_push(args: argparse.Namespace) -> int:
         raise WalletError(f"cannot read a signed transaction from {args.file}: {err}") from err
     if not isinstance(body, dict):
         raise WalletError("a signed transaction is a JSON object {packed_trx, signatures}")
-    return _push(RpcClient(args.url), body, args.mode)
+    return _push(RpcClient(args.url), body, args.mode, args.json)
 
 
 def cmd_get(args: argparse.Namespace) -> int:
@@ -285,15 +322,42 @@ def _common_options(with_defaults: bool) -> argparse.ArgumentParser:
     return common
 
 
+def _sending_options() -> argparse.ArgumentParser:
+    """Options of the commands that push a transaction."""
+    sending = argparse.ArgumentParser(add_help=False)
+    sending.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object {transaction_id, block_num, status} instead of a sentence",
+    )
+    return sending
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("bor")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _common_options(with_defaults=False)
+    sending = _sending_options()
     parser = argparse.ArgumentParser(
         prog="bor-wallet", description="BoR wallet", parents=[_common_options(with_defaults=True)]
     )
+    parser.add_argument("--version", action="version", version=f"bor-wallet {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def add(name: str, func: Any, help: str, *arguments: tuple[str, dict[str, Any]]) -> None:
-        p = sub.add_parser(name, help=help, parents=[common])
+    def add(
+        name: str,
+        func: Any,
+        help: str,
+        *arguments: tuple[str, dict[str, Any]],
+        sends: bool = False,
+    ) -> None:
+        parents = [common, sending] if sends else [common]
+        p = sub.add_parser(name, help=help, parents=parents)
         for flag, kwargs in arguments:
             p.add_argument(flag, **kwargs)
         p.set_defaults(func=func)
@@ -308,18 +372,27 @@ def build_parser() -> argparse.ArgumentParser:
         ("--from-dev-keys", {"help": "keys.json written by bor-node devnet"}),
     )
     add("list", cmd_list, "list the public keys in the wallet")
+    amount = ("amount", {"help": "10, 10.5 or '10.5000 BOR'"})
     add(
         "transfer",
         cmd_transfer,
         "send tokens",
         ("sender", {}),
         ("recipient", {}),
-        ("amount", {"help": "e.g. 10.5 or '10.5000 BOR'"}),
-        ("--memo", {"default": ""}),
+        amount,
+        ("--memo", {"default": "", "help": f"at most {MAX_MEMO} characters"}),
+        sends=True,
     )
-    add("stake", cmd_stake, "stake tokens", ("account", {}), ("amount", {}))
-    add("unstake", cmd_unstake, "start unbonding stake", ("account", {}), ("amount", {}))
-    add("vote", cmd_vote, "vote for producers", ("voter", {}), ("producers", {"nargs": "*"}))
+    add("stake", cmd_stake, "stake tokens", ("account", {}), amount, sends=True)
+    add("unstake", cmd_unstake, "start unbonding stake", ("account", {}), amount, sends=True)
+    add(
+        "vote",
+        cmd_vote,
+        "vote for producers",
+        ("voter", {}),
+        ("producers", {"nargs": "*"}),
+        sends=True,
+    )
     add(
         "regproducer",
         cmd_regproducer,
@@ -327,6 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("account", {}),
         ("--key", {"help": "block signing key (default: the account key)"}),
         ("--producer-url", {"dest": "url_field", "default": ""}),
+        sends=True,
     )
     add(
         "approveproducer",
@@ -334,8 +408,9 @@ def build_parser() -> argparse.ArgumentParser:
         "approve a candidate (governance)",
         ("governor", {}),
         ("producer", {}),
+        sends=True,
     )
-    add("unregproducer", cmd_unregproducer, "withdraw candidacy", ("account", {}))
+    add("unregproducer", cmd_unregproducer, "withdraw candidacy", ("account", {}), sends=True)
     add(
         "newaccount",
         cmd_newaccount,
@@ -343,9 +418,23 @@ def build_parser() -> argparse.ArgumentParser:
         ("creator", {}),
         ("name", {}),
         ("key", {}),
+        sends=True,
     )
-    add("updatekey", cmd_updatekey, "rotate an account key", ("account", {}), ("key", {}))
-    add("push", cmd_push, "push a signed transaction (JSON file or -)", ("file", {}))
+    add(
+        "updatekey",
+        cmd_updatekey,
+        "rotate an account key",
+        ("account", {}),
+        ("key", {}),
+        sends=True,
+    )
+    add(
+        "push",
+        cmd_push,
+        "push a signed transaction (JSON file or -)",
+        ("file", {}),
+        sends=True,
+    )
     add(
         "get",
         cmd_get,
@@ -359,12 +448,26 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # here, not at exit: a reader that left (| head) is met in the try
+        return code
+    except BrokenPipeError:
+        return stdout_closed()
     except (WalletError, ChainError) as err:
         print(f"bor-wallet: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def stdout_closed() -> int:
+    """The exit status after the reader of stdout left (``| head``): stop quietly, as Unix
+    tools do. stdout is pointed at /dev/null so that Python's flush at exit does not fail
+    again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141  # 128 + SIGPIPE: what a shell reports for a tool the broken pipe stopped
 
 
 if __name__ == "__main__":

@@ -217,6 +217,18 @@ class StoreError(ChainError):
     name = "store_error"
 
 
+class StoreInUse(StoreError):
+    """Another process (or this one) has the block store open; ``pid`` when it is known."""
+
+    name = "store_in_use"
+
+    def __init__(self, path: str, pid: int | None) -> None:
+        owner = "another process" if pid is None else f"process {pid}"
+        super().__init__(f"the block store at {path} is in use by {owner}")
+        self.path = path
+        self.pid = pid
+
+
 class NotFound(ChainError):
     """A block, transaction or account that is not known."""
 

@@ -60,6 +60,20 @@ def settle(account: Account, now_s: int) -> Account:
     return account._replace(balance=account.balance + matured, unbonding=pending)
 
 
+def token_amount(base_units: int, params: ChainParams) -> str:
+    """``base_units`` as the token amount a person reads and types: "10.5000 BOR"."""
+    whole, fraction = divmod(abs(base_units), 10**params.token_precision)
+    digits = f".{fraction:0{params.token_precision}d}" if params.token_precision else ""
+    sign = "-" if base_units < 0 else ""
+    return f"{sign}{whole}{digits} {params.token_symbol}"
+
+
+def _short_of(name: AccountName, has: int, needs: int, ctx: Context) -> InsufficientFunds:
+    return InsufficientFunds(
+        f"{name} has {token_amount(has, ctx.params)}, needs {token_amount(needs, ctx.params)}"
+    )
+
+
 def load_account(view: StateView, name: AccountName, ctx: Context) -> Account:
     account = view.account(name)
     if account is None:
@@ -88,7 +102,7 @@ def process_transfer(view: StateView, a: Transfer, ctx: Context) -> None:
     sender = load_account(view, a.sender, ctx)
     recipient = load_account(view, a.recipient, ctx)
     if sender.balance < a.amount:
-        raise InsufficientFunds(f"{a.sender} has {sender.balance}, needs {a.amount}")
+        raise _short_of(a.sender, sender.balance, a.amount, ctx)
     if recipient.balance + a.amount > MAX_AMOUNT:
         raise InvalidAction("recipient balance would overflow")
     # Built directly rather than with _replace: this is the hottest path of block execution.
@@ -114,7 +128,7 @@ def process_updatekey(view: StateView, a: UpdateKey, ctx: Context) -> None:
 def process_stake(view: StateView, a: Stake, ctx: Context) -> None:
     account = load_account(view, a.account, ctx)
     if account.balance < a.amount:
-        raise InsufficientFunds(f"{a.account} has {account.balance}, needs {a.amount}")
+        raise _short_of(a.account, account.balance, a.amount, ctx)
     view.put_account(
         account._replace(balance=account.balance - a.amount, staked=account.staked + a.amount)
     )
@@ -124,7 +138,10 @@ def process_stake(view: StateView, a: Stake, ctx: Context) -> None:
 def process_unstake(view: StateView, a: Unstake, ctx: Context) -> None:
     account = load_account(view, a.account, ctx)
     if account.staked < a.amount:
-        raise InsufficientFunds(f"{a.account} has {account.staked} staked, asks {a.amount}")
+        raise InsufficientFunds(
+            f"{a.account} has {token_amount(account.staked, ctx.params)} staked,"
+            f" asks {token_amount(a.amount, ctx.params)}"
+        )
     release = ctx.block_time_s + ctx.params.unbond_delay_s
     view.put_account(
         account._replace(

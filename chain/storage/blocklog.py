@@ -22,7 +22,8 @@ HEADER_SIZE = len(MAGIC) + 32 + 4
 _ENTRY_OVERHEAD = 4 + 8
 
 
-def _index_path(path: Path) -> Path:
+def index_path(path: Path) -> Path:
+    """Where the index of the block log ``path`` is."""
     return path.with_name(path.name + ".index")
 
 
@@ -33,7 +34,7 @@ class BlockLogWriter:
         self.path = path
         self.next_num = first
         self._log = path.open("wb")
-        self._index = _index_path(path).open("wb")
+        self._index = index_path(path).open("wb")
         self._log.write(MAGIC + chain_id + first.to_bytes(4, "big"))
         self._offset = HEADER_SIZE
 
@@ -88,7 +89,7 @@ class BlockLog:
         whole = f"block {last} is its last whole block" if offsets else "it holds no whole block"
         if (self._entry_end(offsets[-1]) if offsets else HEADER_SIZE) != size:
             raise StoreError(f"{self.path} is cut short or damaged after its entries: {whole}")
-        index = _index_path(self.path)
+        index = index_path(self.path)
         try:
             raw = index.read_bytes()
         except FileNotFoundError:

@@ -11,6 +11,9 @@ rebuilt and checked, never started afresh.
 
 from __future__ import annotations
 
+import fcntl
+import os
+import struct
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +25,7 @@ from chain.core import schema
 from chain.core.block import SignedBlock, decode_block
 from chain.core.dpos import HeaderState, decode_header_state
 from chain.core.encoding import pack, unpack
-from chain.core.errors import SnapshotError, StoreError
+from chain.core.errors import SnapshotError, StoreError, StoreInUse
 from chain.core.initial_state import InitialState
 from chain.core.qc import vote_from_wire
 from chain.core.state import Changes
@@ -43,6 +46,28 @@ def _reason(err: Exception) -> str:
     """plyvel passes LevelDB's status as bytes."""
     arg = err.args[0] if err.args else err
     return arg.decode(errors="replace") if isinstance(arg, bytes) else str(arg)
+
+
+def _lock_owner(directory: Path, reason: str) -> int | None:
+    """The process holding LevelDB's lock on ``directory``: LevelDB takes a POSIX record
+    lock on its LOCK file, whose holder F_GETLK names; a lock this process holds is
+    invisible to F_GETLK, and LevelDB then says so itself. None where it cannot be told."""
+    if "already held by process" in reason:
+        return os.getpid()
+    try:
+        fd = os.open(directory / "LOCK", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        # struct flock on Linux: l_type, l_whence (short), l_start, l_len (off_t), l_pid.
+        layout = "hhqqi4x"
+        probe = struct.pack(layout, fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+        kind, _, _, _, pid = struct.unpack(layout, fcntl.fcntl(fd, fcntl.F_GETLK, probe))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return int(pid) if kind != fcntl.F_UNLCK and pid > 0 else None
 
 
 class BlockStore:
@@ -82,7 +107,10 @@ class BlockStore:
                 compression=None,
             )
         except (plyvel.Error, OSError) as err:  # IOError when another process holds the lock
-            raise StoreError(f"cannot open block store at {path}: {_reason(err)}") from err
+            reason = _reason(err)
+            if "LOCK" in reason and ("unavailable" in reason or "already held" in reason):
+                raise StoreInUse(path, _lock_owner(self._dir, reason)) from err
+            raise StoreError(f"cannot open block store at {path}: {reason}") from err
         self._mark = CommitMark(self._dir)
         try:
             self._check_mark()

@@ -113,6 +113,15 @@ class Hex:
         return self.text.schema()
 
     def parse(self, value: Any) -> bytes:
+        # Well-formed hex that is only too long gets its size, not a lesson in hex: the
+        # sender of an oversized transaction learns by how much it is over.
+        if (
+            isinstance(value, str)
+            and len(value) > 2 * self.max_bytes
+            and len(value) % 2 == 0
+            and re.fullmatch("[0-9a-fA-F]*", value, re.ASCII) is not None
+        ):
+            raise ValueError(f"is too large: {len(value) // 2} bytes, at most {self.max_bytes}")
         return bytes.fromhex(self.text.parse(value))
 
 

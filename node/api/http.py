@@ -16,6 +16,7 @@ that trickle in) and its body within ``read_timeout_s`` of the header (408, then
 from __future__ import annotations
 
 import asyncio
+import errno
 import hmac
 import ipaddress
 import socket
@@ -589,18 +590,34 @@ def runner_options(limits: HttpLimits) -> dict[str, Any]:
     }
 
 
+def bind_error(what: str, where: str, option: str, err: OSError) -> NodeError:
+    """Why a listener could not be bound, and, for an address in use (most often a node
+    already running), which option picks another."""
+    if err.errno == errno.EADDRINUSE:
+        reason = f"the address is in use (another node?); choose another with {option}"
+    else:
+        reason = err.strerror or str(err)
+    return NodeError(f"cannot {what} on {where}: {reason}")
+
+
 async def serve(
-    app: web.Application, host: str, port: int, limits: HttpLimits, what: str = "RPC"
+    app: web.Application,
+    host: str,
+    port: int,
+    limits: HttpLimits,
+    what: str = "RPC",
+    option: str = "--http-server-address",
 ) -> web.AppRunner:
     """Start serving ``app`` on ``host:port``; the caller cleans the runner up. Raises
-    NodeError naming ``what`` when the address cannot be bound."""
+    NodeError naming ``what`` and the ``option`` that sets the address when it cannot be
+    bound."""
     runner = web.AppRunner(app, **runner_options(limits))
     await runner.setup()
     try:
         await _GuardedSite(runner, host, port, limits).start()
     except OSError as err:
         await runner.cleanup()
-        raise NodeError(f"cannot serve the {what} on {host}:{port}: {err.strerror}") from err
+        raise bind_error(f"serve the {what}", f"{host}:{port}", option, err) from err
     except BaseException:
         await runner.cleanup()
         raise

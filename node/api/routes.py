@@ -179,6 +179,23 @@ def route_table(api: Api) -> dict[str, Route]:
             statuses=(404, 409),
             admin=True,
         ),
+        "/v1/node/export_history": Route(
+            api.export_history,
+            "Write the irreversible blocks this node holds to a block log in the data dir"
+            " (exports/history.log, replaced by the next export), its genesis beside it",
+            json_object(
+                {
+                    "file": STRING,
+                    "genesis": STRING,
+                    "first_block_num": {"type": "integer"},
+                    "last_block_num": {"type": "integer"},
+                    "snapshot_block_num": {"type": ["integer", "null"]},
+                    "blocks": STRING,
+                }
+            ),
+            statuses=(404, 409),
+            admin=True,
+        ),
         "/v1/net/connect": Route(
             api.net_connect,
             "Dial a peer (and keep redialling it)",

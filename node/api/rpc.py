@@ -10,6 +10,7 @@ HTTP status codes and JSON bodies.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from chain.core.types import AccountName, BlockId, BlockNum, TxId
 from chain.events import ChainUpdate
 from chain.storage.snapshot import VERSION as SNAPSHOT_VERSION
 from chain.storage.snapshot import SnapshotHead
+from chain.storage.store import BlockStore
 from node.admission import Admitter
 from node.api.blockcache import BlockJsonCache
 from node.api.fields import RequestError
@@ -41,9 +43,10 @@ from node.api.views import (
     schedule_json,
     slot_iso,
 )
-from node.config import parse_endpoint
 from node.errors import ConfigError
+from node.history import ExportPlan, NothingToExport, export_history, export_plan, genesis_beside
 from node.metrics import NodeMetrics
+from node.options import parse_endpoint
 from node.runner import ChainRunner, InclusionWatch
 from node.snapshots import create_snapshot, snapshot_name
 
@@ -119,7 +122,7 @@ class NetworkApi(Protocol):
 
     def summary(self) -> dict[str, Any]:
         """What get_info adds: peer_count, sync_stage, sync_target, sync_blocks_per_s,
-        sync_eta_s, rdma."""
+        sync_txs_per_s, sync_eta_s, rdma."""
         ...
 
     def connect(self, address: tuple[str, int]) -> bool:
@@ -129,6 +132,12 @@ class NetworkApi(Protocol):
     async def disconnect(self, peer_id: str) -> bool:
         """Send peer ``peer_id`` away; False if no such peer is connected."""
         ...
+
+
+def _export_plan(chain: Chain) -> tuple[ExportPlan, BlockStore]:
+    # The store goes with the plan: the blocks up to the LIB are never rewritten, so a
+    # worker thread reads them while the chain thread goes on (as a snapshot's state is).
+    return export_plan(chain), chain.store
 
 
 def _lib_state(chain: Chain) -> tuple[SnapshotHead, Iterator[tuple[bytes, bytes]]]:
@@ -156,13 +165,15 @@ class Api:
         commit_wait_cap_s: float | None = None,
         finality: Callable[[], dict[str, Any]] | None = None,
         snapshots_dir: Path | None = None,
+        exports: tuple[Path, Path] | None = None,
     ) -> None:
         """``reads`` and ``pacer`` default to ``ChainReads`` and ``ReadPacer`` tuned for a
         node; tests pass their own. A push in commit mode waits at most
         ``commit_wait_cap_s`` (the HTTP layer's time limit less a margin), then answers
         ``pending``. ``finality`` gives the node's side of get_finalizer_info (its own
         finalizers, whether production is paused). Snapshots that the admin RPC asks for
-        are written into ``snapshots_dir``."""
+        are written into ``snapshots_dir``; the history it exports goes to ``exports[0]``,
+        with a copy of the genesis ``exports[1]`` beside it."""
         self.runner = runner
         self.metrics = metrics
         self.watch = watch
@@ -176,6 +187,8 @@ class Api:
         self.finality = finality
         self.snapshots_dir = snapshots_dir
         self._snapshot_running = False
+        self.exports = exports
+        self._export_running = False
         self.routes: dict[str, Route] = route_table(self)
 
     async def run(self) -> None:
@@ -269,18 +282,18 @@ class Api:
         try:
             head, entries = await self.runner.call(_lib_state)
             path = self.snapshots_dir / snapshot_name(head.num, head.block.id)
-            log.info("writing snapshot", block=head.num, file=str(path))
+            log.info("snapshot_writing", block=head.num, file=str(path))
             last = [time.monotonic()]
 
             def report(count: int, size: int) -> None:
                 if time.monotonic() - last[0] >= 5:
                     last[0] = time.monotonic()
-                    log.info("writing snapshot", block=head.num, entries=count, bytes=size)
+                    log.info("snapshot_writing", block=head.num, entries=count, bytes=size)
 
             summary = await asyncio.to_thread(create_snapshot, head, entries, path, report)
         finally:
             self._snapshot_running = False
-        log.info("snapshot written", block=head.num, file=str(path), entries=summary.entries)
+        log.info("snapshot_written", block=head.num, file=str(path), entries=summary.entries)
         block = head.block
         return {
             "head_block_id": block.id.hex(),
@@ -291,6 +304,41 @@ class Api:
             "entries": summary.entries,
             "bytes": summary.size,
             "content_hash": summary.content_hash.hex(),
+        }
+
+    async def export_history(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Write the irreversible history this node holds to a block log in its data dir, as
+        ``bor-node export`` does on a stopped node: one export at a time, each replacing the
+        last one's file (so repeated calls do not fill the disk), written on a worker
+        thread while the chain goes on."""
+        if self.exports is None:
+            raise RpcError(404, "not_found", "this node exports no history")
+        if self._export_running:
+            raise RpcError(409, "export_in_progress", "an export is being written already")
+        self._export_running = True
+        path, genesis = self.exports
+        try:
+            plan, store = await self.runner.call(_export_plan)
+            log.info("history_exporting", first=plan.first, last=plan.last, file=str(path))
+
+            def write() -> None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                export_history(store, plan, path)
+                shutil.copyfile(genesis, genesis_beside(path))
+
+            await asyncio.to_thread(write)
+        except NothingToExport as err:
+            raise RpcError(409, "nothing_to_export", str(err)) from err
+        finally:
+            self._export_running = False
+        log.info("history_exported", first=plan.first, last=plan.last, file=str(path))
+        return {
+            "file": str(path),
+            "genesis": str(genesis_beside(path)),
+            "first_block_num": plan.first,
+            "last_block_num": plan.last,
+            "snapshot_block_num": plan.snapshot_block,
+            "blocks": plan.describe(),
         }
 
     # --- chain API: through the chain thread ------------------------------------------------

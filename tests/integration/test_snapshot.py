@@ -67,11 +67,10 @@ def test_snapshot_made_verified_refused_and_started_from(nodes: Nodes, tmp_path:
         assert len(lines) == 1 and lines[0].startswith("bor-node: "), refused.stderr
         assert any(r in lines[0] for r in reason.split("|")), (reason, lines[0])
 
-    started = tmp_path / "started"
-    started.mkdir()
-    shutil.copy(genesis, started / "genesis.json")
+    started = tmp_path / "started"  # none yet: the genesis given once is kept in it
     peer = ("--p2p-peer-address", f"127.0.0.1:{server_p2p}")
-    node = nodes.run(started, "--snapshot", str(snap), *peer).start()
+    node = nodes.run(started, "--genesis-json", str(genesis), "--snapshot", str(snap), *peer)
+    node.start()
     node.wait_for_head(head, timeout=60)
     assert node.info()["head_block_id"] == server.info()["head_block_id"]
     first = made["head_block_num"]
@@ -82,8 +81,34 @@ def test_snapshot_made_verified_refused_and_started_from(nodes: Nodes, tmp_path:
         == (server.rpc("/v1/chain/get_block", {"block_num_or_id": first + 1})["id"])
     )
 
+    assert node.proc is not None
+    running = f"a node is running on this data dir (pid {node.proc.pid})"
+    for command in (
+        ["export", "--to", str(tmp_path / "x.log")],
+        ["snapshot", "create"],
+        ["import", str(tmp_path / "x.log")],
+        ["run"],
+    ):
+        met = _cli(*command, "--data-dir", str(started))
+        assert met.returncode == 2 and met.stderr.count("\n") == 1, met.stderr
+        assert met.stderr.startswith(f"bor-node: {running}"), met.stderr
+    assert (
+        "admin API: POST /v1/node/export_history"
+        in _cli("export", "--to", str(tmp_path / "x.log"), "--data-dir", str(started)).stderr
+    )
+    with pytest.raises(Exception, match="409"):  # its LIB is the snapshot's block
+        node.admin("/v1/node/export_history", {})
+    exported = server.admin("/v1/node/export_history", {})
+    assert (exported["first_block_num"], exported["last_block_num"]) == (1, lib)
+    assert Path(exported["file"]).exists() and Path(exported["genesis"]).exists()
+
     assert node.stop() == 0
-    node.start()  # the same command line: the data dir goes on from its chain
+    held = _cli("export", "--data-dir", str(started), "--to", str(tmp_path / "x.log"))
+    assert held.returncode == 2 and f"block {first}" in held.stderr, held.stderr
+    assert "missing" not in held.stderr
+    node.args.remove("--genesis-json")
+    node.args.remove(str(genesis))
+    node.start()  # no genesis flag: the data dir kept it, and goes on from its chain
     assert node.info()["head_block_id"] == server.info()["head_block_id"]
     assert node.info()["last_irreversible_block_num"] >= first
 

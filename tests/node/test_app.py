@@ -12,7 +12,7 @@ import pytest
 from node.admission import Admitter
 from node.app import Node, open_chain
 from node.cli import main
-from node.config import load_config
+from node.config_file import load_config
 
 
 def free_port() -> int:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from chain.core.crypto import PrivateKey, public_key_to_text
-from node.config import OPTIONS, NodeConfig, add_options, load_config, read_ini
+from node.config import OPTION_SECTIONS, OPTIONS, NodeConfig
+from node.config_file import add_options, commented_config, load_config, read_ini
 from node.errors import ConfigError
 
 
@@ -239,3 +240,120 @@ def test_help_shows_choices_defaults_and_ranges() -> None:
     assert "--rdma {auto,off,required}" in text
     assert "(default: 16, 1 to 1024)" in text  # rdma-max-peers
     assert "(default: 4096, 1 to 1048576)" in text  # http-stream-buffer
+
+
+def _key_file(path: Path, key: PrivateKey, mode: int) -> Path:
+    path.write_text(key.to_text() + "\n")
+    path.chmod(mode)
+    return path
+
+
+def test_keys_are_read_from_key_files(tmp_path: Path) -> None:
+    """``signature-provider = PUB=KEYFILE:path``, ``finalizer-key = KEYFILE:path`` and
+    ``peer-private-key = KEYFILE:path`` read the key from a file only its owner may read."""
+    signer, voter, peer = PrivateKey.generate(), PrivateKey.generate(), PrivateKey.generate()
+    files = [_key_file(tmp_path / n, k, 0o600) for n, k in [("s", signer), ("v", voter)]]
+    peer_file = _key_file(tmp_path / "p", peer, 0o400)
+    (tmp_path / "config.ini").write_text(
+        "producer-name = producera\n"
+        f"signature-provider = {public_key_to_text(signer.public_key)}=KEYFILE:{files[0]}\n"
+        f"finalizer-key = KEYFILE:{files[1]}\n"
+        f"peer-private-key = KEYFILE:{peer_file}\n"
+    )
+    config = load_config(_parse("--data-dir", str(tmp_path)))
+    assert config.producer.signing_keys[signer.public_key].to_text() == signer.to_text()
+    assert list(config.producer.finalizer_keys) == [voter.public_key]
+    assert config.p2p.private_key is not None
+    assert config.p2p.private_key.to_text() == peer.to_text()
+
+
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [
+        (0o644, "is readable by others (mode 0644); chmod 600 it"),
+        (0o640, "is readable by others (mode 0640); chmod 600 it"),
+        (0o620, "is writable by others (mode 0620); chmod 600 it"),
+    ],
+)
+def test_a_key_file_others_may_open_is_refused(tmp_path: Path, mode: int, reason: str) -> None:
+    """A key file that group or others may read or write is refused, as ssh refuses such a
+    private key, with the mode found and the fix."""
+    key = PrivateKey.generate()
+    path = _key_file(tmp_path / "signing.key", key, mode)
+    spec = f"{public_key_to_text(key.public_key)}=KEYFILE:{path}"
+    with pytest.raises(ConfigError, match=re.escape(reason)) as info:
+        load_config(_parse("--data-dir", str(tmp_path), "--signature-provider", spec))
+    assert info.value.option == "signature-provider"
+    with pytest.raises(ConfigError, match=re.escape(reason)):
+        load_config(_parse("--data-dir", str(tmp_path), "--finalizer-key", f"KEYFILE:{path}"))
+
+
+def test_a_missing_key_file_is_named(tmp_path: Path) -> None:
+    """A key file that is not there is named in the error, with the reason."""
+    key = PrivateKey.generate()
+    spec = f"{public_key_to_text(key.public_key)}=KEYFILE:{tmp_path / 'nope.key'}"
+    with pytest.raises(ConfigError, match=r"cannot read key file .*nope\.key: No such file"):
+        load_config(_parse("--data-dir", str(tmp_path), "--signature-provider", spec))
+
+
+def test_a_producer_without_a_key_is_told_how_to_give_one(tmp_path: Path) -> None:
+    """``producer-name`` without a signing key names the producer and both ways to give it."""
+    with pytest.raises(ConfigError) as info:
+        load_config(_parse("--data-dir", str(tmp_path), "--producer-name", "producera"))
+    assert info.value.option == "signature-provider"
+    assert "producer-name producera needs its signing key" in info.value.reason
+    assert "=KEYFILE:path" in info.value.reason and "=KEY:PVT_K1_" in info.value.reason
+
+
+def test_a_byte_that_is_not_utf8_names_the_file_and_line(tmp_path: Path) -> None:
+    """A config.ini byte that is not UTF-8 is a ConfigError naming the file, line and byte."""
+    (tmp_path / "config.ini").write_bytes(b"log-level = info\n# caf\xe9\n")
+    with pytest.raises(ConfigError, match=r"byte 0xe9 at column 6 is not UTF-8") as info:
+        load_config(_parse("--data-dir", str(tmp_path)))
+    assert info.value.option == f"{tmp_path / 'config.ini'}:2"
+
+
+def test_help_shows_each_default_once() -> None:
+    """An option's --help shows at most one default, and none for an option unset by default
+    (``--genesis-json`` used to show its help's default and then "(default: None)")."""
+    for opt in OPTIONS:
+        assert opt.help_text().count("default:") <= 1, opt.name
+        assert "None" not in opt.help_text(), opt.name
+    genesis = next(o for o in OPTIONS if o.name == "genesis-json")
+    assert genesis.help_text() == "genesis file (default: <data-dir>/genesis.json)"
+
+
+def test_run_help_groups_the_options_by_section() -> None:
+    """``run --help`` has one argument group per section of the options table, in its order,
+    holding that section's options."""
+    parser = argparse.ArgumentParser()
+    add_options(parser)
+    groups = {g.title: g for g in parser._action_groups}
+    for title, options in OPTION_SECTIONS:
+        flags = [a.option_strings[0] for a in groups[title]._group_actions]
+        assert [f for f in flags if f != "--config"] == ["--" + o.name for o in options]
+    assert [o for _, section in OPTION_SECTIONS for o in section] == list(OPTIONS)
+
+
+def test_the_commented_config_lists_every_option_and_reads_as_the_defaults(
+    tmp_path: Path,
+) -> None:
+    """``commented_config()`` holds every option, commented out, under its section's title
+    with its help; read as it is it sets nothing, and with every ``# name = value`` line
+    uncommented it reads as the declared defaults."""
+    text = commented_config()
+    for title, options in OPTION_SECTIONS:
+        assert f" {title} " in text
+        for opt in options:
+            assert re.search(rf"^# {re.escape(opt.name)} =", text, re.MULTILINE), opt.name
+            assert opt.help.split()[0] in text
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "config.ini").write_text(text)
+    assert read_ini(data / "config.ini") == {}
+    default = load_config(_parse("--data-dir", str(data)))
+    uncommented = re.sub(r"^# ([a-z0-9-]+ = \S.*)$", r"\1", text, flags=re.MULTILINE)
+    (data / "config.ini").write_text(uncommented)
+    with_default = [o.name for o in OPTIONS if o.default not in (None, "") and not o.repeatable]
+    assert list(read_ini(data / "config.ini")) == with_default
+    assert load_config(_parse("--data-dir", str(data))) == default

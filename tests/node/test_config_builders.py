@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 
 from node.api.stream import StreamLimits
-from node.config import NodeConfig, add_options, load_config
+from node.config import NodeConfig
 from node.config_builders import http_limits, net_config, stream_limits
+from node.config_file import add_options, load_config
 
 
 def _load(tmp_path: Path, ini: str) -> NodeConfig:

@@ -24,7 +24,8 @@ from chain.storage.snapshot import SnapshotHead
 from chain.testing import now_ms
 from genesis.testing import DevNet
 from node.app import STATE_SYNC_DIR, restart_from_snapshot
-from node.config import NodeConfig, load_config
+from node.config import NodeConfig
+from node.config_file import load_config
 from node.errors import NodeError
 from node.snapshots import FileDownload, SnapshotDir, create_snapshot, snapshot_name
 from p2p.messages import SnapshotOffer

@@ -13,7 +13,7 @@ from chain.core.actions import Transfer
 from chain.core.block import SignedBlock
 from chain.core.dpos import HeaderState
 from chain.core.encoding import pack, unpack
-from chain.core.errors import StoreError
+from chain.core.errors import StoreError, StoreInUse
 from chain.core.state import Changes
 from chain.core.state_hash import StateHash
 from chain.core.types import AccountName
@@ -181,9 +181,10 @@ class BlockStoreContract:
             other.open(tmp_path / "db")
 
     def test_second_open_of_one_directory_is_refused(self, net: DevNet, tmp_path: Path) -> None:
-        """LevelDB's lock comes out as our StoreError, not as a foreign exception."""
+        """LevelDB's lock comes out as our StoreInUse (naming the holder when it is another
+        process), not as a foreign exception."""
         store = self.fresh(net, tmp_path / "db")
-        with pytest.raises(StoreError, match="cannot open"):
+        with pytest.raises(StoreInUse, match="is in use by"):
             self.open_store(tmp_path / "db")
         store.close()
 

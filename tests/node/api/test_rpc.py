@@ -82,7 +82,9 @@ def _run(
             network,
             reads=None if make_reads is None else make_reads(runner, metrics),
             snapshots_dir=tmp_path / "snapshots",
+            exports=(tmp_path / "exports" / "history.log", tmp_path / "genesis-copy.json"),
         )
+        (tmp_path / "genesis-copy.json").write_text("{}")  # what the export copies beside
         if cache_follows:
             runner.subscribe(api.chain_updated)
         limits = HttpLimits(max_body_bytes=1 << 16)
@@ -234,7 +236,12 @@ def test_openapi_describes_every_route(tmp_path: Path) -> None:
         doc = await (await rig.client.get("/openapi.json")).json()
         admin_doc = await (await rig.admin.get("/openapi.json")).json()
         admin = {path for path, route in rig.api.routes.items() if route.admin}
-        assert admin == {"/v1/net/connect", "/v1/net/disconnect", "/v1/producer/create_snapshot"}
+        assert admin == {
+            "/v1/net/connect",
+            "/v1/net/disconnect",
+            "/v1/producer/create_snapshot",
+            "/v1/node/export_history",
+        }
         assert set(doc["paths"]) == set(rig.api.routes) - admin | {"/metrics", "/openapi.json"}
         assert set(admin_doc["paths"]) == admin | {"/openapi.json"}
         body = doc["paths"]["/v1/chain/push_transaction"]["post"]["requestBody"]
@@ -338,6 +345,7 @@ def test_no_route_touches_the_chain_off_its_thread(tmp_path: Path) -> None:
             ("/v1/net/connect", {"address": "127.0.0.1:9876"}, 200),
             ("/v1/net/disconnect", {"peer": "p1"}, 200),
             ("/v1/producer/create_snapshot", {}, 200),
+            ("/v1/node/export_history", {}, 200),
         ]
         assert {path for path, _, _ in calls} == set(rig.api.routes) - {
             "/v1/chain/push_transaction"

@@ -139,3 +139,16 @@ def test_schema_valid_but_unknown_or_refused_values_get_404_or_422(tmp_path: Pat
         assert (status, answer["error"]["name"]) == (422, "malformed_transaction")
 
     _run(tmp_path, scenario, network=FakeNetwork())
+
+
+def test_an_oversized_transaction_is_refused_with_its_size(tmp_path: Path) -> None:
+    """A push whose packed_trx is well-formed hex over the chain's max_tx_bytes gets 400
+    saying it is too large, with its size and the limit, not a rule about hex."""
+
+    async def scenario(rig: Rig) -> None:
+        limit = rig.api.runner.view.params.max_tx_bytes
+        push = {"packed_trx": "00" * (limit + 1858), "signatures": ["00" * 65]}
+        error = await _refused(rig, "/v1/chain/push_transaction", push)
+        assert error["what"] == f"'packed_trx' is too large: {limit + 1858} bytes, at most {limit}"
+
+    _run(tmp_path, scenario, network=FakeNetwork())
