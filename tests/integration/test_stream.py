@@ -7,10 +7,12 @@ import asyncio
 import base64
 import json
 import os
+import re
 import socket
 import struct
 import threading
 import time
+from collections.abc import Callable, Coroutine
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -33,16 +35,17 @@ from tests.integration.test_finality import four_producers
 STREAM = "/v1/chain/stream"
 
 
-# The README's resuming consumer, verbatim (test_the_readme_consumer_resumes_where_it_stopped).
-async def follow(url: str, cursor_file: Path) -> None:
-    cursor = json.loads(cursor_file.read_text()) if cursor_file.exists() else None
-    async with aiohttp.ClientSession() as s, s.ws_connect(url + "/v1/chain/stream") as ws:
-        await ws.send_json({"type": "subscribe", "stream": "blocks", "cursor": cursor})
-        async for message in ws:  # ends when the node closes the stream (lagged, error)
-            event = message.json()
-            print(json.dumps(event))  # the application's work goes here
-            if "cursor" in event:  # block, undo or lagged: where the consumer now stands
-                cursor_file.write_text(json.dumps(event["cursor"]))
+def readme_consumer() -> Callable[[str, Path], Coroutine[Any, Any, None]]:
+    """The README's resuming consumer, taken from the README itself (all but its last line,
+    which runs it against a fixed address), so the two cannot drift apart."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    code = next(b for b in blocks if "async def follow" in b)
+    lines = [line for line in code.splitlines() if not line.startswith("asyncio.run(")]
+    namespace: dict[str, Any] = {}
+    exec(compile("\n".join(lines), "README.md", "exec"), namespace)
+    follow: Callable[[str, Path], Coroutine[Any, Any, None]] = namespace["follow"]
+    return follow
 
 
 class Follower:
@@ -516,6 +519,7 @@ def test_the_readme_consumer_resumes_where_it_stopped(
     the blocks it printed over both runs are contiguous, each once, as get_block gives them."""
     node = one_producer(nodes, tmp_path)
     cursor_file = tmp_path / "cursor.json"
+    follow = readme_consumer()
 
     async def run_for(seconds: float) -> None:
         with pytest.raises(TimeoutError):
