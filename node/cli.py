@@ -23,9 +23,10 @@ from genesis.devnet import DEV_USERS, producer_key_file, write_dev_genesis
 from genesis.errors import GenesisError
 from genesis.model import load_genesis
 from node import devnet, history, status
-from node.app import GC_THRESHOLDS, Node, open_chain, restart_from_snapshot
+from node.app import GC_THRESHOLDS, Node
 from node.config import OPTIONS, NodeConfig
 from node.config_file import add_options, commented_config, load_config
+from node.data_dir import open_chain, restart_from_snapshot
 from node.errors import NodeError
 from node.fds import raise_fd_limit
 from node.logging import configure_logging

@@ -48,7 +48,7 @@ from node.options import (
 
 @dataclass(frozen=True, slots=True)
 class ChainConfig:
-    """What opening the chain reads (``node.app.open_chain``)."""
+    """What opening the chain reads (``node.data_dir.open_chain``)."""
 
     genesis_json: Path | None = parsed(  # noqa: RUF009
         "genesis-json", None, "genesis file (default: <data-dir>/genesis.json)", optional_path

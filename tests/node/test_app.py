@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from node.admission import Admitter
-from node.app import Node, open_chain
+from node.app import Node
 from node.cli import main
 from node.config_file import load_config
+from node.data_dir import open_chain
 
 
 def free_port() -> int:

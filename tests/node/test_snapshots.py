@@ -23,9 +23,9 @@ from chain.core.types import AccountName, BlockId
 from chain.storage.snapshot import SnapshotHead
 from chain.testing import now_ms
 from genesis.testing import DevNet
-from node.app import STATE_SYNC_DIR, restart_from_snapshot
 from node.config import NodeConfig
 from node.config_file import load_config
+from node.data_dir import STATE_SYNC_DIR, restart_from_snapshot
 from node.errors import NodeError
 from node.snapshots import FileDownload, SnapshotDir, create_snapshot, snapshot_name
 from p2p.messages import SnapshotOffer
