@@ -108,6 +108,9 @@ class Chain:
         self._steps: list[BlockStep] = []
         self._requeued: list[SignedTransaction] = []
         self._produced: SignedBlock | None = None
+        # Off until someone takes the events (the chain thread does at once): an offline
+        # import or a benchmark that never takes them must not hold every block it applied.
+        self._recording = False
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -153,6 +156,7 @@ class Chain:
         """What the chain changed since the last call (blocks applied and undone, in order,
         transactions put back into the mempool, the block produced), and forget it: the
         chain thread takes it after every job and publishes it with the view."""
+        self._recording = True
         if not self._steps and not self._requeued and self._produced is None:
             return NO_EVENTS
         events = ChainEvents(tuple(self._steps), tuple(self._requeued), self._produced)
@@ -362,7 +366,8 @@ class Chain:
             assert fb.block is not None
             self.store.pop_block(fb.block)
             self._state.clear()
-            self._steps.append(BlockStep(fb.block, undo=True))
+            if self._recording:
+                self._steps.append(BlockStep(fb.block, undo=True))
             result.popped.append(fb.block)
             self._head = self._fork_state(fb.block.header.previous)
         for fb in self._fork.branch(best.id, ancestor):
@@ -412,7 +417,8 @@ class Chain:
         self._state.committed(done.changes, done.written)
         self._head = state
         self.mempool.remove(t.id for t in block.transactions)
-        self._steps.append(BlockStep(block))
+        if self._recording:
+            self._steps.append(BlockStep(block))
 
     def _requeue(
         self, popped: list[SignedBlock], applied: list[SignedBlock]
@@ -445,7 +451,8 @@ class Chain:
             with contextlib.suppress(TransactionError):
                 self.mempool.add(stx, keys)
                 requeued.append(stx)
-        self._requeued.extend(requeued)
+        if self._recording:
+            self._requeued.extend(requeued)
         return requeued
 
     def _advance_lib(self, new_lib: BlockNum) -> None:
@@ -494,6 +501,7 @@ class Chain:
         state = process_header(parent, header, block.id, self.params)
         self._fork.add(state, block)
         self._commit(block, state, exe)
-        self._produced = block
+        if self._recording:
+            self._produced = block
         self._advance_lib(state.lib)
         return block

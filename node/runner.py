@@ -46,6 +46,7 @@ class ChainRunner:
         closes its store."""
         self._chain = chain
         self._view = chain.view()
+        chain.take_events()  # from now on the chain records what each call changes
         self._subscribers: list[Callable[[ChainUpdate], None]] = []
         self._queue: queue.PriorityQueue[tuple[int, int, _Job | None]] = queue.PriorityQueue()
         self._seq = itertools.count()

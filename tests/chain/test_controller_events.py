@@ -53,6 +53,7 @@ def test_a_peer_block_is_applied_not_produced(tmp_path: Path) -> None:
     net = DevNet.create(3, blocks_per_turn=1)
     x, y = net.open(tmp_path / "x"), net.open(tmp_path / "y")
     block = net.produce(x)
+    y.take_events()  # y records from here on, as on the chain thread
     y.push_block(block, now_ms())
     events = y.take_events()
     assert events.applied == [block] and events.popped == [] and events.produced is None
@@ -116,3 +117,15 @@ def test_an_invalid_block_in_a_switch_is_recorded_with_the_way_back(tmp_path: Pa
     )
     assert x.head.id == x_block.id
     assert [t.id for t in events.requeued] == [t.id for t in first.transactions]
+
+
+def test_a_chain_whose_events_nobody_takes_holds_none(tmp_path: Path) -> None:
+    """Until events are first taken (the chain thread does at once), nothing is recorded: an
+    offline import that never takes them does not keep every block it applied."""
+    net = DevNet.create(3, blocks_per_turn=1)
+    chain = net.open(tmp_path)
+    for _ in range(5):
+        net.produce(chain)
+    assert chain.take_events() is NO_EVENTS
+    block = net.produce(chain)
+    assert chain.take_events().steps == (BlockStep(block),)

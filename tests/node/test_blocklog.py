@@ -29,6 +29,7 @@ def test_blocks_drive_the_metrics_and_the_collector(tmp_path: Path) -> None:
     thresholds, and blocks applied in sync or produced here switch it back."""
     net = DevNet.create()
     chain = net.open(tmp_path / "dev")
+    chain.take_events()  # records from here on, as on the chain thread
     chain.admit_transaction(net.tx(chain, Transfer(A, B, 1)), now_ms())
     net.produce(chain)  # ours: in the events taken next
     view, events = chain.view(), chain.take_events()

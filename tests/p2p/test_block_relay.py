@@ -56,6 +56,7 @@ def test_our_block_goes_out_at_once_and_peers_blocks_only_in_sync(tmp_path: Path
     block that joined our chain is offered, while in sync, to the peers that did not send it."""
     net = DevNet.create(3, blocks_per_turn=1)
     chain = net.open(tmp_path / "chain")
+    chain.take_events()  # records from here on, as on the chain thread
     ours = net.produce(chain)
     produced = ChainUpdate(chain.view(), chain.take_events(), BlockNum(0))
     theirs = net.produce(chain)
