@@ -22,7 +22,6 @@ import json
 import multiprocessing
 import random
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -37,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from chain.core.crypto import PrivateKey, public_key_to_text
 from scripts.bench_apply import bench_genesis, signed_transfers
-from scripts.benchtools import post_json, process_cpu, push, start_producer
+from scripts.benchtools import post_json, process_cpu, push, start_producer, stop_node
 
 # Budget of signed transfers per push phase and second: above any rate a 2-core machine
 # reaches (~3,000 tx/s), so the pushers never run out before the clock does.
@@ -202,11 +201,7 @@ def main() -> None:
         print(json.dumps(figures))
     finally:
         pool.terminate()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_node(proc)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -31,7 +31,6 @@ import asyncio
 import json
 import multiprocessing
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -47,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from chain.core.params import slot_start_ms
 from scripts.bench_rpc import percentile, push_bodies, start_node
-from scripts.benchtools import free_port, post_json, push
+from scripts.benchtools import free_port, post_json, push, stop_node
 from scripts.make_history import make_history
 
 STREAM = "/v1/chain/stream"
@@ -201,11 +200,7 @@ def catch_up(work: Path, blocks: int) -> float:
         print(f"catch-up: {head - num:,} blocks in {seconds:.2f} s, {rate:,.0f} blocks/s")
         return rate
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_node(proc)
 
 
 def main() -> None:
@@ -275,11 +270,7 @@ def main() -> None:
         }
         print(json.dumps(figures))
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_node(proc)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -31,6 +31,7 @@ from chain.core.actions import (
 from chain.core.crypto import PrivateKey, public_key_from_text
 from chain.core.errors import ChainError
 from chain.core.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.transition import format_units as format_amount
 from chain.core.types import MAX_AMOUNT, BlockId, account_name
 from wallet.client import RpcClient
 from wallet.errors import WalletError, WalletFileError
@@ -98,11 +99,6 @@ def parse_amount(text: str, precision: int, symbol: str) -> int:
         top = format_amount(MAX_AMOUNT, precision, symbol)
         raise WalletError(f"amount {text!r} is above the maximum, {top}")
     return units
-
-
-def format_amount(units: int, precision: int, symbol: str) -> str:
-    whole, frac = divmod(units, 10**precision)
-    return f"{whole}.{frac:0{precision}d} {symbol}" if precision else f"{whole} {symbol}"
 
 
 # --- building and sending transactions --------------------------------------------------

@@ -60,12 +60,17 @@ def settle(account: Account, now_s: int) -> Account:
     return account._replace(balance=account.balance + matured, unbonding=pending)
 
 
-def token_amount(base_units: int, params: ChainParams) -> str:
+def format_units(base_units: int, precision: int, symbol: str) -> str:
     """``base_units`` as the token amount a person reads and types: "10.5000 BOR"."""
-    whole, fraction = divmod(abs(base_units), 10**params.token_precision)
-    digits = f".{fraction:0{params.token_precision}d}" if params.token_precision else ""
+    whole, fraction = divmod(abs(base_units), 10**precision)
+    digits = f".{fraction:0{precision}d}" if precision else ""
     sign = "-" if base_units < 0 else ""
-    return f"{sign}{whole}{digits} {params.token_symbol}"
+    return f"{sign}{whole}{digits} {symbol}"
+
+
+def token_amount(base_units: int, params: ChainParams) -> str:
+    """``base_units`` in the chain's token (its precision and symbol)."""
+    return format_units(base_units, params.token_precision, params.token_symbol)
 
 
 def _short_of(name: AccountName, has: int, needs: int, ctx: Context) -> InsufficientFunds:
