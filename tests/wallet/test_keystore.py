@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from chain.core.crypto import PrivateKey
-from wallet.cli import format_amount, main, parse_amount
+from wallet.cli import main, parse_amount
 from wallet.errors import WalletError, WalletFileError, WrongPassword
 from wallet.keystore import Keystore
 
@@ -75,9 +75,3 @@ def test_bad_amounts(text: str) -> None:
     """Zero, negative, over-precise, other-symbol or non-numeric amounts raise WalletError."""
     with pytest.raises(WalletError):
         parse_amount(text, 4, "BOR")
-
-
-def test_format_amount() -> None:
-    """Units format with all the token's decimals, and with none when it has none."""
-    assert format_amount(15000, 4, "BOR") == "1.5000 BOR"
-    assert format_amount(7, 0, "X") == "7 X"

@@ -31,7 +31,7 @@ from chain.core.errors import (
 from chain.core.params import ChainParams
 from chain.core.state import Account, Producer, StateView
 from chain.core.transaction import SignedTransaction, Transaction, tapos_of
-from chain.core.transition import Context, apply_action, apply_transaction, settle
+from chain.core.transition import Context, apply_action, apply_transaction, format_units, settle
 from chain.core.types import AccountName, BlockId, PublicKey, TxId
 from chain.testing import MemoryKV
 
@@ -315,3 +315,9 @@ def test_an_id_is_seen_once_applied_in_the_view_or_indexed_in_a_block() -> None:
     assert v.tx_seen(b"m" * 32) and v.tx_seen(b"k" * 32) and not v.tx_seen(b"d" * 32)
     assert dropped.tx_seen(b"m" * 32), "a child sees what its parent applied"
     assert v.changes() == []
+
+
+def test_format_units() -> None:
+    """Units format with all the token's decimals, and with none when it has none."""
+    assert format_units(15000, 4, "BOR") == "1.5000 BOR"
+    assert format_units(7, 0, "X") == "7 X"
