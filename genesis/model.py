@@ -18,7 +18,13 @@ from chain.core.encoding import pack
 from chain.core.errors import ChainError
 from chain.core.finality import FINALITY_DPOS, FINALITY_MODES, FINALITY_VOTES
 from chain.core.initial_state import InitialState
-from chain.core.params import DEFAULT_MAX_BLOCK_BYTES, MAX_BLOCK_BYTES, ChainParams, slot_of_ms
+from chain.core.params import (
+    CONTRACT_PARAMS,
+    DEFAULT_MAX_BLOCK_BYTES,
+    MAX_BLOCK_BYTES,
+    ChainParams,
+    slot_of_ms,
+)
 from chain.core.qc import MAX_FINALIZERS
 from chain.core.state import Account, Producer
 from chain.core.types import MAX_AMOUNT, AccountName, PublicKey, is_valid_name
@@ -61,6 +67,16 @@ class Genesis:
         block_bytes: list[Any] = []
         if self.params.max_block_bytes != DEFAULT_MAX_BLOCK_BYTES:
             block_bytes = [["max_block_bytes", self.params.max_block_bytes]]
+        # And a chain at the default contract limits keeps the id it had before contracts.
+        contracts: list[Any] = []
+        defaults = ChainParams()
+        changed = [
+            [name, getattr(self.params, name)]
+            for name in CONTRACT_PARAMS
+            if getattr(self.params, name) != getattr(defaults, name)
+        ]
+        if changed:
+            contracts = [["contracts", changed]]
         return [
             "bor-genesis-v1",
             int(self.initial_timestamp.timestamp() * 1000),
@@ -70,6 +86,7 @@ class Genesis:
             [[p.name, p.key] for p in self.initial_producers],
             *finality,
             *block_bytes,
+            *contracts,
         ]
 
     def to_initial_state(self) -> InitialState:
@@ -128,7 +145,7 @@ class Genesis:
 # --- validation ---------------------------------------------------------------------------
 
 # Hashed apart, so that chains made before these parameters existed keep their ids.
-_APART = ("finality", "finalizers", "max_block_bytes")
+_APART = ("finality", "finalizers", "max_block_bytes", *CONTRACT_PARAMS)
 # What a genesis file without chain_params.finality gets: chains made before finality by
 # votes existed keep their rule and their chain id. New chains finalize by votes because the
 # genesis generator (``genesis.devnet``) writes it.
@@ -196,7 +213,7 @@ def _params(obj: dict[str, Any], governance: tuple[AccountName, ...]) -> ChainPa
     unknown = set(cp) - set(limits) - {"finality", "max_block_bytes"}
     if unknown:
         raise GenesisError(f"chain_params.{sorted(unknown)[0]}", "unknown parameter")
-    values = {
+    values: dict[str, Any] = {
         k: _int(cp.get(k, getattr(defaults, k)), f"chain_params.{k}", lo, hi)
         for k, (lo, hi) in limits.items()
     }

@@ -109,6 +109,20 @@ class InvalidAction(TransactionError):
     name = "invalid_action"
 
 
+class ContractError(TransactionError):
+    """A contract refused or failed: an assertion, a trap, a bad module, an unknown action.
+    The message names the contract and action (``token::transfer: ...``)."""
+
+    name = "contract_error"
+
+
+class ResourceExceeded(TransactionError):
+    """A contract went past a limit of the chain (fuel, memory, storage, inline depth, sizes);
+    the message names the limit, its value and where it was hit."""
+
+    name = "resource_exceeded"
+
+
 class MempoolFull(TransactionError):
     """The mempool (or this account's share of it) is full."""
 

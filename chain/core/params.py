@@ -32,6 +32,18 @@ def slot_time_s(slot: int) -> int:
     return slot_start_ms(slot) // 1000
 
 
+# The contract parameters: hashed into the chain id only when one differs from its default.
+CONTRACT_PARAMS = (
+    "contract_deploy",
+    "max_code_bytes",
+    "max_memory_pages",
+    "max_tx_fuel",
+    "max_block_fuel",
+    "max_inline_depth",
+    "max_ram_bytes",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class ChainParams:
     """Consensus rules every node of one chain must share (they are part of the chain id)."""
@@ -47,6 +59,15 @@ class ChainParams:
     max_block_bytes: int = DEFAULT_MAX_BLOCK_BYTES  # the block's encoding, transactions and all
     unbond_delay_s: int = 3 * 24 * 3600
     election_interval_blocks: int = 120
+    # Contracts (chain.vm). "open": any account may deploy code to itself; "approved": only
+    # accounts a governance account allowed (the ``allowcode`` action).
+    contract_deploy: str = "open"
+    max_code_bytes: int = 256 * 1024  # a module's size, as setcode carries it
+    max_memory_pages: int = 32  # 64 KiB pages of linear memory a contract may have (2 MiB)
+    max_tx_fuel: int = 20_000_000  # wasmtime fuel per transaction, all its actions together
+    max_block_fuel: int = 400_000_000  # fuel of every transaction of a block together
+    max_inline_depth: int = 4  # how deep actions sent by send_inline may nest
+    max_ram_bytes: int = 1 << 20  # contract storage one account may pay for
     # How blocks become irreversible: "votes" (finalizer votes and QCs, ``chain.core.finality``)
     # or "dpos" (more than two thirds of the producers built on them, ``chain.core.dpos``).
     finality: str = "dpos"

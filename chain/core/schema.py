@@ -38,6 +38,15 @@ TX_BLOCK = b"sx"
 TX_BLOCK_ITEM = 4 + 32
 OLD_TX_EXPIRY = b"se"  # one entry per id, before TX_BLOCK: a store holding any is refused
 BLOCK_SUMMARY = b"sb"  # + (num & 0xffff)(2) -> block id, for TaPoS
+# contracts (chain.vm): names are Antelope's 64-bit names, 8 bytes big-endian in keys
+CODE = b"sc"  # + account name -> [code hash, abi (JSON text)]
+WASM = b"sw"  # + account name -> the module's bytes
+CODE_ALLOWED = b"sd"  # + account name -> b"" (chains whose genesis restricts deployment)
+ROW = b"sr"  # + contract(8) + scope(8) + table(8) + primary(8) -> payer(8) + row bytes
+IDX64 = b"si"  # + contract(8) + scope(8) + table(8) + secondary(8) + primary(8) -> payer(8)
+IDX64_BY_PRIMARY = b"sj"  # + contract(8) + scope(8) + table(8) + primary(8) -> secondary(8)
+RAM = b"sm"  # + account name -> bytes of contract storage it pays for (8, big-endian)
+TRACES = b"r"  # + num(8) -> the block's contract traces (chain.core.contracts.encode_traces)
 
 
 def committed(key: bytes) -> bool:
@@ -125,3 +134,44 @@ def block_summary_key(num: int) -> bytes:
 def prefix_end(prefix: bytes) -> bytes:
     """The first key after every key that starts with ``prefix``."""
     return prefix[:-1] + bytes([prefix[-1] + 1])
+
+
+def code_key(name: str) -> bytes:
+    return CODE + name.encode()
+
+
+def wasm_key(name: str) -> bytes:
+    return WASM + name.encode()
+
+
+def code_allowed_key(name: str) -> bytes:
+    return CODE_ALLOWED + name.encode()
+
+
+def ram_key(name: str) -> bytes:
+    return RAM + name.encode()
+
+
+def table_prefix(contract: int, scope: int, table: int) -> bytes:
+    """The prefix of every row of one table in one scope (names as 64-bit numbers)."""
+    return ROW + be(contract, 8) + be(scope, 8) + be(table, 8)
+
+
+def row_key(contract: int, scope: int, table: int, primary: int) -> bytes:
+    return table_prefix(contract, scope, table) + be(primary, 8)
+
+
+def idx64_prefix(contract: int, scope: int, table: int) -> bytes:
+    return IDX64 + be(contract, 8) + be(scope, 8) + be(table, 8)
+
+
+def idx64_key(contract: int, scope: int, table: int, secondary: int, primary: int) -> bytes:
+    return idx64_prefix(contract, scope, table) + be(secondary, 8) + be(primary, 8)
+
+
+def idx64_primary_key(contract: int, scope: int, table: int, primary: int) -> bytes:
+    return IDX64_BY_PRIMARY + be(contract, 8) + be(scope, 8) + be(table, 8) + be(primary, 8)
+
+
+def traces_key(num: BlockNum | int) -> bytes:
+    return TRACES + be(num, 8)

@@ -210,6 +210,40 @@ class StateView:
     def producers(self) -> list[Producer]:
         return list(self._scan(schema.PRODUCER, decode_producer).values())
 
+    # --- raw entries (contract code, tables, storage use: ``chain.vm``) ---------------------
+
+    def raw(self, key: bytes) -> bytes | None:
+        return self._read(key, _raw)  # type: ignore[no-any-return]
+
+    def put_raw(self, key: bytes, value: bytes | None) -> None:
+        """Write ``value`` at ``key``; None deletes it."""
+        self._writes[key] = value
+
+    def next_raw(self, start: bytes, stop: bytes) -> tuple[bytes, bytes] | None:
+        """The first live entry with ``start <= key < stop``, this view's writes and its
+        parents' over the committed state (a deletion hides a committed key)."""
+        root = self._top
+        base = root._base
+        assert not isinstance(base, StateView)
+        lo = start
+        while True:
+            best: bytes | None = None
+            for key, _ in base.iterate(lo, stop):
+                best = key
+                break
+            view: StateView | None = self
+            while view is not None:
+                for key in view._writes:
+                    if lo <= key < stop and (best is None or key < best):
+                        best = key
+                view = view._parent
+            if best is None:
+                return None
+            value = self.raw(best)
+            if value is not None:
+                return best, value
+            lo = best + b"\x00"
+
     # --- replay protection ----------------------------------------------------------------
 
     def tx_seen(self, tx_id: bytes) -> bool:
