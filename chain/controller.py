@@ -8,6 +8,10 @@ local producer made it; only ``produce_block`` builds blocks, and it commits the
 re-executing what it just executed. What each call changed is recorded as it happens and
 handed over by ``take_events`` (``chain.events``). ``Chain`` is not thread-safe: the node
 calls it from one thread.
+
+The chain owns the node's one contract runtime (``chain.vm``) and hands it to every
+execution: admission, building, validation (full or light) and replay alike. The traces of a
+block's contract actions are written with the block and undone with it.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from chain.core.block_transition import (
     process_block_header,
     process_header,
 )
+from chain.core.contracts import ContractHost, TxTrace
 from chain.core.crypto import PrivateKey, recover_many
 from chain.core.dpos import HeaderState
 from chain.core.errors import (
@@ -56,6 +61,7 @@ from chain.signatures.signers import Recoverer, SignerKeys
 from chain.storage.state_cache import CachedState
 from chain.storage.store import BlockStore
 from chain.view import ChainView
+from chain.vm import ContractRuntime
 
 __all__ = ["Chain", "PushResult", "WrongProducerKey"]
 
@@ -84,6 +90,7 @@ class Chain:
         *,
         mempool: Mempool | None = None,
         recoverer: Recoverer = recover_many,
+        contracts: ContractHost | None = None,
     ) -> None:
         self.store = store
         # What the state transition reads: the store, with recently written accounts held
@@ -92,6 +99,9 @@ class Chain:
         self.params = initial.params
         self.chain_id = initial.chain_id
         self.mempool = mempool or Mempool()
+        # The one runtime of this node: it caches compiled modules across blocks. Tests may
+        # hand in another host.
+        self.vm: ContractHost = ContractRuntime() if contracts is None else contracts
         self._signers = SignerKeys(initial.chain_id, recoverer)
         store.open_chain(initial)
         self._lib = store.lib_num()
@@ -182,6 +192,11 @@ class Chain:
         if block is None:
             raise NotFound(f"no block {block_id.hex()}")
         return block
+
+    def traces(self, num: int) -> list[tuple[bytes, TxTrace]]:
+        """What the contract actions of the applied block ``num`` did, per transaction that
+        ran any (empty for a block without them, or one this node does not hold)."""
+        return self.store.traces(num)
 
     def transaction(self, tx_id: TxId) -> tuple[SignedTransaction, BlockNum]:
         num = self.store.tx_block_num(tx_id)
@@ -286,22 +301,31 @@ class Chain:
         """Admit each of ``txs`` on its own (none depends on another); returns per
         transaction None or the error that refused it. Signatures are recovered as one batch,
         so a batch of pushes costs one trip to the worker processes, not one each."""
+        return [
+            r if isinstance(r, TransactionError) else None for r in self.admit_traced(txs, now_ms)
+        ]
+
+    def admit_traced(
+        self, txs: Sequence[SignedTransaction], now_ms: int
+    ) -> list[TransactionError | TxTrace | None]:
+        """``admit_transactions``, giving for an admitted transaction that ran contracts its
+        trace on the head state (what a push answers with; the block may differ)."""
         slot = max(slot_of_ms(now_ms), self._head.slot + 1)
-        ctx = Context(self.params, slot_time_s(slot))
+        ctx = Context(self.params, slot_time_s(slot), self.vm, self._head.num + 1)
         view = StateView(self._state)  # shared, so the batch reads each account once
         view.set_block_summary(self._head.num, self._head.id)
-        results: list[TransactionError | None] = []
+        results: list[TransactionError | TxTrace | None] = []
         for stx, keys in zip(txs, self._signers.recover_each(txs), strict=True):
             if isinstance(keys, TransactionError):
                 results.append(keys)
                 continue
             try:
-                apply_transaction(view.child(), stx, keys, ctx)
+                trace = apply_transaction(view.child(), stx, keys, ctx)
                 self.mempool.add(stx, keys)
             except TransactionError as err:
                 results.append(err)
             else:
-                results.append(None)
+                results.append(trace)
         return results
 
     # --- blocks -----------------------------------------------------------------------------
@@ -396,7 +420,7 @@ class Chain:
         keys = None if block.num <= self._light_upto else self._block_keys(block)
         # The header was judged when the block arrived (push_block); fb.state is its verdict.
         transition = process_block_body(
-            self._state, self._head, fb.state, block, keys, params=self.params
+            self._state, self._head, fb.state, block, keys, params=self.params, contracts=self.vm
         )
         self._commit(block, transition.state, transition)
 
@@ -412,13 +436,19 @@ class Chain:
         """Make ``block`` the head: one write batch, then what the store no longer needs to
         know about leaves the mempool."""
         self.store.commit_block(
-            block, block.encode(), state, done.changes, done.originals, done.state_hash
+            block,
+            block.encode(),
+            state,
+            done.changes,
+            done.originals,
+            done.state_hash,
+            done.traces,
         )
         self._state.committed(done.changes, done.written)
         self._head = state
         self.mempool.remove(t.id for t in block.transactions)
         if self._recording:
-            self._steps.append(BlockStep(block))
+            self._steps.append(BlockStep(block, traces=done.traces))
 
     def _requeue(
         self, popped: list[SignedBlock], applied: list[SignedBlock]
@@ -481,7 +511,13 @@ class Chain:
                 break  # the rest wait for the next block, in the order they came
             candidates.append((pending.tx, pending.keys))
         exe = execute_transactions(
-            self._state, parent, slot, candidates, params=self.params, strict=False
+            self._state,
+            parent,
+            slot,
+            candidates,
+            params=self.params,
+            strict=False,
+            contracts=self.vm,
         )
         self.mempool.remove(exe.failed)
         claim, qc = (None, None) if parent.core is None else self._qc_for_next_block(parent)

@@ -12,17 +12,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from chain.core.block import SignedBlock
+from chain.core.contracts import TxTrace
 from chain.core.transaction import SignedTransaction
-from chain.core.types import BlockNum
+from chain.core.types import BlockNum, TxId
 from chain.view import ChainView
 
 
 @dataclass(frozen=True, slots=True)
 class BlockStep:
-    """One block joining the best chain (``undo`` False) or leaving it in a fork switch."""
+    """One block joining the best chain (``undo`` False) or leaving it in a fork switch.
+
+    ``traces``: what the contract actions of a joining block did, per transaction that ran
+    any, in block order (console, events, return values, fuel)."""
 
     block: SignedBlock
     undo: bool = False
+    traces: tuple[tuple[TxId, TxTrace], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,6 +121,12 @@ class Genesis:
                 "unbond_delay_s": p.unbond_delay_s,
                 "election_interval_blocks": p.election_interval_blocks,
                 "finality": p.finality,
+                # Written only where they differ from the defaults, as the chain id hashes them.
+                **{
+                    name: getattr(p, name)
+                    for name in CONTRACT_PARAMS
+                    if getattr(p, name) != getattr(_DEFAULTS, name)
+                },
             },
             "accounts": [
                 {"name": a.name, "key": public_key_to_text(a.key), "balance": a.balance}
@@ -144,6 +150,7 @@ class Genesis:
 
 # --- validation ---------------------------------------------------------------------------
 
+_DEFAULTS = ChainParams()
 # Hashed apart, so that chains made before these parameters existed keep their ids.
 _APART = ("finality", "finalizers", "max_block_bytes", *CONTRACT_PARAMS)
 # What a genesis file without chain_params.finality gets: chains made before finality by
@@ -210,7 +217,7 @@ def _params(obj: dict[str, Any], governance: tuple[AccountName, ...]) -> ChainPa
         "unbond_delay_s": (0, 10 * 365 * 86400),
         "election_interval_blocks": (1, 1_000_000),
     }
-    unknown = set(cp) - set(limits) - {"finality", "max_block_bytes"}
+    unknown = set(cp) - set(limits) - {"finality", "max_block_bytes", *CONTRACT_PARAMS}
     if unknown:
         raise GenesisError(f"chain_params.{sorted(unknown)[0]}", "unknown parameter")
     values: dict[str, Any] = {
@@ -235,7 +242,43 @@ def _params(obj: dict[str, Any], governance: tuple[AccountName, ...]) -> ChainPa
         finality=finality,
         finalizers=_finalizers(obj.get("finalizers", []), finality),
         **values,
+        **_contract_params(cp, defaults),
     )
+
+
+# The contract parameters' ranges. Code up to 1 MiB: a setcode transaction (max_tx_bytes +
+# max_code_bytes) then stays well inside a block (MAX_BLOCK_BYTES); a module larger than
+# that is no contract. Memory up to 16 MiB and fuel up to 10^10 per transaction keep one
+# transaction's work within seconds; the block's fuel holds at least one transaction's.
+_CONTRACT_LIMITS = {
+    "max_code_bytes": (1024, 1 << 20),
+    "max_memory_pages": (1, 256),
+    "max_tx_fuel": (100_000, 10_000_000_000),
+    "max_inline_depth": (0, 16),
+    "max_ram_bytes": (1024, 1 << 34),
+}
+MAX_BLOCK_FUEL = 1_000_000_000_000
+DEPLOY_RULES = ("open", "approved")
+
+
+def _contract_params(cp: dict[str, Any], defaults: ChainParams) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        k: _int(cp.get(k, getattr(defaults, k)), f"chain_params.{k}", lo, hi)
+        for k, (lo, hi) in _CONTRACT_LIMITS.items()
+    }
+    values["max_block_fuel"] = _int(
+        cp.get("max_block_fuel", defaults.max_block_fuel),
+        "chain_params.max_block_fuel",
+        values["max_tx_fuel"],  # else a transaction allowed its fuel would fit no block
+        MAX_BLOCK_FUEL,
+    )
+    deploy = cp.get("contract_deploy", defaults.contract_deploy)
+    if deploy not in DEPLOY_RULES:
+        raise GenesisError(
+            "chain_params.contract_deploy", f"must be one of {', '.join(DEPLOY_RULES)}"
+        )
+    values["contract_deploy"] = deploy
+    return values
 
 
 def _finalizers(raw: Any, finality: str) -> tuple[tuple[AccountName, bytes, int], ...]:

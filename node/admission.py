@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import structlog
 
 from chain.controller import Chain
+from chain.core.contracts import TxTrace
 from chain.core.errors import MempoolFull, TransactionError
 from chain.core.transaction import SignedTransaction
 from node.metrics import NodeMetrics
@@ -33,8 +34,9 @@ QUEUE_SIZE = 20_000
 @dataclass(slots=True)
 class _Item:
     stx: SignedTransaction
-    # Told the outcome; None: nobody waits (an RPC push that answered at once).
-    outcome: asyncio.Future[TransactionError | None] | None
+    # Told the outcome: the refusal, or the trace of the contracts it ran on admission (None
+    # for native actions only); None: nobody waits (an RPC push that answered at once).
+    outcome: asyncio.Future[TransactionError | TxTrace | None] | None
     # From a peer: the tx relay passes it on itself, to every peer but the sender.
     relayed: bool = False
 
@@ -58,14 +60,17 @@ class Admitter:
         """Whether transactions wait here now or a batch went to the chain in ``window_s``."""
         return not self._queue.empty() or time.monotonic() - self._last_batch < window_s
 
-    async def admit(self, stx: SignedTransaction) -> None:
-        """Admit ``stx``; raises the TransactionError that refused it."""
-        outcome: asyncio.Future[TransactionError | None]
+    async def admit(self, stx: SignedTransaction) -> TxTrace | None:
+        """Admit ``stx``; raises the TransactionError that refused it. Returns the trace of
+        the contract actions it ran on the head state (None if it has none): what a push
+        answers with."""
+        outcome: asyncio.Future[TransactionError | TxTrace | None]
         outcome = asyncio.get_running_loop().create_future()
         self._put(_Item(stx, outcome))
-        error = await outcome
-        if error is not None:
-            raise error
+        result = await outcome
+        if isinstance(result, TransactionError):
+            raise result
+        return result
 
     def admit_later(self, stx: SignedTransaction) -> None:
         """Queue ``stx`` and return at once; a refusal is only logged and counted."""
@@ -78,15 +83,16 @@ class Admitter:
         it. Those that find the queue full are refused at once (``MempoolFull``) rather than
         waiting for room: the sender's own node still holds them."""
         loop = asyncio.get_running_loop()
-        outcomes: list[asyncio.Future[TransactionError | None]] = []
+        outcomes: list[asyncio.Future[TransactionError | TxTrace | None]] = []
         for stx in txs:
-            outcome: asyncio.Future[TransactionError | None] = loop.create_future()
+            outcome: asyncio.Future[TransactionError | TxTrace | None] = loop.create_future()
             try:
                 self._put(_Item(stx, outcome, relayed=True))
             except MempoolFull as err:
                 outcome.set_result(err)
             outcomes.append(outcome)
-        return list(await asyncio.gather(*outcomes))
+        results = await asyncio.gather(*outcomes)
+        return [r if isinstance(r, TransactionError) else None for r in results]
 
     def _put(self, item: _Item) -> None:
         try:
@@ -103,10 +109,11 @@ class Admitter:
             txs = [item.stx for item in batch]
             self._last_batch = time.monotonic()
             results = await self.runner.call(_admit, txs, int(time.time() * 1000))
-            for item, error in zip(batch, results, strict=True):
-                self._settle(item, error)
+            for item, result in zip(batch, results, strict=True):
+                self._settle(item, result)
 
-    def _settle(self, item: _Item, error: TransactionError | None) -> None:
+    def _settle(self, item: _Item, result: TransactionError | TxTrace | None) -> None:
+        error = result if isinstance(result, TransactionError) else None
         if error is None:
             self.metrics.tx_accepted.inc()
             if not item.relayed:
@@ -123,10 +130,10 @@ class Admitter:
                     why=str(error),
                 )
         elif not item.outcome.done():  # done: its caller went away
-            item.outcome.set_result(error)
+            item.outcome.set_result(result)
 
 
 def _admit(
     chain: Chain, txs: list[SignedTransaction], now_ms: int
-) -> list[TransactionError | None]:
-    return chain.admit_transactions(txs, now_ms)
+) -> list[TransactionError | TxTrace | None]:
+    return chain.admit_traced(txs, now_ms)

@@ -219,6 +219,7 @@ class Node:
             admitter,
             network,
             commit_wait_cap_s=commit_cap,
+            call_fuel=config.http.call_fuel,
             snapshots_dir=config.data_dir / "snapshots",
             exports=(config.data_dir / "exports" / "history.log", config.genesis_json),
             finality=lambda: {

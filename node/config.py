@@ -144,6 +144,14 @@ class HttpConfig:
     max_body_bytes: int = number(
         "max-http-body-bytes", 1 << 20, "largest accepted HTTP request body"
     )
+    call_fuel: int = number(
+        "http-call-fuel",
+        5_000_000,
+        "fuel a read-only contract call (/v1/chain/call) may use; a transaction's cap is the"
+        " chain's max_tx_fuel",
+        low=1,
+        high=1_000_000_000,
+    )
     cors_origin: str = text(
         "access-control-allow-origin", "", "CORS origin of the public RPC ('' for none)"
     )

@@ -47,3 +47,12 @@ if [ "$want_dev" -eq 1 ]; then
 else
     .venv/bin/python -m pip install -q -e .
 fi
+
+# The contract toolchain (bor-contract build): node and npm from apt when missing, then the
+# AssemblyScript compiler pinned in contracts/sdk/package-lock.json.
+if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+    echo "bootstrap: installing node and npm from apt" >&2
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+fi
+(cd contracts/sdk && npm ci --no-audit --no-fund --loglevel=error >/dev/null)

@@ -33,6 +33,7 @@ from chain.core.errors import ChainError
 from chain.core.transaction import SignedTransaction, Transaction, tapos_of
 from chain.core.transition import format_units as format_amount
 from chain.core.types import MAX_AMOUNT, BlockId, account_name
+from wallet import contracts
 from wallet.client import RpcClient
 from wallet.errors import WalletError, WalletFileError
 from wallet.keystore import Keystore
@@ -133,12 +134,15 @@ def _push(client: RpcClient, body: dict[str, Any], mode: str, as_json: bool) -> 
     result = client.call("/v1/chain/push_transaction", body | {"mode": mode})
     if as_json:  # for scripts: block_num is null until the transaction is in a block
         fields = ("transaction_id", "block_num", "status")
-        print(json.dumps({key: result.get(key) for key in fields}))
+        extra = {"trace": result["trace"]} if "trace" in result else {}
+        print(json.dumps({key: result.get(key) for key in fields} | extra))
         return 0
     line = f"transaction {result['transaction_id']} {result['status']}"
     if "block_num" in result:
         line += f" in block {result['block_num']}"
     print(line)
+    for trace_line in contracts.trace_lines(result.get("trace") or {}):
+        print(trace_line)
     return 0
 
 
@@ -255,7 +259,20 @@ def cmd_updatekey(args: argparse.Namespace) -> int:
     return _send(args, [UpdateKey(account_name(args.account), public_key_from_text(args.key))])
 
 
+def cmd_set(args: argparse.Namespace) -> int:
+    return _send(args, [contracts.setcode_action(args.account, args.file, args.abi)])
+
+
 def cmd_push(args: argparse.Namespace) -> int:
+    if args.file == "action":  # push action CONTRACT ACTION 'JSON' --auth alice[,bob]
+        if len(args.rest) != 3 or not args.auth:
+            raise WalletError("usage: push action CONTRACT ACTION 'JSON' --auth ACCOUNT[,...]")
+        contract, action, data = args.rest
+        client = RpcClient(args.url)
+        call = contracts.call_action(client, contract, action, data, args.auth, args.hex)
+        return _send(args, [call])
+    if args.rest:
+        raise WalletError("push takes one file (or: push action CONTRACT ACTION 'JSON')")
     try:
         text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
         body = json.loads(text)
@@ -281,9 +298,25 @@ def cmd_get(args: argparse.Namespace) -> int:
         result["staked_text"] = format_amount(result["staked"], *fmt)
     elif args.what == "producers":
         result = client.call("/v1/chain/get_producers")
+    elif args.what in ("code", "abi"):
+        result = client.call(f"/v1/chain/get_{args.what}", {"account": args.arg or ""})
+    elif args.what == "table":
+        if args.arg is None or len(args.extra) != 2:
+            raise WalletError("usage: get table CONTRACT SCOPE TABLE [--lower --upper --limit]")
+        scope, table = args.extra
+        body = contracts.table_body(
+            args.arg, scope, table, args.lower, args.upper, args.limit, args.index, args.hex
+        )
+        result = client.call("/v1/chain/get_table_rows", body)
     else:
         result = client.call("/v1/chain/get_transaction", {"id": args.arg or ""})
     print(json.dumps(result, indent=2))
+    return 0
+
+
+def cmd_call(args: argparse.Namespace) -> int:
+    body = contracts.call_body(args.contract, args.action, args.data, args.auth, args.hex)
+    print(json.dumps(RpcClient(args.url).call("/v1/chain/call", body), indent=2))
     return 0
 
 
@@ -427,16 +460,49 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "push",
         cmd_push,
-        "push a signed transaction (JSON file or -)",
+        "push a signed transaction (JSON file or -), or a contract action:"
+        " push action CONTRACT ACTION 'JSON' --auth alice[,bob]",
         ("file", {}),
+        ("rest", {"nargs": "*", "help": "push action: CONTRACT ACTION 'JSON'"}),
+        ("--auth", {"help": "push action: the authorizing accounts, comma-separated"}),
+        ("--hex", {"action": "store_true", "help": "the action's data is hex, not JSON"}),
         sends=True,
+    )
+    add(
+        "set",
+        cmd_set,
+        "deploy a contract: set code ACCOUNT FILE.wasm [--abi FILE.json]",
+        ("what", {"choices": ("code",)}),
+        ("account", {}),
+        ("file", {}),
+        ("--abi", {"help": "the contract's ABI (JSON)"}),
+        sends=True,
+    )
+    add(
+        "call",
+        cmd_call,
+        "run a contract action read-only on the node (nothing is signed or stored)",
+        ("contract", {}),
+        ("action", {}),
+        ("data", {"nargs": "?", "default": "{}", "help": "JSON arguments (or hex with --hex)"}),
+        ("--auth", {"help": "accounts the call runs as authorized by, comma-separated"}),
+        ("--hex", {"action": "store_true", "help": "the data is hex, not JSON"}),
     )
     add(
         "get",
         cmd_get,
         "query the node",
-        ("what", {"choices": ("info", "block", "account", "tx", "producers")}),
+        (
+            "what",
+            {"choices": ("info", "block", "account", "tx", "producers", "code", "abi", "table")},
+        ),
         ("arg", {"nargs": "?"}),
+        ("extra", {"nargs": "*", "help": "get table CONTRACT SCOPE TABLE"}),
+        ("--lower", {"help": "get table: first key (a number or a name)"}),
+        ("--upper", {"help": "get table: last key (inclusive)"}),
+        ("--limit", {"type": int, "default": 10, "help": "get table: rows at most (1000)"}),
+        ("--index", {"action": "store_true", "help": "get table: by the secondary index"}),
+        ("--hex", {"action": "store_true", "help": "get table: rows as hex, not decoded"}),
     )
     return parser
 

@@ -18,6 +18,12 @@ from chain.core.types import _NAME_RE, MAX_AMOUNT, AccountName, PublicKey
 MAX_MEMO = 256
 MAX_URL = 256
 MAX_VOTES = 30
+# The wire's bounds on contract actions; the chain's own limits (max_code_bytes, max_tx_bytes)
+# are checked by the transition against its params. 4 MiB: what a block may hold anyway.
+MAX_WIRE_CODE = 4 * 1024 * 1024
+MAX_ABI = 64 * 1024  # an ABI's JSON text, in characters
+MAX_CALL_DATA = 4 * 1024 * 1024
+MAX_AUTHORIZATION = 16
 _NAME_FULLMATCH = _NAME_RE.fullmatch  # bound once: called for every name of every action
 
 
@@ -141,6 +147,51 @@ class VoteProducer:
         return (self.voter,)
 
 
+@dataclass(frozen=True, slots=True)
+class SetCode:
+    """Deploy WebAssembly ``code`` (and its ABI, JSON text, may be empty) to ``account``."""
+
+    CODE: ClassVar[int] = 10
+    NAME: ClassVar[str] = "setcode"
+    account: AccountName
+    code: bytes
+    abi: str = ""
+
+    def actors(self) -> tuple[AccountName, ...]:
+        return (self.account,)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """Run ``contract``'s action ``action_name`` on ``data``, authorized by the accounts in
+    ``authorization`` (each signs the transaction)."""
+
+    CODE: ClassVar[int] = 11
+    NAME: ClassVar[str] = "call"
+    contract: AccountName
+    action_name: str
+    authorization: tuple[AccountName, ...]
+    data: bytes
+
+    def actors(self) -> tuple[AccountName, ...]:
+        return self.authorization
+
+
+@dataclass(frozen=True, slots=True)
+class AllowCode:
+    """Allow (or stop allowing) ``account`` to deploy code on a chain where deploying needs
+    approval (governance accounts only)."""
+
+    CODE: ClassVar[int] = 12
+    NAME: ClassVar[str] = "allowcode"
+    governor: AccountName
+    account: AccountName
+    allowed: bool
+
+    def actors(self) -> tuple[AccountName, ...]:
+        return (self.governor,)
+
+
 Action = (
     Transfer
     | NewAccount
@@ -151,6 +202,9 @@ Action = (
     | ApproveProducer
     | UnregProducer
     | VoteProducer
+    | SetCode
+    | Call
+    | AllowCode
 )
 
 ACTION_TYPES: tuple[type[Action], ...] = (
@@ -163,6 +217,9 @@ ACTION_TYPES: tuple[type[Action], ...] = (
     ApproveProducer,
     UnregProducer,
     VoteProducer,
+    SetCode,
+    Call,
+    AllowCode,
 )
 _BY_CODE: dict[int, type[Action]] = {t.CODE: t for t in ACTION_TYPES}
 _BY_NAME: dict[str, type[Action]] = {t.NAME: t for t in ACTION_TYPES}
@@ -201,6 +258,30 @@ def _wire_names(value: Any, what: str) -> Any:
     return tuple(_wire_name(v, what) for v in items)
 
 
+def _wire_blob(lo: int, hi: int) -> Callable[[Any, str], Any]:
+    def check(value: Any, what: str) -> Any:
+        if type(value) is not bytes or not lo <= len(value) <= hi:
+            raise EncodingError(what, f"expected {lo} to {hi} bytes")
+        return value
+
+    return check
+
+
+def _wire_authorization(value: Any, what: str) -> Any:
+    if type(value) is not list or not 1 <= len(value) <= MAX_AUTHORIZATION:
+        raise EncodingError(what, f"expected 1 to {MAX_AUTHORIZATION} account names")
+    names = tuple(_wire_name(v, what) for v in value)
+    if len(set(names)) != len(names):
+        raise EncodingError(what, "names an account twice")
+    return names
+
+
+def _wire_bool(value: Any, what: str) -> Any:
+    if type(value) is not bool:
+        raise EncodingError(what, "expected true or false")
+    return value
+
+
 _KINDS: dict[str, Callable[[Any, str], Any]] = {
     "sender": _wire_name,
     "recipient": _wire_name,
@@ -215,7 +296,18 @@ _KINDS: dict[str, Callable[[Any, str], Any]] = {
     "memo": _wire_text(MAX_MEMO),
     "url": _wire_text(MAX_URL),
     "producers": _wire_names,
+    "code": _wire_blob(1, MAX_WIRE_CODE),
+    "abi": _wire_text(MAX_ABI),
+    "contract": _wire_name,
+    "action_name": _wire_name,
+    "authorization": _wire_authorization,
+    "data": _wire_blob(0, MAX_CALL_DATA),
+    "allowed": _wire_bool,
 }
+# Fields that JSON shows as hex (msgpack carries them as bytes).
+_HEX_FIELDS = frozenset({"code", "data"})
+# Fields JSON may leave out, and what they then are.
+_JSON_DEFAULTS: dict[str, Any] = {"memo": "", "url": "", "abi": ""}
 
 
 # Per action code: the class and, per field, its name, checker and error label. Built once:
@@ -271,6 +363,8 @@ def action_to_json(action: Action) -> dict[str, Any]:
         value = getattr(action, f.name)
         if f.name == "key":
             value = public_key_to_text(value)
+        elif f.name in _HEX_FIELDS:
+            value = value.hex()
         elif isinstance(value, tuple):
             value = list(value)
         data[f.name] = value
@@ -288,8 +382,8 @@ def action_from_json(obj: Any) -> Action:
     wire: list[Any] = [cls.CODE]
     for f in fields(cls):
         if f.name not in data:
-            if f.name in ("memo", "url"):
-                wire.append("")
+            if f.name in _JSON_DEFAULTS:
+                wire.append(_JSON_DEFAULTS[f.name])
                 continue
             raise EncodingError(f"{cls.NAME}.{f.name}", "missing")
         value = data[f.name]
@@ -298,5 +392,16 @@ def action_from_json(obj: Any) -> Action:
                 value = public_key_from_text(value)
             except ChainError as err:
                 raise EncodingError(f"{cls.NAME}.key", str(err)) from err
+        elif f.name in _HEX_FIELDS:
+            value = _from_hex(value, f"{cls.NAME}.{f.name}")
         wire.append(value)
     return decode_action(wire)
+
+
+def _from_hex(value: Any, what: str) -> bytes:
+    if not isinstance(value, str):
+        raise EncodingError(what, "expected a hex string")
+    try:
+        return bytes.fromhex(value)
+    except ValueError as err:
+        raise EncodingError(what, "expected a hex string") from err

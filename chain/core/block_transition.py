@@ -20,6 +20,8 @@ executed (the state at a fork's parent exists only once the chain switches to th
 
 ``execute_transactions`` is the one execution path: a block from a peer runs it strictly
 (a failing transaction fails the block); the producer runs it leniently to pick what fits.
+Contract code runs through the ``ContractHost`` handed in (``contracts``); a block's contract
+fuel is summed against ``max_block_fuel``.
 """
 
 from __future__ import annotations
@@ -28,10 +30,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from chain.core.actions import Call
 from chain.core.block import BlockHeader, Schedule, SignedBlock, SignedHeader, header_digest
+from chain.core.contracts import ContractHost, TxTrace
 from chain.core.crypto import recover
 from chain.core.dpos import HeaderState, elect
-from chain.core.errors import BadSignature, InvalidBlock, OversizedBlock, TransactionError
+from chain.core.errors import (
+    BadSignature,
+    BlockFuelExhausted,
+    InvalidBlock,
+    OversizedBlock,
+    TransactionError,
+)
 from chain.core.finality_rules import check_qc_claim, verify_block_qc
 from chain.core.merkle import merkle_root
 from chain.core.params import SLOT_MS, ChainParams, slot_start_ms, slot_time_s
@@ -82,12 +92,16 @@ class Execution:
     """Transactions run on the parent's state: what went in, what changed, what it replaced."""
 
     included: tuple[SignedTransaction, ...]
-    failed: tuple[TxId, ...]
+    failed: tuple[TxId, ...]  # refused for good (a block being built): out of the mempool
     new_producers: Schedule | None
     changes: Changes
     originals: Mapping[bytes, bytes | None]  # committed values of every key read or written
     state_hash: StateHash
     written: Mapping[bytes, Any]  # the changes as the view holds them (decoded objects)
+    # The contract traces of the included transactions that ran contracts, in block order,
+    # and the fuel they used in all.
+    traces: tuple[tuple[TxId, TxTrace], ...] = ()
+    fuel: int = 0
 
     @property
     def state_root(self) -> bytes:
@@ -103,6 +117,7 @@ class BlockTransition:
     originals: Mapping[bytes, bytes | None]
     state_hash: StateHash
     written: Mapping[bytes, Any]
+    traces: tuple[tuple[TxId, TxTrace], ...] = ()
 
 
 class StateReader(KVReader, Protocol):
@@ -217,29 +232,47 @@ def execute_transactions(
     params: ChainParams,
     strict: bool,
     check_auth: bool = True,
+    contracts: ContractHost | None = None,
 ) -> Execution:
     """Run ``txs`` (with their signers' keys) in a block at ``slot`` on ``parent``'s state.
 
     ``strict``: a failing transaction fails the block (a block to validate); otherwise it is
-    left out and listed in ``failed`` (a block being built). ``check_auth=False`` is light
-    validation: signer keys were not recovered, so authority is taken as given.
+    left out and listed in ``failed`` (a block being built), except one that ran out of the
+    block's fuel: it is left out but not listed, to wait for the next block.
+    ``check_auth=False`` is light validation: signer keys were not recovered, so authority is
+    taken as given.
     """
     num = parent.num + 1
-    ctx = Context(params, slot_time_s(slot))
+    ctx = Context(params, slot_time_s(slot), contracts, num)
     view = StateView(reader)
     view.prune_expired_txs(ctx.block_time_s)
     view.set_block_summary(parent.num, parent.id)
     included: list[SignedTransaction] = []
     failed: list[TxId] = []
+    traces: list[tuple[TxId, TxTrace]] = []
+    fuel = 0
+    fuel_spent = False  # building: a transaction ran out of the block's fuel
     for stx, keys in txs:
+        if fuel_spent and any(type(a) is Call for a in stx.tx.actions):
+            continue  # waits for the next block, as the one that ran out does
         try:
-            apply_transaction(view, stx, keys, ctx, check_auth=check_auth)
+            trace = apply_transaction(
+                view, stx, keys, ctx, check_auth=check_auth, block_fuel=params.max_block_fuel - fuel
+            )
+        except BlockFuelExhausted as err:
+            if strict:
+                raise InvalidBlock(num, f"transaction {stx.id.hex()}: {err.name}: {err}") from err
+            fuel_spent = True
+            continue
         except TransactionError as err:
             if strict:
                 raise InvalidBlock(num, f"transaction {stx.id.hex()}: {err.name}: {err}") from err
             failed.append(stx.id)
             continue
         included.append(stx)
+        if trace is not None:
+            traces.append((stx.id, trace))
+            fuel += trace.fuel
     view.record_block_txs(num, [(stx.tx.expiration, stx.id) for stx in included])
     new_producers = None
     if num % params.election_interval_blocks == 0:
@@ -252,7 +285,15 @@ def execute_transactions(
     state_hash = next_state_hash(reader.state_hash(), changes, originals)
     written = view.written()
     return Execution(
-        tuple(included), tuple(failed), new_producers, changes, originals, state_hash, written
+        tuple(included),
+        tuple(failed),
+        new_producers,
+        changes,
+        originals,
+        state_hash,
+        written,
+        tuple(traces),
+        fuel,
     )
 
 
@@ -273,13 +314,16 @@ def block_transition(
     params: ChainParams,
     chain_id: bytes,
     now_ms: int,
+    contracts: ContractHost | None = None,
 ) -> BlockTransition:
     """What ``block`` does on its parent's state, read through ``reader``: its header judged
     (``process_block_header``), then its body run (``process_block_body``)."""
     verdict = process_block_header(
         parent, block, earlier=None, params=params, chain_id=chain_id, now_ms=now_ms
     )
-    return process_block_body(reader, parent, verdict.state, block, keys, params=params)
+    return process_block_body(
+        reader, parent, verdict.state, block, keys, params=params, contracts=contracts
+    )
 
 
 def process_block_body(
@@ -290,6 +334,7 @@ def process_block_body(
     keys: Sequence[frozenset[PublicKey]] | None,
     *,
     params: ChainParams,
+    contracts: ContractHost | None = None,
 ) -> BlockTransition:
     """What ``block``, whose header ``process_block_header`` judged (giving ``state``), does
     on its parent's state, read through ``reader``.
@@ -308,9 +353,12 @@ def process_block_body(
         params=params,
         strict=True,
         check_auth=not light,
+        contracts=contracts,
     )
     if exe.new_producers != block.header.new_producers:
         raise InvalidBlock(num, "proposed schedule differs from the election result")
     if exe.state_root != block.header.state_root:
         raise InvalidBlock(num, "state root differs: our states diverge")
-    return BlockTransition(state, exe.changes, exe.originals, exe.state_hash, exe.written)
+    return BlockTransition(
+        state, exe.changes, exe.originals, exe.state_hash, exe.written, exe.traces
+    )

@@ -123,6 +123,11 @@ class ResourceExceeded(TransactionError):
     name = "resource_exceeded"
 
 
+class BlockFuelExhausted(ResourceExceeded):
+    """A transaction that ran out of the fuel its block had left (``max_block_fuel``): a
+    producer keeps it for the next block, a validator refuses the block."""
+
+
 class MempoolFull(TransactionError):
     """The mempool (or this account's share of it) is full."""
 

@@ -3,6 +3,9 @@
 Every function takes a ``StateView`` and the action, checks one rule per line and raises a
 typed ``TransactionError`` or writes the new objects. ``apply_transaction`` runs a
 transaction's actions in a child view and merges it only if all of them succeed.
+
+A ``call`` action runs contract code through the ``ContractHost`` in the ``Context``; a
+transaction with one always runs in a child view, since a contract may fail after writing.
 """
 
 from __future__ import annotations
@@ -11,11 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from chain.core import ram, schema
 from chain.core.actions import (
     Action,
+    AllowCode,
     ApproveProducer,
+    Call,
     NewAccount,
     RegProducer,
+    SetCode,
     Stake,
     Transfer,
     UnregProducer,
@@ -23,13 +30,19 @@ from chain.core.actions import (
     UpdateKey,
     VoteProducer,
 )
+from chain.core.block import min_block_bytes
+from chain.core.contracts import ContractCall, ContractHost, TxTrace
+from chain.core.encoding import pack, unpack
 from chain.core.errors import (
+    BlockFuelExhausted,
+    ContractError,
     DuplicateTransaction,
     ExpiredTransaction,
     InsufficientFunds,
     InvalidAction,
     MissingAuthority,
     OversizedTransaction,
+    ResourceExceeded,
     TaposMismatch,
     Unauthorized,
     UnknownAccount,
@@ -46,6 +59,9 @@ class Context:
 
     params: ChainParams
     block_time_s: int
+    # What runs contract code; None where no contract can run (a call then fails).
+    contracts: ContractHost | None = None
+    block_num: int = 0  # the block being built, applied, or admitted into (head + 1)
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -196,6 +212,93 @@ def process_voteproducer(view: StateView, a: VoteProducer, ctx: Context) -> None
     view.put_account(voter._replace(votes=a.producers))
 
 
+def deployed_code(view: StateView, account: str) -> tuple[bytes, str] | None:
+    """``account``'s code hash and ABI text, or None if it has no code."""
+    raw = view.raw(schema.code_key(account))
+    if raw is None:
+        return None
+    code_hash, abi = unpack(raw, "code record")
+    return bytes(code_hash), abi
+
+
+def _host(ctx: Context) -> ContractHost:
+    if ctx.contracts is None:
+        raise ContractError("contracts are not enabled on this node")
+    return ctx.contracts
+
+
+def process_setcode(view: StateView, a: SetCode, ctx: Context) -> None:
+    params = ctx.params
+    load_account(view, a.account, ctx)
+    if len(a.code) > params.max_code_bytes:
+        raise ResourceExceeded(
+            f"code is {len(a.code)} bytes, past max_code_bytes {params.max_code_bytes}"
+        )
+    approved = view.raw(schema.code_allowed_key(a.account)) is not None
+    if params.contract_deploy == "approved" and not approved:
+        raise Unauthorized(
+            f"{a.account!r} may not deploy code: on this chain a governance account must "
+            "allow it first (allowcode)"
+        )
+    code_hash = _host(ctx).validate(a.code, params)
+    old = deployed_code(view, a.account)
+    if old == (code_hash, a.abi):
+        raise InvalidAction(f"{a.account!r} already runs this code with this ABI")
+    old_wasm = view.raw(schema.wasm_key(a.account))
+    old_bytes = 0 if old is None or old_wasm is None else ram.code_bytes(old_wasm, old[1])
+    ram.charge(view, a.account, ram.code_bytes(a.code, a.abi) - old_bytes, params)
+    view.put_raw(schema.code_key(a.account), pack([code_hash, a.abi]))
+    view.put_raw(schema.wasm_key(a.account), a.code)
+
+
+def process_allowcode(view: StateView, a: AllowCode, ctx: Context) -> None:
+    _require_governance(a.governor, ctx)
+    load_account(view, a.account, ctx)
+    key = schema.code_allowed_key(a.account)
+    allowed = view.raw(key) is not None
+    if allowed == a.allowed:
+        raise InvalidAction(f"{a.account!r} is already {'' if allowed else 'not '}allowed")
+    view.put_raw(key, b"" if a.allowed else None)
+
+
+def process_call(view: StateView, a: Call, ctx: Context, trace: TxTrace, block_fuel: int) -> None:
+    """Run a contract action on ``view`` (a child view the caller drops on any error).
+
+    ``block_fuel`` is the fuel the block has left; when it, not ``max_tx_fuel``, is what runs
+    out, the error says so (BlockFuelExhausted), so that a producer tries it in the next block.
+    """
+    params = ctx.params
+    host = _host(ctx)
+    if len(a.data) > params.max_tx_bytes:
+        raise ResourceExceeded(
+            f"{a.contract}::{a.action_name}: data is {len(a.data)} bytes, "
+            f"past max_tx_bytes {params.max_tx_bytes}"
+        )
+    if deployed_code(view, a.contract) is None:
+        raise ContractError(f"{a.contract}::{a.action_name}: {a.contract!r} has no contract code")
+    tx_left = params.max_tx_fuel - trace.fuel
+    block_left = block_fuel - trace.fuel
+    call = ContractCall(a.contract, a.action_name, a.authorization, a.data)
+    try:
+        host.run(
+            view,
+            call,
+            trace,
+            params=params,
+            block_time_s=ctx.block_time_s,
+            block_num=ctx.block_num,
+            fuel_left=max(0, min(tx_left, block_left)),
+        )
+    except ResourceExceeded as err:
+        if block_left < tx_left and not isinstance(err, BlockFuelExhausted):
+            raise BlockFuelExhausted(
+                f"block fuel: {a.contract}::{a.action_name} ran out of the "
+                f"{max(0, block_left)} fuel left of max_block_fuel {params.max_block_fuel} "
+                f"({err})"
+            ) from err
+        raise
+
+
 _PROCESSORS: dict[type[Any], Callable[[StateView, Any, Context], None]] = {
     Transfer: process_transfer,
     NewAccount: process_newaccount,
@@ -206,6 +309,8 @@ _PROCESSORS: dict[type[Any], Callable[[StateView, Any, Context], None]] = {
     ApproveProducer: process_approveproducer,
     UnregProducer: process_unregproducer,
     VoteProducer: process_voteproducer,
+    SetCode: process_setcode,
+    AllowCode: process_allowcode,
 }
 
 
@@ -216,12 +321,22 @@ def apply_action(view: StateView, action: Action, ctx: Context) -> None:
 # --- transactions -------------------------------------------------------------------------
 
 
+def tx_size_limit(stx: SignedTransaction, params: ChainParams) -> int:
+    """A transaction's size limit: ``max_tx_bytes``, plus ``max_code_bytes`` for one that
+    deploys code (a module would not fit otherwise), but never more than a block holds: a
+    transaction too large for any block would wait in the mempool and hold back the rest.
+    ``min_block_bytes`` counts a length header of 2 bytes at size 0; a large one has 5."""
+    if not any(type(a) is SetCode for a in stx.tx.actions):
+        return params.max_tx_bytes
+    in_a_block = params.max_block_bytes - min_block_bytes(0) - 3
+    return max(params.max_tx_bytes, min(params.max_tx_bytes + params.max_code_bytes, in_a_block))
+
+
 def check_limits(stx: SignedTransaction, ctx: Context) -> None:
     """Checks that need no state: size and expiration window."""
-    if len(stx.packed) > ctx.params.max_tx_bytes:
-        raise OversizedTransaction(
-            f"transaction is {len(stx.packed)} bytes, limit {ctx.params.max_tx_bytes}"
-        )
+    size = len(stx.packed)
+    if size > ctx.params.max_tx_bytes and size > (limit := tx_size_limit(stx, ctx.params)):
+        raise OversizedTransaction(f"transaction is {size} bytes, limit {limit}")
     if stx.tx.expiration < ctx.block_time_s:
         raise ExpiredTransaction(f"expired at {stx.tx.expiration}, block time {ctx.block_time_s}")
     if stx.tx.expiration > ctx.block_time_s + ctx.params.max_tx_lifetime_s:
@@ -260,11 +375,14 @@ def apply_transaction(
     ctx: Context,
     *,
     check_auth: bool = True,
-) -> None:
-    """Apply all of ``stx`` to ``view`` or, on any error, nothing of it.
+    block_fuel: int | None = None,
+) -> TxTrace | None:
+    """Apply all of ``stx`` to ``view`` or, on any error, nothing of it; the trace of the
+    contract actions it ran, or None if it has none (native actions only).
 
     ``check_auth=False`` is light validation of irreversible history: signer keys were not
-    recovered, so authority is taken as given; every other rule still holds.
+    recovered, so authority is taken as given; every other rule still holds. ``block_fuel``:
+    the fuel the block has left for contracts (``max_block_fuel`` when not given).
     """
     check_limits(stx, ctx)
     check_tapos(view, stx)
@@ -273,14 +391,22 @@ def apply_transaction(
     if check_auth:
         authorize(view, stx, keys)
     actions = stx.tx.actions
-    if len(actions) == 1:
+    if len(actions) == 1 and type(actions[0]) is not Call:
         # Every processor checks all its rules before its first write, so a single action
         # that fails has written nothing: no child view is needed (the common case).
         apply_action(view, actions[0], ctx)
         view.mark_tx(stx.id)
-        return
+        return None
     child = view.child()
+    trace: TxTrace | None = None
+    fuel = ctx.params.max_block_fuel if block_fuel is None else block_fuel
     for action in actions:
-        apply_action(child, action, ctx)
+        if type(action) is Call:
+            if trace is None:
+                trace = TxTrace()
+            process_call(child, action, ctx, trace, fuel)
+        else:
+            apply_action(child, action, ctx)
     child.mark_tx(stx.id)
     child.merge_into_parent()
+    return trace

@@ -14,7 +14,7 @@ from __future__ import annotations
 import fcntl
 import os
 import struct
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ import plyvel
 
 from chain.core import schema
 from chain.core.block import SignedBlock, decode_block
+from chain.core.contracts import TxTrace, decode_traces, encode_traces
 from chain.core.dpos import HeaderState, decode_header_state
 from chain.core.encoding import pack, unpack
 from chain.core.errors import SnapshotError, StoreError, StoreInUse
@@ -191,6 +192,15 @@ class BlockStore:
         except plyvel.Error as err:
             raise StoreError(f"iteration failed: {err}") from err
 
+    def frozen(self) -> FrozenReader:
+        """The store as it is now, unchanging: for reads made off the chain thread that must
+        see one state however many keys they read (a contract's read-only call, a page of
+        table rows). Cheap (a LevelDB snapshot); close it when done."""
+        try:
+            return FrozenReader(self._db.snapshot())
+        except plyvel.Error as err:
+            raise StoreError(f"snapshot failed: {err}") from err
+
     # --- metadata ---------------------------------------------------------------------------
 
     def chain_id(self) -> bytes | None:
@@ -232,6 +242,11 @@ class BlockStore:
     def header_state(self, block_id: BlockId) -> HeaderState | None:
         raw = self.get(schema.header_state_key(block_id))
         return None if raw is None else decode_header_state(raw)
+
+    def traces(self, num: int) -> list[tuple[bytes, TxTrace]]:
+        """The contract traces of the applied block ``num`` (empty if it ran no contract)."""
+        raw = self.get(schema.traces_key(num))
+        return [] if raw is None else decode_traces(raw)
 
     def tx_block_num(self, tx_id: bytes) -> BlockNum | None:
         raw = self.get(schema.tx_index_key(TxId(tx_id)))
@@ -376,12 +391,15 @@ class BlockStore:
         changes: Changes,
         originals: Mapping[bytes, bytes | None],
         state_hash: StateHash,
+        traces: Sequence[tuple[bytes, TxTrace]] = (),
     ) -> None:
         """Apply ``block``'s state changes and make it the head, atomically.
 
         ``originals`` are committed values the caller already read (the undo record needs the
         old value of every changed key); the rest are read here. ``state_hash`` is the
         commitment to the state after the block; the undo record keeps the one before.
+        ``traces``: what the block's contract actions did, kept beside the block (outside
+        the state) for readers.
         """
         known = originals
         old_hash = self.get(schema.META_STATE_HASH)
@@ -401,6 +419,8 @@ class BlockStore:
         puts.append((schema.block_num_key(block.num), block.id))
         puts.append((schema.header_state_key(block.id), state.encode()))
         puts.extend((schema.tx_index_key(t.id), num_bytes) for t in block.transactions)
+        if traces:
+            puts.append((schema.traces_key(block.num), encode_traces(list(traces))))
         puts.append((schema.META_HEAD, block.id))
         self._write(puts, deletes)
         self._update_mark()
@@ -426,6 +446,7 @@ class BlockStore:
             schema.block_key(block.id),
             schema.block_num_key(block.num),
             schema.header_state_key(block.id),
+            schema.traces_key(block.num),
         ]
         deletes += [schema.tx_index_key(t.id) for t in block.transactions]
         puts.append((schema.META_HEAD, block.header.previous))
@@ -532,6 +553,31 @@ class BlockStore:
         value = pack([evidence.slot, evidence.first.to_wire(), evidence.second.to_wire()])
         self._write([(schema.vote_evidence_key(evidence.key, evidence.slot), value)], [])
         return True
+
+
+class FrozenReader:
+    """A ``KVReader`` over a LevelDB snapshot (``BlockStore.frozen``); safe on any thread."""
+
+    __slots__ = ("_snap",)
+
+    def __init__(self, snap: Any) -> None:
+        self._snap = snap
+
+    def get(self, key: bytes) -> bytes | None:
+        try:
+            return self._snap.get(key)  # type: ignore[no-any-return]
+        except (plyvel.Error, RuntimeError) as err:  # RuntimeError: the store was closed
+            raise StoreError(f"read failed: {err}") from err
+
+    def iterate(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]:
+        try:
+            with self._snap.iterator(start=start, stop=stop) as entries:
+                yield from entries
+        except (plyvel.Error, RuntimeError) as err:
+            raise StoreError(f"iteration failed: {err}") from err
+
+    def close(self) -> None:
+        self._snap.close()
 
 
 def _decode_double_vote(raw: bytes) -> DoubleVote:

@@ -126,6 +126,30 @@ class Hex:
 
 
 @dataclass(frozen=True, slots=True)
+class Boolean:
+    def schema(self) -> dict[str, Any]:
+        return {"type": "boolean"}
+
+    def parse(self, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise ValueError("must be true or false")
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class JsonObject:
+    """Any JSON object (a contract action's arguments, checked later against its ABI)."""
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "object"}
+
+    def parse(self, value: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise ValueError("must be a JSON object")
+        return value
+
+
+@dataclass(frozen=True, slots=True)
 class Choice:
     values: tuple[str, ...]
 

@@ -50,8 +50,10 @@ class Route:
 
 
 def route_table(api: Api) -> dict[str, Route]:
-    """Every route of ``api``; pushes are limited to the chain's ``max_tx_bytes``."""
-    max_tx_bytes = api.runner.view.params.max_tx_bytes
+    """Every route of ``api``; pushes are limited to the chain's ``max_tx_bytes``, plus
+    ``max_code_bytes`` (a setcode transaction; the chain checks which a transaction is)."""
+    params = api.runner.view.params
+    max_tx_bytes = params.max_tx_bytes + params.max_code_bytes
     paced = api.paced
 
     block_key = AnyOf(

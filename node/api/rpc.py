@@ -31,6 +31,7 @@ from chain.storage.snapshot import SnapshotHead
 from chain.storage.store import BlockStore
 from node.admission import Admitter
 from node.api.blockcache import BlockJsonCache
+from node.api.contracts import DEFAULT_CALL_FUEL, ContractApi, contract_routes
 from node.api.fields import RequestError
 from node.api.reads import WRITES_WINDOW_S, ChainReads, ReadPacer, ReadsBusy
 from node.api.routes import Handler, Route, route_table
@@ -80,6 +81,8 @@ _STATUS: dict[type[ChainError], int] = {
     ce.UnknownAccount: 404,
     ce.InsufficientFunds: 402,
     ce.InvalidAction: 422,
+    ce.ContractError: 422,
+    ce.ResourceExceeded: 422,
     ce.MempoolFull: 429,
     ce.NotFound: 404,
     ce.InvalidKey: 422,
@@ -166,6 +169,7 @@ class Api:
         finality: Callable[[], dict[str, Any]] | None = None,
         snapshots_dir: Path | None = None,
         exports: tuple[Path, Path] | None = None,
+        call_fuel: int = DEFAULT_CALL_FUEL,
     ) -> None:
         """``reads`` and ``pacer`` default to ``ChainReads`` and ``ReadPacer`` tuned for a
         node; tests pass their own. A push in commit mode waits at most
@@ -173,7 +177,8 @@ class Api:
         ``pending``. ``finality`` gives the node's side of get_finalizer_info (its own
         finalizers, whether production is paused). Snapshots that the admin RPC asks for
         are written into ``snapshots_dir``; the history it exports goes to ``exports[0]``,
-        with a copy of the genesis ``exports[1]`` beside it."""
+        with a copy of the genesis ``exports[1]`` beside it. A read-only contract call uses
+        ``call_fuel`` at most."""
         self.runner = runner
         self.metrics = metrics
         self.watch = watch
@@ -189,7 +194,10 @@ class Api:
         self._snapshot_running = False
         self.exports = exports
         self._export_running = False
-        self.routes: dict[str, Route] = route_table(self)
+        self.contracts = ContractApi(self.read, call_fuel=call_fuel)
+        self.routes: dict[str, Route] = route_table(self) | contract_routes(
+            self.contracts, self.paced, runner.view.params.max_tx_bytes
+        )
 
     async def run(self) -> None:
         """Serve the reads that go to the chain thread, until cancelled (the node runs this
@@ -438,15 +446,21 @@ class Api:
             wait_s = min(wait_s, self.commit_wait_cap_s)
         included = self.watch.watch(stx.id) if mode == "commit" else None
         try:
-            await self.admitter.admit(stx)
+            trace = await self.admitter.admit(stx)
+            # What its contract actions did on the head state (the block may differ).
+            traced = {} if trace is None else {"trace": await self.contracts.trace_json(trace)}
             if included is None:
-                return {"transaction_id": stx.id.hex(), "status": "accepted"}
+                return {"transaction_id": stx.id.hex(), "status": "accepted"} | traced
             try:
                 async with asyncio.timeout(wait_s):
                     num = await asyncio.shield(included)
             except TimeoutError:
-                return {"transaction_id": stx.id.hex(), "status": "pending"}
-            return {"transaction_id": stx.id.hex(), "status": "included", "block_num": num}
+                return {"transaction_id": stx.id.hex(), "status": "pending"} | traced
+            return {
+                "transaction_id": stx.id.hex(),
+                "status": "included",
+                "block_num": num,
+            } | traced
         finally:
             if included is not None:
                 self.watch.forget(stx.id, included)

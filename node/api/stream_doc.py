@@ -51,7 +51,11 @@ def _messages() -> dict[str, dict[str, Any]]:
                 "transactions/actions: an action's actors or an account in its data (a"
                 " transfer's recipient); ignored for blocks",
             ),
-            "actions": _names({"enum": sorted(ACTION_NAMES)}, "action names"),
+            "actions": _names(
+                _NAME,
+                "action names: native ones (" + ", ".join(sorted(ACTION_NAMES)) + ") and"
+                " contract actions' names",
+            ),
             "irreversible_only": BOOLEAN | {"default": False},
             "cursor": nullable(_CURSOR)
             | {"description": "the last block processed; null: start at the head (the LIB)"},
@@ -75,11 +79,20 @@ def _messages() -> dict[str, dict[str, Any]]:
         {
             "tx_id": ID,
             "index": COUNT,
-            "account": nullable(STRING) | {"description": "null for a native action"},
-            "name": STRING,
+            "account": nullable(STRING) | {"description": "the contract; null for a native action"},
+            "name": STRING | {"description": "the native action's or the contract action's"},
             "authorization": {"type": "array", "items": STRING},
-            "data": {"type": "object"},
-        }
+            "data": {"type": "object", "description": "a native action's data"},
+            "hex": STRING | {"description": "a contract action's data, hex"},
+            "depth": COUNT | {"description": "a contract action: 0, or n for one sent inline"},
+            "console": STRING,
+            "events": {
+                "type": "array",
+                "items": json_object({"name": STRING, "hex": STRING}),
+                "description": "a contract action's events, data in hex",
+            },
+        },
+        optional=("data", "hex", "depth", "console", "events"),
     )
     return {
         "subscribe": _message(

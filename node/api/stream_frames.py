@@ -15,10 +15,14 @@ from typing import Any
 
 import orjson
 
-from chain.core.actions import ACTION_TYPES, Action, action_to_json
+from chain.core.actions import ACTION_TYPES, Action, Call, action_to_json
 from chain.core.block import SignedBlock
-from chain.core.types import BlockId, is_valid_name
+from chain.core.contracts import ActionTrace, TxTrace
+from chain.core.types import BlockId, TxId, is_valid_name
 from node.api.views import dumps, slot_iso
+
+# A block's contract traces, per transaction that ran any (``chain.events.BlockStep``).
+Traces = tuple[tuple[TxId, TxTrace], ...]
 
 STREAMS = ("blocks", "transactions", "actions")
 ACTION_NAMES = frozenset(t.NAME for t in ACTION_TYPES)
@@ -35,9 +39,19 @@ SUBSCRIBE_FIELDS = frozenset(
 # The fields of native actions that hold account names: what an ``accounts`` filter matches
 # besides the actors (a transfer's recipient follows its incoming transfers).
 ACCOUNT_FIELDS = frozenset(
-    ("sender", "recipient", "creator", "name", "account", "governor", "producer", "voter")
+    (
+        "sender",
+        "recipient",
+        "creator",
+        "name",
+        "account",
+        "governor",
+        "producer",
+        "voter",
+        "contract",
+    )
 )
-ACCOUNT_LIST_FIELDS = frozenset(("producers",))
+ACCOUNT_LIST_FIELDS = frozenset(("producers", "authorization"))
 U32 = 2**32 - 1
 
 # WebSocket close codes (RFC 6455, 7.4.1): the client broke the protocol; a fault of ours;
@@ -101,9 +115,9 @@ def parse_subscribe(raw: str | bytes) -> Subscription:
             raise Refused(f"'accounts': {name!r} is not an account name")
     actions = _names(message, "actions")
     for name in actions:
-        if name not in ACTION_NAMES:
+        if not is_valid_name(name):  # a native action's name, or any contract's action's
             known = ", ".join(sorted(ACTION_NAMES))
-            raise Refused(f"'actions': {name!r} is not an action (known: {known})")
+            raise Refused(f"'actions': {name!r} is not an action name (native: {known})")
     irreversible = message.get("irreversible_only", False)
     if not isinstance(irreversible, bool):
         raise Refused("'irreversible_only' must be true or false")
@@ -187,36 +201,65 @@ def action_accounts(action: Action) -> frozenset[str]:
     return frozenset(names)
 
 
+def _by_call(trace: TxTrace) -> list[list[ActionTrace]]:
+    """A transaction's contract actions grouped by the ``call`` action that ran them: each
+    group starts at depth 0, its inline actions follow it (the trace's order)."""
+    groups: list[list[ActionTrace]] = []
+    for a in trace.actions:
+        if a.depth == 0 or not groups:
+            groups.append([])
+        groups[-1].append(a)
+    return groups
+
+
+# An action of a block as the stream names it: (tx index, action index, contract action
+# index or -1 for a native action, the accounts it names, its name).
+Entry = tuple[int, int, int, frozenset[str], str]
+Key = tuple[int, int, int]
+
+
 class BlockIndex:
     """One block's pieces for the stream, each worked out the first time a subscriber needs
     it: which transactions and actions each account and action name selects, and their
-    JSON."""
+    JSON. A ``call`` action appears as the contract actions it ran (from ``traces``): the
+    contract as the account, the contract's action name, its events and console."""
 
-    def __init__(self, block: SignedBlock) -> None:
+    def __init__(self, block: SignedBlock, traces: Traces = ()) -> None:
         self.block = block
         self.cursor = Cursor(block.num, block.id)
+        self._traces = dict(traces)
         self._head: bytes | None = None
         self._txs: list[bytes | None] = [None] * len(block.transactions)
-        self._actions: dict[tuple[int, int], bytes] = {}
-        # (tx index, action index) of every action, with the accounts it names and its name.
-        self._index: list[tuple[int, int, frozenset[str], str]] | None = None
+        self._actions: dict[Key, bytes] = {}
+        self._index: list[Entry] | None = None
+        self._contract: dict[tuple[int, int], list[ActionTrace]] = {}
 
-    def _entries(self) -> list[tuple[int, int, frozenset[str], str]]:
+    def _entries(self) -> list[Entry]:
         if self._index is None:
-            self._index = [
-                (i, j, action_accounts(action), action.NAME)
-                for i, stx in enumerate(self.block.transactions)
-                for j, action in enumerate(stx.tx.actions)
-            ]
+            entries: list[Entry] = []
+            for i, stx in enumerate(self.block.transactions):
+                trace = self._traces.get(stx.id)
+                groups = iter(_by_call(trace)) if trace is not None else iter(())
+                for j, action in enumerate(stx.tx.actions):
+                    ran = next(groups, None) if action.CODE == Call.CODE else None
+                    if ran is None:
+                        entries.append((i, j, -1, action_accounts(action), action.NAME))
+                        continue
+                    self._contract[(i, j)] = ran
+                    for k, a in enumerate(ran):
+                        accounts = frozenset((a.call.contract, *a.call.authorization))
+                        entries.append((i, j, k, accounts, a.call.action))
+            self._index = entries
         return self._index
 
-    def matching(self, sub: Subscription) -> list[tuple[int, int]]:
-        """(tx index, action index) of the actions ``sub``'s filters select, in block order."""
+    def matching(self, sub: Subscription) -> list[Key]:
+        """(tx index, action index, contract action index or -1) of the actions ``sub``'s
+        filters select, in block order."""
         if not sub.filtered:
-            return [(i, j) for i, j, _, _ in self._entries()]
+            return [(i, j, k) for i, j, k, _, _ in self._entries()]
         return [
-            (i, j)
-            for i, j, accounts, name in self._entries()
+            (i, j, k)
+            for i, j, k, accounts, name in self._entries()
             if (not sub.actions or name in sub.actions)
             and (not sub.accounts or not accounts.isdisjoint(sub.accounts))
         ]
@@ -234,9 +277,9 @@ class BlockIndex:
             + b',"block":' + dumps(self.cursor.json())
         )  # fmt: skip
         if sub.stream == "transactions":
-            txs = list(dict.fromkeys(i for i, _ in selected))
+            txs = list(dict.fromkeys(i for i, _, _ in selected))
             return prefix + b',"transactions":[' + b",".join(self._tx(i) for i in txs) + b"]}"
-        return prefix + b',"actions":[' + b",".join(self._action(i, j) for i, j in selected) + b"]}"
+        return prefix + b',"actions":[' + b",".join(self._action(*key) for key in selected) + b"]}"
 
     def _block_frame(self, irreversible: bool) -> bytes:
         if self._head is None:
@@ -264,21 +307,35 @@ class BlockIndex:
             encoded = self._txs[i] = dumps(self.block.transactions[i].to_json())
         return encoded
 
-    def _action(self, i: int, j: int) -> bytes:
-        encoded = self._actions.get((i, j))
-        if encoded is None:
-            stx = self.block.transactions[i]
+    def _action(self, i: int, j: int, k: int) -> bytes:
+        encoded = self._actions.get((i, j, k))
+        if encoded is not None:
+            return encoded
+        stx = self.block.transactions[i]
+        if k < 0:
             action = stx.tx.actions[j]
-            encoded = self._actions[(i, j)] = dumps(
-                {
-                    "tx_id": stx.id.hex(),
-                    "index": j,
-                    "account": None,  # a native action: no contract account
-                    "name": action.NAME,
-                    "authorization": list(action.actors()),
-                    "data": action_to_json(action)["data"],
-                }
-            )
+            value = {
+                "tx_id": stx.id.hex(),
+                "index": j,
+                "account": None,  # a native action: no contract account
+                "name": action.NAME,
+                "authorization": list(action.actors()),
+                "data": action_to_json(action)["data"],
+            }
+        else:
+            a = self._contract[(i, j)][k]
+            value = {
+                "tx_id": stx.id.hex(),
+                "index": j,
+                "account": a.call.contract,
+                "name": a.call.action,
+                "authorization": list(a.call.authorization),
+                "hex": a.call.data.hex(),
+                "depth": a.depth,
+                "console": a.console,
+                "events": [{"name": n, "hex": d.hex()} for n, d in a.events],
+            }
+        encoded = self._actions[(i, j, k)] = dumps(value)
         return encoded
 
 
@@ -294,10 +351,10 @@ class IndexCache:
         self._size = size
         self._indexes: OrderedDict[BlockId, BlockIndex] = OrderedDict()
 
-    def index(self, block: SignedBlock) -> BlockIndex:
+    def index(self, block: SignedBlock, traces: Traces = ()) -> BlockIndex:
         index = self._indexes.get(block.id)
         if index is None:
-            index = self._indexes[block.id] = BlockIndex(block)
+            index = self._indexes[block.id] = BlockIndex(block, traces)
             if len(self._indexes) > self._size:
                 self._indexes.popitem(last=False)
         else:

@@ -20,14 +20,15 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 
 from chain.controller import Chain
+from chain.core.actions import Call
 from chain.core.block import SignedBlock
-from chain.core.types import BlockId
-from chain.events import ChainUpdate
+from chain.core.types import BlockId, TxId
+from chain.events import BlockStep, ChainUpdate
 from chain.view import ChainView
 from node.api.stream_frames import (
     INTERNAL_ERROR,
@@ -36,6 +37,7 @@ from node.api.stream_frames import (
     IndexCache,
     Refused,
     Subscription,
+    Traces,
     error_frame,
     lagged_frame,
     lib_frame,
@@ -67,6 +69,7 @@ class Batch:
     head: Cursor
     lib: Cursor
     first_block: int
+    traces: dict[int, Traces] = field(default_factory=dict)  # of the blocks that ran contracts
 
 
 def read_after(
@@ -81,12 +84,16 @@ def read_after(
         return Batch(position, (), head, lib, view.first_block)
     last = min(lib.num if irreversible else head.num, cursor.num + limit)
     blocks = []
+    traces: dict[int, Traces] = {}
     deadline = time.monotonic() + budget_s
     for num in range(cursor.num + 1, last + 1):
-        blocks.append(chain.block_by_num(num))
+        block = chain.block_by_num(num)
+        blocks.append(block)
+        if any(a.CODE == Call.CODE for stx in block.transactions for a in stx.tx.actions):
+            traces[num] = tuple((TxId(t), trace) for t, trace in chain.traces(num))
         if time.monotonic() >= deadline:
             break
-    return Batch(position, tuple(blocks), head, lib, view.first_block)
+    return Batch(position, tuple(blocks), head, lib, view.first_block, traces)
 
 
 def _position(chain: Chain, view: ChainView, cursor: Cursor, irreversible: bool) -> str:
@@ -136,7 +143,7 @@ class Session:
         self._lagged_reason = ""
         self._in_step = False
         self._lib_sent = -1
-        self._ahead: dict[int, SignedBlock] = {}  # irreversible only: blocks above the cursor
+        self._ahead: dict[int, BlockStep] = {}  # irreversible only: blocks above the cursor
 
     # --- the hub's side (on the event loop, never waits) ------------------------------------
 
@@ -263,7 +270,8 @@ class Session:
 
     async def _send_blocks(self, batch: Batch, send: Send) -> None:
         for block in batch.blocks:
-            frame = self._indexes.index(block).frame(self.sub, block.num <= batch.lib.num)
+            traces = batch.traces.get(block.num, ())
+            frame = self._indexes.index(block, traces).frame(self.sub, block.num <= batch.lib.num)
             if frame is not None:
                 await send(frame)
             self.cursor = Cursor(block.num, block.id)
@@ -289,7 +297,8 @@ class Session:
                 if block.id == self.cursor.id:
                     await self._undo(block.num, block.id, block.header.previous, send)
             elif block.header.previous == self.cursor.id:
-                frame = self._indexes.index(block).frame(self.sub, block.num <= view.lib_num)
+                index = self._indexes.index(block, step.traces)
+                frame = index.frame(self.sub, block.num <= view.lib_num)
                 if frame is not None:
                     await send(frame)
                 self.cursor = Cursor(block.num, block.id)
@@ -312,20 +321,22 @@ class Session:
         for step in update.events.steps:
             block = step.block
             if step.undo:
-                if ahead.get(block.num) is block:
+                kept = ahead.get(block.num)
+                if kept is not None and kept.block is block:
                     del ahead[block.num]
             else:
-                ahead[block.num] = block
+                ahead[block.num] = step
         if len(ahead) > MAX_AHEAD:
             ahead.clear()
         assert self.cursor is not None
         lib = update.view.lib_num
         while self.cursor.num < lib:
-            final = ahead.pop(self.cursor.num + 1, None)
-            if final is None or final.header.previous != self.cursor.id:
+            final_step = ahead.pop(self.cursor.num + 1, None)
+            if final_step is None or final_step.block.header.previous != self.cursor.id:
                 await self._replay(runner, send)  # to the LIB as the chain has it now
                 break
-            frame = self._indexes.index(final).frame(self.sub, True)
+            final = final_step.block
+            frame = self._indexes.index(final, final_step.traces).frame(self.sub, True)
             if frame is not None:
                 await send(frame)
             self.cursor = Cursor(final.num, final.id)

@@ -371,8 +371,14 @@ PUSH_SCHEMA = json_object(
         "transaction_id": ID,
         "status": {"enum": ["submitted", "accepted", "pending", "included"]},
         "block_num": COUNT,
+        "trace": {
+            "type": "object",
+            "description": "when it ran contracts: what they did on the head state (the block"
+            " may differ): fuel and actions (contract, action, data or hex, console, events,"
+            " return_value and return_value_hex, fuel)",
+        },
     },
-    optional=("block_num",),
+    optional=("block_num", "trace"),
 )
 HEALTH_SCHEMA = json_object(
     {"status": {"const": "ok"}, "head_block_num": COUNT, "head_age_s": {"type": "number"}}

@@ -8,8 +8,10 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+import wasmtime
+
 from chain.controller import Chain
-from chain.core.actions import Transfer
+from chain.core.actions import Call, SetCode, Transfer
 from chain.core.errors import MempoolFull, TransactionError
 from chain.core.transaction import SignedTransaction
 from chain.core.types import AccountName
@@ -94,5 +96,30 @@ def test_a_full_queue_refuses_a_peers_transactions_at_once(tmp_path: Path) -> No
         assert _names(errors) == [None, MempoolFull.name]
         assert _counted(metrics, "bor_transactions_rejected_total", reason="mempool_full") == 1
         assert await runner.call(_pending) == {txs[0].id, txs[1].id}
+
+    _with_runner(tmp_path, body)
+
+
+PRINTS_HI = """(module
+  (import "env" "prints_l" (func $prints_l (param i32 i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "hi")
+  (func (export "apply") (param i64 i64 i64) (call $prints_l (i32.const 0) (i32.const 2))))"""
+
+
+def test_an_rpc_push_is_answered_with_the_trace_of_its_contract_actions(tmp_path: Path) -> None:
+    """Admitter.admit returns the trace of a call run on admission (here the console text a
+    real module printed) and None for a native transaction."""
+
+    async def body(runner: ChainRunner, net: DevNet) -> None:
+        admitter = Admitter(runner, NodeMetrics())
+        admitting = asyncio.create_task(admitter.run())
+        deploy = await runner.call(net.tx, SetCode(A, bytes(wasmtime.wat2wasm(PRINTS_HI)), ""))
+        assert await admitter.admit(deploy) is None
+        await runner.call(net.produce)
+        call = await runner.call(net.tx, Call(A, "hello", (B,), b""))
+        trace = await admitter.admit(call)
+        admitting.cancel()
+        assert trace is not None and [a.console for a in trace.actions] == ["hi"]
 
     _with_runner(tmp_path, body)

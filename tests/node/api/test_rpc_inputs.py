@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from genesis.testing import DevNet
 from node.api.fields import Kind
 from tests.node.api.test_rpc import FakeNetwork, Rig, _run
 
@@ -21,6 +22,19 @@ VALID = {
     "timeout_ms": 1000,
     "address": "127.0.0.1:9",
     "peer": "p1",
+    "account": "alice",
+    "code": "alice",
+    "scope": "alice",
+    "table": "kv",
+    "lower_bound": 0,
+    "upper_bound": "bob",
+    "limit": 10,
+    "index_position": "primary",
+    "json": True,
+    "contract": "alice",
+    "action": "get",
+    "data": {},
+    "authorization": ["bob"],
 }
 # One value of each JSON type.
 OF_TYPE: dict[str, Any] = {
@@ -142,13 +156,17 @@ def test_schema_valid_but_unknown_or_refused_values_get_404_or_422(tmp_path: Pat
 
 
 def test_an_oversized_transaction_is_refused_with_its_size(tmp_path: Path) -> None:
-    """A push whose packed_trx is well-formed hex over the chain's max_tx_bytes gets 400
-    saying it is too large, with its size and the limit, not a rule about hex."""
+    """A push whose packed_trx is well-formed hex over the largest transaction the chain
+    admits (max_tx_bytes + max_code_bytes, a setcode's) gets 400 saying it is too large,
+    with its size and the limit, not a rule about hex."""
 
     async def scenario(rig: Rig) -> None:
-        limit = rig.api.runner.view.params.max_tx_bytes
+        params = rig.api.runner.view.params
+        limit = params.max_tx_bytes + params.max_code_bytes
         push = {"packed_trx": "00" * (limit + 1858), "signatures": ["00" * 65]}
         error = await _refused(rig, "/v1/chain/push_transaction", push)
         assert error["what"] == f"'packed_trx' is too large: {limit + 1858} bytes, at most {limit}"
 
-    _run(tmp_path, scenario, network=FakeNetwork())
+    # Small code, so that the largest transaction fits the rig's 64 KiB request bodies.
+    net = DevNet.create(1, max_code_bytes=4096)
+    _run(tmp_path, scenario, net=net, network=FakeNetwork())

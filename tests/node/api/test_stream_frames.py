@@ -26,7 +26,7 @@ from node.api.stream_frames import (
 
 A, B, C = AccountName("alice"), AccountName("bob"), AccountName("carol")
 # Fields of native actions that are not account names.
-OTHER_FIELDS = {"amount", "key", "memo", "url"}
+OTHER_FIELDS = {"amount", "key", "memo", "url", "code", "abi", "action_name", "data", "allowed"}
 
 
 def test_a_minimal_subscribe_takes_the_defaults() -> None:
@@ -56,7 +56,7 @@ def test_a_full_subscribe_is_read_whole() -> None:
 @pytest.mark.parametrize(
     ("message", "why"),
     [
-        ({"type": "subscribe", "stream": "blocks", "actions": ["mint"]}, "not an action"),
+        ({"type": "subscribe", "stream": "blocks", "actions": ["Mint"]}, "not an action name"),
         ({"type": "subscribe", "stream": "blocks", "irreversible_only": 1}, "true or false"),
         ({"type": "subscribe", "stream": "blocks", "accounts": "alice"}, "list of names"),
         ({"type": "unsubscribe", "stream": "blocks"}, '"type": "subscribe"'),
@@ -103,7 +103,7 @@ def test_filters_select_by_account_and_action_name_together(tmp_path: Path) -> N
     index = BlockIndex(block)
 
     def selected(sub: Subscription) -> list[int]:
-        return [i for i, _ in index.matching(sub)]
+        return [i for i, _, _ in index.matching(sub)]
 
     assert selected(Subscription("actions", frozenset({"bob"}))) == [0, 1]
     assert selected(Subscription("actions", frozenset({"carol"}))) == [1, 2]

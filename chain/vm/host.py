@@ -1,0 +1,495 @@
+"""The host functions a contract imports from ``env``, and the running action they act for.
+
+The functions are defined once, on the process's one ``Linker``; each finds the action it
+serves through a per-thread "current action" (the chain thread runs transactions while RPC
+threads run read-only calls). Every call is charged fuel before it does any work: a fixed
+cost plus a cost per byte moved, so a contract pays for what the host does on its behalf.
+
+Calls go through ``chain.vm.raw`` (wasmtime's unchecked C interface): a host function that
+refuses raises our error, which is recorded on the action and becomes a trap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import wasmtime
+
+from chain.core.contracts import ActionTrace, ContractCall, name_to_u64
+from chain.core.errors import ContractError, ResourceExceeded
+from chain.core.params import ChainParams
+from chain.core.state import StateView
+from chain.core.types import AccountName
+from chain.vm import raw
+from chain.vm.raw import ADDRESS_SPACE
+from chain.vm.tables import Tables, name_of
+from chain.vm.validate import HOST_SIGNATURES, I64
+
+# Fuel per host call and per byte it moves. A host call costs the node a few microseconds of
+# Python, about what 10,000 wasm instructions cost in compiled code.
+HOST_CALL_FUEL = 10_000
+BYTE_FUEL = 10
+
+MAX_CONSOLE = 4096  # bytes of console per action; the rest is cut
+MAX_RETURN_VALUE = 8192
+MAX_EVENT_DATA = 4096
+MAX_EVENTS = 64  # per action
+MAX_INLINE = 64  # actions one action may send inline
+MAX_AUTHORIZATION = 16
+MAX_ASSERT_MESSAGE = 512  # bytes of an assertion's message that are kept
+
+_U32 = 0xFFFFFFFF
+_U64 = (1 << 64) - 1
+_LE64 = struct.Struct("<Q")
+
+
+def signed64(value: int) -> int:
+    """A u64 as the i64 wasm passes it."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+class Action:
+    """One running contract action: what the host functions read and where they write."""
+
+    __slots__ = (
+        "auth_ids",
+        "authorized",
+        "block_num",
+        "block_time_us",
+        "call",
+        "console",
+        "error",
+        "fuel",
+        "inline",
+        "max_tx_fuel",
+        "memory",
+        "params",
+        "readonly",
+        "receiver",
+        "tables",
+        "trace",
+        "view",
+        "where",
+    )
+
+    def __init__(
+        self,
+        view: StateView,
+        call: ContractCall,
+        trace: ActionTrace,
+        params: ChainParams,
+        *,
+        block_time_s: int,
+        block_num: int,
+        readonly: bool,
+    ) -> None:
+        self.view = view
+        self.call = call
+        self.trace = trace
+        self.params = params
+        self.block_time_us = block_time_s * 1_000_000
+        self.block_num = block_num
+        self.readonly = readonly
+        self.where = f"{call.contract}::{call.action}"
+        self.receiver = name_to_u64(call.contract)
+        self.authorized = frozenset(call.authorization)
+        self.auth_ids = frozenset(map(name_to_u64, call.authorization))
+        self.tables = Tables(
+            view,
+            self.receiver,
+            call.contract,
+            self.auth_ids,
+            params,
+            readonly=readonly,
+            where=self.where,
+        )
+        self.console = bytearray()
+        self.inline: list[ContractCall] = []
+        # Set by the runtime once the action's store and instance exist.
+        self.fuel: raw.Fuel | None = None
+        self.memory: raw.RawMemory | None = None
+        # Why a host function stopped the action (see chain.vm.raw): our error, or a bug.
+        self.error: BaseException | None = None
+
+    def abort(self, reason: str) -> ContractError:
+        return ContractError(f"{self.where}: {reason}")
+
+    def exceeded(self, reason: str) -> ResourceExceeded:
+        return ResourceExceeded(f"{self.where}: {reason}")
+
+    def charge(self, nbytes: int = 0) -> None:
+        cost = HOST_CALL_FUEL + BYTE_FUEL * nbytes
+        fuel = self.fuel
+        assert fuel is not None, "fuel is set before apply runs"
+        left = fuel.left()
+        if left < cost:
+            fuel.set(0)
+            raise self.out_of_fuel()
+        fuel.set(left - cost)
+
+    def out_of_fuel(self) -> ResourceExceeded:
+        return self.exceeded(f"out of fuel (max_tx_fuel {self.params.max_tx_fuel})")
+
+    def _span(self, ptr: int, length: int) -> int:
+        """The address of ``length`` bytes at ``ptr`` in the contract's memory, checked."""
+        memory = self.memory
+        assert memory is not None, "memory is set before apply runs"
+        ptr &= _U32
+        end = ptr + length
+        if end > memory.size and end > memory.grown():
+            raise self.abort(f"out of bounds memory access ({length} bytes at {ptr})")
+        return memory.base + ptr
+
+    def read(self, ptr: int, length: int) -> bytes:
+        start = self._span(ptr, length)
+        return bytes(ADDRESS_SPACE[start : start + length])
+
+    def write(self, ptr: int, data: bytes) -> None:
+        start = self._span(ptr, len(data))
+        ADDRESS_SPACE[start : start + len(data)] = data
+
+    def write_u64(self, ptr: int, value: int) -> None:
+        _LE64.pack_into(ADDRESS_SPACE, self._span(ptr, 8), value)
+
+    def read_u64(self, ptr: int) -> int:
+        value: int = _LE64.unpack_from(ADDRESS_SPACE, self._span(ptr, 8))[0]
+        return value
+
+
+_current = threading.local()
+
+
+def current() -> Action:
+    action: Action | None = getattr(_current, "action", None)
+    assert action is not None, "host functions run only inside an action"
+    return action
+
+
+def set_current(action: Action | None) -> Action | None:
+    """Make ``action`` this thread's running action; returns the one it replaces."""
+    previous: Action | None = getattr(_current, "action", None)
+    _current.action = action
+    return previous
+
+
+# --- the host functions ----------------------------------------------------------------------
+# Each: charge, then check, then act. Arguments arrive as wasm passes them: i32 and i64 signed.
+
+
+def action_data_size(act: Action) -> int:
+    act.charge()
+    return len(act.call.data)
+
+
+def read_action_data(act: Action, ptr: int, length: int) -> int:
+    data = act.call.data
+    n = min(length & _U32, len(data))
+    act.charge(n)
+    act.write(ptr, data[:n])
+    return len(data)
+
+
+def current_receiver(act: Action) -> int:
+    act.charge()
+    return signed64(act.receiver)
+
+
+def require_auth(act: Action, name: int) -> None:
+    act.charge()
+    if name & _U64 not in act.auth_ids:
+        shown = name_of(name & _U64) or f"#{name & _U64}"
+        raise act.abort(f"missing authority of {shown}")
+
+
+def has_auth(act: Action, name: int) -> int:
+    act.charge()
+    return int(name & _U64 in act.auth_ids)
+
+
+def is_account(act: Action, name: int) -> int:
+    act.charge()
+    account = name_of(name & _U64)
+    return int(account is not None and act.view.account(account) is not None)
+
+
+def eosio_assert(act: Action, test: int, ptr: int, length: int) -> None:
+    if test != 0:
+        act.charge()
+        return
+    n = min(length & _U32, MAX_ASSERT_MESSAGE)
+    act.charge(n)
+    message = act.read(ptr, n).decode("utf-8", errors="replace")
+    raise act.abort(f"assertion failed: {message}")
+
+
+def eosio_assert_code(act: Action, test: int, code: int) -> None:
+    act.charge()
+    if test == 0:
+        raise act.abort(f"assertion failed with code {code & _U64}")
+
+
+def prints_l(act: Action, ptr: int, length: int) -> None:
+    n = min(length & _U32, MAX_CONSOLE - len(act.console))
+    act.charge(n)
+    act.console += act.read(ptr, n)
+
+
+def current_time(act: Action) -> int:
+    act.charge()
+    return act.block_time_us
+
+
+def get_block_num(act: Action) -> int:
+    act.charge()
+    return act.block_num
+
+
+def sha256(act: Action, ptr: int, length: int, out: int) -> None:
+    length &= _U32
+    act.charge(length + 32)
+    act.write(out, hashlib.sha256(act.read(ptr, length)).digest())
+
+
+def set_action_return_value(act: Action, ptr: int, length: int) -> None:
+    length &= _U32
+    if length > MAX_RETURN_VALUE:
+        raise act.exceeded(f"return value of {length} bytes, past {MAX_RETURN_VALUE}")
+    act.charge(length)
+    act.trace.return_value = act.read(ptr, length)
+
+
+def emit_event(act: Action, name: int, ptr: int, length: int) -> None:
+    length &= _U32
+    if length > MAX_EVENT_DATA:
+        raise act.exceeded(f"event of {length} bytes, past {MAX_EVENT_DATA}")
+    if len(act.trace.events) >= MAX_EVENTS:
+        raise act.exceeded(f"more than {MAX_EVENTS} events")
+    act.charge(length)
+    event = name_of(name & _U64)
+    if event is None:
+        raise act.abort(f"event name #{name & _U64} is not a name")
+    act.trace.events.append((event, act.read(ptr, length)))
+
+
+def send_inline(act: Action, ptr: int, length: int) -> None:
+    length &= _U32
+    if act.readonly:
+        raise act.abort("send_inline is not allowed in a read-only call")
+    limit = act.params.max_tx_bytes + 256  # the data, and a header of at most 154 bytes
+    if length > limit:
+        raise act.exceeded(f"inline action of {length} bytes, past {limit}")
+    if len(act.inline) >= MAX_INLINE:
+        raise act.exceeded(f"more than {MAX_INLINE} inline actions")
+    act.charge(length)
+    call = parse_inline(act, act.read(ptr, length))
+    act.inline.append(call)
+
+
+def parse_inline(act: Action, raw: bytes) -> ContractCall:
+    """Antelope's action layout without permission names: contract u64, action u64,
+    varuint32 n, n actors u64, varuint32 len, data (little-endian)."""
+    pos = 0
+
+    def take(n: int) -> bytes:
+        nonlocal pos
+        if pos + n > len(raw):
+            raise act.abort("send_inline: truncated action")
+        pos += n
+        return raw[pos - n : pos]
+
+    def varuint() -> int:
+        value = 0
+        for shift in range(0, 35, 7):
+            byte = take(1)[0]
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+        raise act.abort("send_inline: bad varuint32")
+
+    def name(what: str) -> AccountName:
+        value = int.from_bytes(take(8), "little")
+        text = name_of(value)
+        if text is None:
+            raise act.abort(f"send_inline: {what} #{value} is not a name")
+        return AccountName(text)
+
+    contract = name("contract")
+    action = name("action")
+    count = varuint()
+    if not 1 <= count <= MAX_AUTHORIZATION:
+        raise act.abort(f"send_inline: {count} authorizers, must be 1..{MAX_AUTHORIZATION}")
+    actors = tuple(name("actor") for _ in range(count))
+    if len(set(actors)) != count:
+        raise act.abort("send_inline: an actor is named twice")
+    for actor in actors:
+        if actor != act.call.contract and actor not in act.authorized:
+            raise act.abort(f"send_inline: {actor} did not authorize {act.where}")
+    size = varuint()
+    data = take(size)
+    if pos != len(raw):
+        raise act.abort("send_inline: bytes after the action")
+    return ContractCall(contract, action, actors, data)
+
+
+def db_store_i64(
+    act: Action, scope: int, table: int, payer: int, id_: int, ptr: int, length: int
+) -> int:
+    length &= _U32
+    act.charge(length)
+    data = act.read(ptr, length)
+    return act.tables.store(scope & _U64, table & _U64, payer & _U64, id_ & _U64, data)
+
+
+def db_find_i64(act: Action, code: int, scope: int, table: int, id_: int) -> int:
+    act.charge()
+    return act.tables.find(code & _U64, scope & _U64, table & _U64, id_ & _U64)
+
+
+def db_get_i64(act: Action, itr: int, ptr: int, length: int) -> int:
+    act.charge()
+    data = act.tables.get(itr)
+    n = min(length & _U32, len(data))
+    if n:
+        act.charge(n)
+        act.write(ptr, data[:n])
+    return len(data)
+
+
+def db_update_i64(act: Action, itr: int, payer: int, ptr: int, length: int) -> None:
+    length &= _U32
+    act.charge(length)
+    act.tables.update(itr, payer & _U64, act.read(ptr, length))
+
+
+def db_remove_i64(act: Action, itr: int) -> None:
+    act.charge()
+    act.tables.remove(itr)
+
+
+def db_next_i64(act: Action, itr: int, primary_out: int) -> int:
+    act.charge(8)
+    found, primary = act.tables.next(itr)
+    if found >= 0:
+        act.write_u64(primary_out, primary)
+    return found
+
+
+def db_lowerbound_i64(act: Action, code: int, scope: int, table: int, id_: int) -> int:
+    act.charge()
+    return act.tables.lowerbound(code & _U64, scope & _U64, table & _U64, id_ & _U64)
+
+
+def db_end_i64(act: Action, code: int, scope: int, table: int) -> int:
+    act.charge()
+    return act.tables.end(code & _U64, scope & _U64, table & _U64)
+
+
+def db_idx64_store(
+    act: Action, scope: int, table: int, payer: int, id_: int, secondary: int
+) -> int:
+    act.charge(8)
+    value = act.read_u64(secondary)
+    return act.tables.idx_store(scope & _U64, table & _U64, payer & _U64, id_ & _U64, value)
+
+
+def db_idx64_update(act: Action, itr: int, payer: int, secondary: int) -> None:
+    act.charge(8)
+    act.tables.idx_update(itr, payer & _U64, act.read_u64(secondary))
+
+
+def db_idx64_remove(act: Action, itr: int) -> None:
+    act.charge()
+    act.tables.idx_remove(itr)
+
+
+def db_idx64_find_secondary(
+    act: Action, code: int, scope: int, table: int, secondary: int, primary_out: int
+) -> int:
+    act.charge(16)
+    value = act.read_u64(secondary)
+    found, primary = act.tables.idx_find_secondary(code & _U64, scope & _U64, table & _U64, value)
+    if found >= 0:
+        act.write_u64(primary_out, primary)
+    return found
+
+
+def db_idx64_find_primary(
+    act: Action, code: int, scope: int, table: int, secondary_out: int, primary: int
+) -> int:
+    act.charge(8)
+    found, secondary = act.tables.idx_find_primary(
+        code & _U64, scope & _U64, table & _U64, primary & _U64
+    )
+    if found >= 0:
+        act.write_u64(secondary_out, secondary)
+    return found
+
+
+def db_idx64_lowerbound(
+    act: Action, code: int, scope: int, table: int, secondary: int, primary_out: int
+) -> int:
+    act.charge(24)
+    value = act.read_u64(secondary)
+    found, found_secondary, primary = act.tables.idx_lowerbound(
+        code & _U64, scope & _U64, table & _U64, value
+    )
+    if found >= 0:
+        act.write_u64(secondary, found_secondary)
+        act.write_u64(primary_out, primary)
+    return found
+
+
+def db_idx64_next(act: Action, itr: int, primary_out: int) -> int:
+    act.charge(8)
+    found, primary = act.tables.idx_next(itr)
+    if found >= 0:
+        act.write_u64(primary_out, primary)
+    return found
+
+
+_FUNCTIONS: dict[str, Callable[..., int | None]] = {
+    name: globals()[name] for name in HOST_SIGNATURES
+}
+
+
+def make_linker(engine: wasmtime.Engine) -> tuple[wasmtime.Linker, list[Any]]:
+    """A linker with every host function of the allow-list, each with its exact signature,
+    and the C callbacks to keep alive with it."""
+    linker = wasmtime.Linker(engine)
+    keep = []
+    for name, (params, results) in HOST_SIGNATURES.items():
+        ty = wasmtime.FuncType(list(params), list(results))
+        keep.append(raw.define(linker, "env", name, ty, _body(_FUNCTIONS[name], params, results)))
+    return linker, keep
+
+
+def _body(
+    fn: Callable[..., int | None],
+    params: tuple[wasmtime.ValType, ...],
+    results: tuple[wasmtime.ValType, ...],
+) -> raw.HostCallback:
+    """``fn`` as a raw host callback: arguments unpacked from the raw values by type in one
+    step, the result packed back, and any exception recorded on the action before it
+    becomes a trap."""
+    slots = "".join(("q" if p == I64 else "i") + ("8x" if p == I64 else "12x") for p in params)
+    unpack = struct.Struct("<" + slots).unpack_from
+    pack = struct.Struct("<q" if results[0] == I64 else "<i").pack_into if results else None
+    local = _current
+    space = ADDRESS_SPACE
+
+    def body(args: raw.Args) -> None:
+        act: Action = local.action
+        try:
+            value = fn(act, *unpack(space, args))
+        except BaseException as err:
+            if act.error is None:
+                act.error = err
+            raise
+        if pack is not None:
+            pack(space, args, value)
+
+    return body

@@ -1,0 +1,215 @@
+"""``ContractRuntime``: the ``ContractHost`` the chain hands to its state transition.
+
+Each action runs in a fresh ``Store`` (its own memory, at most ``max_memory_pages``, in a slot
+of the engine's instance pool, reset to the module's initial state) with the transaction's
+remaining fuel, through the process's one linker; the store is closed when the action
+returns, and the inline actions it sent then run, one level deeper, on the same view and fuel. Whatever goes wrong leaves
+as ``ContractError`` or ``ResourceExceeded`` naming the contract and action; the caller drops
+the view, so a failed transaction leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import wasmtime
+
+from chain.core import schema
+from chain.core.contracts import ActionTrace, ContractCall, TxTrace, name_to_u64
+from chain.core.encoding import unpack
+from chain.core.errors import ChainError, ContractError, ResourceExceeded
+from chain.core.params import ChainParams
+from chain.core.state import StateView
+from chain.vm import host, raw
+from chain.vm.cache import ModuleCache
+from chain.vm.engine import MAX_MEMORY_PAGES, MAX_TABLE_ELEMENTS, PAGE, POOL_INSTANCES, engine
+from chain.vm.validate import check_module, code_hash
+
+_TRAPS: dict[wasmtime.TrapCode, str] = {
+    wasmtime.TrapCode.STACK_OVERFLOW: "stack overflow",
+    wasmtime.TrapCode.MEMORY_OUT_OF_BOUNDS: "out of bounds memory access",
+    wasmtime.TrapCode.HEAP_MISALIGNED: "misaligned memory access",
+    wasmtime.TrapCode.TABLE_OUT_OF_BOUNDS: "undefined table element",
+    wasmtime.TrapCode.INDIRECT_CALL_TO_NULL: "uninitialized table element",
+    wasmtime.TrapCode.BAD_SIGNATURE: "indirect call type mismatch",
+    wasmtime.TrapCode.INTEGER_OVERFLOW: "integer overflow",
+    wasmtime.TrapCode.INTEGER_DIVISION_BY_ZERO: "integer divide by zero",
+    wasmtime.TrapCode.BAD_CONVERSION_TO_INTEGER: "invalid conversion to integer",
+    wasmtime.TrapCode.UNREACHABLE: "unreachable",
+}
+
+
+# Read-only calls (RPC threads) running at once: every other slot of the instance pool, so
+# the chain thread always finds one free.
+_READONLY_SLOTS = threading.BoundedSemaphore(POOL_INSTANCES - 1)
+
+
+class ContractRuntime:
+    """Validates, compiles (once per code hash) and runs contracts; safe to share between
+    the chain thread and read-only RPC threads."""
+
+    def __init__(self, cache: ModuleCache | None = None) -> None:
+        self._engine = engine()
+        self._engine_ptr = raw.engine_pointer(self._engine)
+        self._linker, self._callbacks = host.make_linker(self._engine)
+        self._cache = cache if cache is not None else ModuleCache()
+        self._lock = threading.Lock()  # one compilation of a module at a time
+
+    # --- ContractHost ----------------------------------------------------------------------
+
+    def validate(self, code: bytes, params: ChainParams) -> bytes:
+        module = check_module(self._engine, code, params)
+        digest = code_hash(code)
+        if self._cache.get(digest) is None:
+            self._cache.put(digest, self._linker.instantiate_pre(module))
+        return digest
+
+    def run(
+        self,
+        view: StateView,
+        call: ContractCall,
+        trace: TxTrace,
+        *,
+        params: ChainParams,
+        block_time_s: int,
+        block_num: int,
+        fuel_left: int,
+    ) -> None:
+        budget = trace.fuel + fuel_left
+        self._action(view, call, 0, trace, budget, params, block_time_s, block_num, False)
+
+    def run_readonly(
+        self,
+        view: StateView,
+        call: ContractCall,
+        *,
+        params: ChainParams,
+        block_time_s: int,
+        block_num: int,
+        fuel_left: int,
+    ) -> TxTrace:
+        """Run ``call`` refusing every write (tables, inline actions), on a child of
+        ``view`` that is dropped; the trace holds its console, events and return value."""
+        if not _READONLY_SLOTS.acquire(blocking=False):
+            raise ResourceExceeded(f"{call.contract}::{call.action}: every read-only slot is busy")
+        try:
+            trace = TxTrace()
+            child = view.child()
+            self._action(child, call, 0, trace, fuel_left, params, block_time_s, block_num, True)
+            return trace
+        finally:
+            _READONLY_SLOTS.release()
+
+    # --- one action ------------------------------------------------------------------------
+
+    def _action(
+        self,
+        view: StateView,
+        call: ContractCall,
+        depth: int,
+        trace: TxTrace,
+        budget: int,
+        params: ChainParams,
+        block_time_s: int,
+        block_num: int,
+        readonly: bool,
+    ) -> None:
+        where = f"{call.contract}::{call.action}"
+        if params.max_memory_pages > MAX_MEMORY_PAGES:
+            raise ContractError(
+                f"{where}: max_memory_pages {params.max_memory_pages} is past the runtime's "
+                f"{MAX_MEMORY_PAGES}"
+            )
+        if depth > params.max_inline_depth:
+            raise ResourceExceeded(
+                f"{where}: inline depth {depth} past max_inline_depth {params.max_inline_depth}"
+            )
+        fuel = budget - trace.fuel
+        if fuel <= 0:
+            raise ResourceExceeded(f"{where}: out of fuel (max_tx_fuel {params.max_tx_fuel})")
+        try:
+            action_u64 = name_to_u64(call.action)
+        except ChainError:
+            raise ContractError(f"{where}: {call.action!r} is not an action name") from None
+        pre = self._load(view, call.contract, where)
+        atrace = ActionTrace(call, depth)
+        trace.actions.append(atrace)
+        act = host.Action(
+            view,
+            call,
+            atrace,
+            params,
+            block_time_s=block_time_s,
+            block_num=block_num,
+            readonly=readonly,
+        )
+        store = raw.Store(
+            self._engine_ptr,
+            memory_bytes=params.max_memory_pages * PAGE,
+            table_elements=MAX_TABLE_ELEMENTS,
+            fuel=fuel,
+        )
+        act.fuel = fuel_meter = raw.Fuel(store.ctx)
+        previous = host.set_current(act)
+        try:
+            instance = raw.instantiate(pre, store.ctx)
+            act.memory = instance.memory
+            receiver = host.signed64(act.receiver)
+            raw.call_apply(store.ctx, instance.apply, receiver, receiver, host.signed64(action_u64))
+            used = fuel - fuel_meter.left()
+        except Exception as err:
+            raise self._error(err, act, params) from None
+        finally:
+            host.set_current(previous)
+            store.close()
+        atrace.fuel = used
+        atrace.console = act.console.decode("utf-8", errors="replace")
+        trace.fuel += used
+        for inline in act.inline:
+            self._action(
+                view, inline, depth + 1, trace, budget, params, block_time_s, block_num, readonly
+            )
+
+    def _load(self, view: StateView, contract: str, where: str) -> wasmtime.InstancePre:
+        raw = view.raw(schema.code_key(contract))
+        if raw is None:
+            raise ContractError(f"{where}: no contract is deployed at {contract}")
+        digest = bytes(unpack(raw, "contract code entry")[0])
+        pre = self._cache.get(digest)
+        if pre is not None:
+            return pre
+        with self._lock:
+            pre = self._cache.get(digest)
+            if pre is None:
+                wasm = view.raw(schema.wasm_key(contract))
+                assert wasm is not None, "setcode writes the module with its code entry"
+                # Validated at setcode: compiling is all that is left to do.
+                pre = self._linker.instantiate_pre(wasmtime.Module(self._engine, wasm))
+                self._cache.put(digest, pre)
+        return pre
+
+    @staticmethod
+    def _error(err: Exception, act: host.Action, params: ChainParams) -> ChainError:
+        """Our error for what stopped the action: the host function's own, recorded on the
+        action, before whatever wasmtime-py raised; a trap named by its code."""
+        if act.error is not None:
+            if isinstance(act.error, ChainError):
+                return act.error
+            raise act.error  # our own bug in a host function: let it show
+        if isinstance(err, ChainError):
+            return err
+        where = act.where
+        if not isinstance(err, wasmtime.WasmtimeError | wasmtime.Trap):
+            raise err  # our own bug: let it show
+        code = err.trap_code if isinstance(err, wasmtime.Trap) else None
+        if code == wasmtime.TrapCode.OUT_OF_FUEL:
+            return act.out_of_fuel()
+        what = _TRAPS.get(code, "trap") if code is not None else "trap"
+        memory = act.memory
+        if memory is None or memory.grown() >= params.max_memory_pages * PAGE:
+            # Instantiation failed, or the module trapped with its memory at the cap (after
+            # memory.grow returned -1, as the limit makes it).
+            return ResourceExceeded(
+                f"{where}: memory limit (max_memory_pages {params.max_memory_pages}): {what}"
+            )
+        return ContractError(f"{where}: {what}")

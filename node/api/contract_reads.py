@@ -1,0 +1,165 @@
+"""Reads of contract state for the RPC: code, ABI and table rows, from one ``KVReader``.
+
+The handlers give these a frozen reader (``BlockStore.frozen``), so a page of rows is one
+state however long it takes to read, and they run on a worker thread, never the chain's.
+A page is bounded three ways: rows (``limit``), bytes of row data and time; whichever ends
+it first, the answer says ``more`` and gives the ``next_key`` to start the next page at.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from chain.core import schema
+from chain.core.abi import Abi, parse_abi
+from chain.core.contracts import name_to_u64, u64_to_name
+from chain.core.encoding import unpack
+from chain.core.errors import EncodingError, NotFound
+from chain.core.state import KVReader
+
+MAX_ROWS = 1000
+# Row bytes per page: 1000 rows of ~1 KiB, while the JSON answer stays a few MiB at most.
+MAX_PAGE_BYTES = 1 << 20
+# Time one page may take to read and decode (on a worker thread: it competes for the GIL).
+PAGE_TIME_S = 0.05
+_U64_MAX = 2**64 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Code:
+    """What ``setcode`` left at an account."""
+
+    account: str
+    code_hash: bytes
+    code_bytes: int
+    abi_text: str
+
+
+def code_of(reader: KVReader, account: str) -> Code:
+    """The code deployed at ``account``; NotFound if there is none (or no such account)."""
+    raw = reader.get(schema.code_key(account))
+    if raw is None:
+        if reader.get(schema.account_key(account)) is None:
+            raise NotFound(f"no account {account!r}")
+        raise NotFound(f"{account!r} has no contract")
+    code_hash, abi_text = unpack(raw, "code entry")
+    wasm = reader.get(schema.wasm_key(account)) or b""
+    return Code(account, bytes(code_hash), len(wasm), abi_text)
+
+
+def abi_of(reader: KVReader, account: str) -> Abi:
+    """The parsed ABI of ``account``'s contract; NotFound if it has none."""
+    code = code_of(reader, account)
+    if not code.abi_text:
+        raise NotFound(f"{account!r} has a contract but no ABI")
+    return parse_abi(code.abi_text)
+
+
+def u64_of(value: int | str, what: str) -> int:
+    """A key given as a number, a decimal string or a name (Antelope's clients send all
+    three); EncodingError naming ``what`` otherwise."""
+    if isinstance(value, int):
+        number = value
+    elif value.isascii() and value.isdigit():
+        number = int(value)
+    else:
+        try:
+            return name_to_u64(value)
+        except EncodingError:
+            raise EncodingError(what, f"{value!r} is neither a u64 number nor a name") from None
+    if not 0 <= number <= _U64_MAX:
+        raise EncodingError(what, f"{number} is not a u64")
+    return number
+
+
+@dataclass(frozen=True, slots=True)
+class RowQuery:
+    """One page of a table: rows with ``lower <= key <= upper``, by primary key or by the
+    table's first secondary index (``index_table``), decoded by ``abi`` when given."""
+
+    contract: str
+    scope: int
+    table: str
+    lower: int = 0
+    upper: int = _U64_MAX
+    limit: int = 10
+    index_table: str | None = None  # the idx64 table; None: by primary key
+    abi: Abi | None = None
+
+
+def table_rows(
+    reader: KVReader,
+    query: RowQuery,
+    *,
+    max_bytes: int = MAX_PAGE_BYTES,
+    time_s: float = PAGE_TIME_S,
+) -> dict[str, Any]:
+    """``{rows, more, next_key}`` for ``query``; at most ``query.limit`` rows, ``max_bytes``
+    of row data and ``time_s`` of work (at least one row, so paging always moves)."""
+    contract = name_to_u64(query.contract)
+    table = name_to_u64(query.table)
+    deadline = time.perf_counter() + time_s
+    rows: list[dict[str, Any]] = []
+    size = 0
+    if query.index_table is None:
+        prefix = schema.table_prefix(contract, query.scope, table)
+        entries = _keyed(
+            reader.iterate(prefix + schema.be(query.lower, 8), _stop(prefix, query.upper))
+        )
+    else:
+        index = name_to_u64(query.index_table)
+        prefix = schema.idx64_prefix(contract, query.scope, index)
+        found = reader.iterate(prefix + schema.be(query.lower, 8), _stop(prefix, query.upper))
+        entries = _by_secondary(reader, found, schema.table_prefix(contract, query.scope, table))
+    for key, primary, value in entries:
+        if len(rows) >= query.limit or (
+            rows and (size + len(value) > max_bytes or time.perf_counter() > deadline)
+        ):
+            return {"rows": rows, "more": True, "next_key": str(key)}
+        size += len(value)
+        rows.append(_row(primary, value, query.table, query.abi) | _secondary(query, key))
+    return {"rows": rows, "more": False, "next_key": ""}
+
+
+def _stop(prefix: bytes, upper: int) -> bytes:
+    """The end of a range whose last key is ``upper`` (inclusive, as Antelope's)."""
+    if upper == _U64_MAX:
+        return schema.prefix_end(prefix)
+    return prefix + schema.be(upper + 1, 8)
+
+
+def _keyed(entries: Any) -> Any:
+    """Rows by primary key: ``(key, primary, value)``."""
+    for key, value in entries:
+        primary = int.from_bytes(key[-8:], "big")
+        yield primary, primary, value
+
+
+def _by_secondary(reader: KVReader, entries: Any, table_prefix: bytes) -> Any:
+    """Rows in (secondary, primary) order: ``(secondary, primary, row value)``; an index
+    entry whose row is gone (never, in a state the runtime wrote) is skipped."""
+    for key, _payer in entries:
+        secondary = int.from_bytes(key[-16:-8], "big")
+        primary = int.from_bytes(key[-8:], "big")
+        value = reader.get(table_prefix + key[-8:])
+        if value is not None:
+            yield secondary, primary, value
+
+
+def _secondary(query: RowQuery, key: int) -> dict[str, Any]:
+    return {} if query.index_table is None else {"secondary": str(key)}
+
+
+def _row(primary: int, value: bytes, table: str, abi: Abi | None) -> dict[str, Any]:
+    payer_u64, data = int.from_bytes(value[:8], "big"), value[8:]
+    payer: Any = u64_to_name(payer_u64) or str(payer_u64)
+    row: dict[str, Any] = {"key": str(primary), "payer": payer}
+    if abi is None:
+        return row | {"hex": data.hex()}
+    try:
+        return row | {"data": abi.decode_table_row(table, data)}
+    except EncodingError as err:
+        # A row the ABI does not describe (the contract changed its layout): the bytes, and why.
+        return row | {"hex": data.hex(), "decode_error": str(err)}

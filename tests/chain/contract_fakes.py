@@ -1,0 +1,62 @@
+"""A scripted ``ContractHost`` for tests of the core's contract rules, where the WebAssembly
+runtime is not the point (``chain.vm`` has its own tests, with real modules).
+
+A call's data is a script of ``;``-separated steps:
+``put:KEY=VALUE`` writes a row (key under schema.ROW, so it is contract state),
+``burn:N`` uses N fuel, ``emit:NAME`` emits an event, ``fail`` raises ContractError.
+"""
+
+from __future__ import annotations
+
+from chain.core import schema
+from chain.core.contracts import ActionTrace, ContractCall, TxTrace
+from chain.core.crypto import sha256
+from chain.core.errors import ContractError, ResourceExceeded
+from chain.core.params import ChainParams
+from chain.core.state import StateView
+
+
+class ScriptedHost:
+    """Runs scripts instead of WebAssembly; counts the calls it ran."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def validate(self, code: bytes, params: ChainParams) -> bytes:
+        if code.startswith(b"bad"):
+            raise ContractError("module is not valid WebAssembly")
+        return sha256(code)
+
+    def run(
+        self,
+        view: StateView,
+        call: ContractCall,
+        trace: TxTrace,
+        *,
+        params: ChainParams,
+        block_time_s: int,
+        block_num: int,
+        fuel_left: int,
+    ) -> None:
+        self.runs += 1
+        where = f"{call.contract}::{call.action}"
+        action = ActionTrace(call, depth=0)
+        trace.actions.append(action)
+        for step in call.data.decode().split(";"):
+            verb, _, arg = step.partition(":")
+            if verb == "put":
+                key, _, value = arg.partition("=")
+                view.put_raw(schema.ROW + key.encode(), value.encode())
+            elif verb == "burn":
+                if int(arg) > fuel_left - action.fuel:
+                    raise ResourceExceeded(f"{where}: out of fuel (max_tx_fuel {fuel_left})")
+                action.fuel += int(arg)
+                trace.fuel += int(arg)
+            elif verb == "emit":
+                action.events.append((arg, block_num.to_bytes(4, "big")))
+            elif verb == "fail":
+                raise ContractError(f"{where}: assertion failed: told to")
+
+
+def script(*steps: str) -> bytes:
+    return ";".join(steps).encode()

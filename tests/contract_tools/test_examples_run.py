@@ -1,0 +1,193 @@
+"""The built examples run through the node's contract runtime (real wasmtime) on a state view,
+their arguments encoded from JSON by their own ABI, so code and abi.json must agree."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+
+from chain.core import schema
+from chain.core.abi import Abi, parse_abi
+from chain.core.contracts import ContractCall, TxTrace, name_to_u64
+from chain.core.crypto import PrivateKey
+from chain.core.encoding import pack
+from chain.core.errors import ContractError
+from chain.core.params import ChainParams
+from chain.core.state import Account, StateView
+from chain.core.types import AccountName
+from chain.testing import MemoryKV
+from chain.vm import ContractRuntime
+from contract_tools.build import Built
+
+PARAMS = ChainParams()
+BLOCK_TIME_S = 1_700_000_000
+
+
+class Deployed:
+    """A contract deployed on a fresh state with a few accounts, and helpers to call it."""
+
+    def __init__(self, built: Built, contract: str, accounts: list[str]) -> None:
+        self.view = StateView(MemoryKV())
+        key = PrivateKey.generate().public_key
+        for name in [contract, *accounts]:
+            self.view.put_account(Account(AccountName(name), key))
+        self.runtime = ContractRuntime()
+        code = built.wasm.read_bytes()
+        abi_text = built.abi.read_text()
+        digest = self.runtime.validate(code, PARAMS)
+        self.view.put_raw(schema.code_key(contract), pack([digest, abi_text]))
+        self.view.put_raw(schema.wasm_key(contract), code)
+        self.contract = AccountName(contract)
+        self.abi: Abi = parse_abi(abi_text)
+
+    def push(self, action: str, args: dict[str, Any], *auth: str) -> TxTrace:
+        """Run one action as a transaction would: on a child view, kept only on success."""
+        data = self.abi.encode_action(action, args)
+        call = ContractCall(self.contract, action, tuple(AccountName(a) for a in auth), data)
+        child = self.view.child()
+        trace = TxTrace()
+        self.runtime.run(
+            child, call, trace, params=PARAMS, block_time_s=BLOCK_TIME_S, block_num=7,
+            fuel_left=PARAMS.max_tx_fuel,
+        )  # fmt: skip
+        child.merge_into_parent()
+        return trace
+
+    def read(self, action: str, args: dict[str, Any]) -> Any:
+        data = self.abi.encode_action(action, args)
+        call = ContractCall(self.contract, action, (), data)
+        trace = self.runtime.run_readonly(
+            self.view, call, params=PARAMS, block_time_s=BLOCK_TIME_S, block_num=7,
+            fuel_left=PARAMS.max_tx_fuel,
+        )  # fmt: skip
+        return self.abi.decode_result(action, trace.actions[0].return_value)
+
+    def row(self, scope: str | int, table: str, primary: int) -> Any:
+        """A table row decoded by the ABI, or None."""
+        scope_u64 = scope if isinstance(scope, int) else name_to_u64(scope)
+        key = schema.row_key(name_to_u64(self.contract), scope_u64, name_to_u64(table), primary)
+        raw = self.view.raw(key)
+        return None if raw is None else self.abi.decode_table_row(table, raw[8:])
+
+    def events(self, trace: TxTrace) -> list[tuple[str, Any]]:
+        return [(n, self.abi.decode_event(n, d)) for a in trace.actions for n, d in a.events]
+
+
+def symbol_code(code: str) -> int:
+    return int.from_bytes(code.encode().ljust(8, b"\0"), "little")
+
+
+@pytest.fixture
+def tok(token: Built) -> Deployed:
+    return Deployed(token, "token", ["alice", "bob", "carol"])
+
+
+def test_token_create_issue_transfer(tok: Deployed) -> None:
+    """create, issue and transfer move balances in the accounts rows, update the supply in
+    stat, and emit the issue and transfer events, as eosio.token does."""
+    tok.push("create", {"issuer": "alice", "maximum_supply": "1000.0000 TOK"}, "token")
+    trace = tok.push("issue", {"to": "alice", "quantity": "100.0000 TOK", "memo": "m"}, "alice")
+    assert tok.events(trace) == [
+        ("issue", {"to": "alice", "quantity": "100.0000 TOK", "memo": "m"})
+    ]
+    trace = tok.push(
+        "transfer",
+        {"from": "alice", "to": "bob", "quantity": "25.5000 TOK", "memo": "rent"},
+        "alice",
+    )
+    tok_code = symbol_code("TOK")
+    assert tok.row("alice", "accounts", tok_code) == {"balance": "74.5000 TOK"}
+    assert tok.row("bob", "accounts", tok_code) == {"balance": "25.5000 TOK"}
+    assert tok.row(tok_code, "stat", tok_code) == {
+        "supply": "100.0000 TOK", "max_supply": "1000.0000 TOK", "issuer": "alice",
+    }  # fmt: skip
+    assert tok.events(trace) == [
+        ("transfer", {"from": "alice", "to": "bob", "quantity": "25.5000 TOK", "memo": "rent"})
+    ]
+    assert trace.fuel > 0
+
+
+@pytest.mark.parametrize(
+    ("action", "args", "auth", "reason"),
+    [
+        ("transfer", {"from": "alice", "to": "bob", "quantity": "500.0000 TOK", "memo": ""},
+         "alice", "token::transfer: assertion failed: overdrawn balance"),
+        ("transfer", {"from": "alice", "to": "bob", "quantity": "1.0000 TOK", "memo": ""},
+         "bob", "missing authority of alice"),
+        ("transfer", {"from": "alice", "to": "nobody", "quantity": "1.0000 TOK", "memo": ""},
+         "alice", "to account does not exist"),
+        ("transfer", {"from": "alice", "to": "bob", "quantity": "1.000 TOK", "memo": ""},
+         "alice", "symbol precision mismatch"),
+        ("transfer", {"from": "alice", "to": "bob", "quantity": "1.0000 TOK", "memo": "x" * 257},
+         "alice", "memo has more than 256 bytes"),
+        ("issue", {"to": "bob", "quantity": "1.0000 TOK", "memo": ""},
+         "alice", "tokens can only be issued to issuer account"),
+        ("issue", {"to": "alice", "quantity": "901.0000 TOK", "memo": ""},
+         "alice", "quantity exceeds available supply"),
+        ("create", {"issuer": "alice", "maximum_supply": "1.0000 TOK"},
+         "token", "token with symbol already exists"),
+    ],
+)  # fmt: skip
+def test_token_refuses(
+    tok: Deployed, action: str, args: dict[str, Any], auth: str, reason: str
+) -> None:
+    """The token's checks abort the action with eosio.token's message and change nothing."""
+    tok.push("create", {"issuer": "alice", "maximum_supply": "1000.0000 TOK"}, "token")
+    tok.push("issue", {"to": "alice", "quantity": "100.0000 TOK", "memo": ""}, "alice")
+    with pytest.raises(ContractError) as err:
+        tok.push(action, args, auth)
+    assert reason in err.value.reason
+    assert tok.row("alice", "accounts", symbol_code("TOK")) == {"balance": "100.0000 TOK"}
+
+
+def test_registry_lifecycle(registry: Built) -> None:
+    """Registrars register assets, owners transfer them (the owner index follows), attest
+    counts, every change is an event, and the read-only actions return owner and assets."""
+    reg = Deployed(registry, "registry", ["admin", "rega", "alice", "bob"])
+    reg.push("init", {"admin": "admin"}, "registry")
+    trace = reg.push("addregistrar", {"account": "rega"}, "admin")
+    assert reg.events(trace) == [("roleadded", {"account": "rega"})]
+    digest = hashlib.sha256(b"deed").hexdigest()
+    for asset_id in (1, 2):
+        reg.push(
+            "register",
+            {
+                "registrar": "rega",
+                "id": asset_id,
+                "owner": "alice",
+                "uri": "ipfs://x",
+                "hash": digest,
+            },
+            "rega",
+        )
+    trace = reg.push("transfer", {"id": 1, "from": "alice", "to": "bob"}, "alice")
+    assert reg.events(trace) == [("transferred", {"id": 1, "from": "alice", "to": "bob"})]
+    trace = reg.push("attest", {"id": 1, "registrar": "rega", "note": "seen"}, "rega")
+    assert reg.events(trace) == [("attested", {"id": 1, "registrar": "rega", "note": "seen"})]
+    row = reg.row("registry", "assets", 1)
+    assert row["owner"] == "bob" and row["attestations"] == 1 and row["hash"] == digest
+    assert row["registered"] == BLOCK_TIME_S * 1_000_000
+    assert reg.read("ownerof", {"id": 1}) == "bob"
+    assert reg.read("assetsof", {"owner": "alice"}) == [2]
+    assert reg.read("assetsof", {"owner": "bob"}) == [1]
+
+
+def test_registry_roles(registry: Built) -> None:
+    """Only the admin appoints registrars, only registrars register, only owners transfer."""
+    reg = Deployed(registry, "registry", ["admin", "rega", "alice", "bob"])
+    reg.push("init", {"admin": "admin"}, "registry")
+    args = {"registrar": "rega", "id": 1, "owner": "alice", "uri": "u", "hash": "00" * 32}
+    with pytest.raises(ContractError, match="missing authority of admin"):
+        reg.push("addregistrar", {"account": "rega"}, "rega")
+    with pytest.raises(ContractError, match="not a registrar"):
+        reg.push("register", args, "rega")
+    reg.push("addregistrar", {"account": "rega"}, "admin")
+    reg.push("register", args, "rega")
+    with pytest.raises(ContractError, match="from does not own the asset"):
+        reg.push("transfer", {"id": 1, "from": "bob", "to": "alice"}, "bob")
+    trace = reg.push("rmregistrar", {"account": "rega"}, "admin")
+    assert reg.events(trace) == [("roleremoved", {"account": "rega"})]
+    with pytest.raises(ContractError, match="not a registrar"):
+        reg.push("attest", {"id": 1, "registrar": "rega", "note": ""}, "rega")

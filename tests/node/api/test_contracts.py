@@ -1,0 +1,242 @@
+"""The contract routes on a real chain with a real contract runtime (wasmtime) and store."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+from chain.controller import Chain
+from chain.core.abi import parse_abi
+from chain.core.actions import Call, SetCode, Transfer
+from chain.core.contracts import name_to_u64
+from chain.core.types import AccountName, TxId
+from chain.vm.runtime import ContractRuntime
+from node.api.stream_frames import BlockIndex, Subscription
+from tests.node.api import kv_contract
+from tests.node.api.test_rpc import Rig, _body, _run
+
+A, B = AccountName("alice"), AccountName("bob")
+KV = parse_abi(kv_contract.ABI)
+
+
+def _with_vm(chain: Chain) -> Chain:
+    if chain.vm is None:  # until the controller makes its own runtime
+        chain.vm = ContractRuntime()
+    return chain
+
+
+def _entry(id_: int, owner: str, amount: int) -> bytes:
+    return KV.encode_action("put", {"id": id_, "owner": owner, "amount": amount})
+
+
+async def _deploy(rig: Rig, rows: list[tuple[int, str, int]]) -> None:
+    """Deploy the kv contract at alice and store ``rows`` through bob's calls."""
+    stx = await rig.tx(SetCode(A, kv_contract.wasm(), kv_contract.ABI))
+    status, got = await rig.post("/v1/chain/push_transaction", _body(stx))
+    assert status == 200, got
+    await rig.produce()
+    for row in rows:
+        stx = await rig.tx(Call(A, "put", (B,), _entry(*row)))
+        status, got = await rig.post("/v1/chain/push_transaction", _body(stx))
+        assert status == 200, got
+    await rig.produce()
+
+
+ROWS = [(1, "carol", 10), (2, "bob", 20), (3, "alice", 30), (7, "bob", 70)]
+
+
+def test_code_abi_and_rows(tmp_path: Path) -> None:
+    """get_code and get_abi show the deployed contract; get_table_rows decodes its rows by
+    the ABI, pages with next_key, takes bounds as numbers or names and reads by the
+    secondary index."""
+
+    async def scenario(rig: Rig) -> None:
+        await _deploy(rig, ROWS)
+        status, code = await rig.post("/v1/chain/get_code", {"account": "alice"})
+        assert status == 200
+        assert code["code_bytes"] == len(kv_contract.wasm())
+        assert len(code["code_hash"]) == 64 and code["abi"]["version"] == "bor::abi/1"
+        status, abi = await rig.post("/v1/chain/get_abi", {"account": "alice"})
+        assert status == 200 and abi["abi"] == code["abi"]
+
+        query = {"code": "alice", "scope": "alice", "table": "kv"}
+        status, page = await rig.post("/v1/chain/get_table_rows", query | {"limit": 2})
+        assert status == 200
+        assert [r["data"] for r in page["rows"]] == [
+            {"id": 1, "owner": "carol", "amount": 10},
+            {"id": 2, "owner": "bob", "amount": 20},
+        ]
+        assert page["rows"][0]["payer"] == "alice" and page["rows"][0]["key"] == "1"
+        assert page["more"] is True and page["next_key"] == "3"
+        status, rest = await rig.post(
+            "/v1/chain/get_table_rows", query | {"lower_bound": page["next_key"]}
+        )
+        assert [r["key"] for r in rest["rows"]] == ["3", "7"]
+        assert rest["more"] is False and rest["next_key"] == ""
+
+        scope_number = {"scope": name_to_u64("alice"), "lower_bound": 2, "upper_bound": "3"}
+        status, bounded = await rig.post("/v1/chain/get_table_rows", query | scope_number)
+        assert [r["key"] for r in bounded["rows"]] == ["2", "3"]
+
+        status, raw = await rig.post("/v1/chain/get_table_rows", query | {"json": False})
+        assert raw["rows"][0]["hex"] == _entry(*ROWS[0]).hex()
+
+        by_owner = query | {
+            "index_position": "secondary",
+            "lower_bound": "bob",
+            "upper_bound": "bob",
+        }
+        status, owned = await rig.post("/v1/chain/get_table_rows", by_owner)
+        assert status == 200
+        assert [r["key"] for r in owned["rows"]] == ["2", "7"]
+        assert owned["rows"][0]["secondary"] == str(name_to_u64("bob"))
+
+    _run(tmp_path, scenario, wrap=_with_vm)
+
+
+def test_push_answers_with_the_trace(tmp_path: Path) -> None:
+    """A push of a contract action answers with what it did: data, event and console decoded
+    by the ABI, and the fuel used; a native push answers without a trace."""
+
+    async def scenario(rig: Rig) -> None:
+        await _deploy(rig, [])
+        stx = await rig.tx(Call(A, "put", (B,), _entry(4, "bob", 40)))
+        status, got = await rig.post("/v1/chain/push_transaction", _body(stx))
+        assert status == 200, got
+        (action,) = got["trace"]["actions"]
+        assert action["contract"] == "alice" and action["action"] == "put"
+        assert action["data"] == {"id": 4, "owner": "bob", "amount": 40}
+        assert action["console"] == "stored"
+        assert action["events"] == [{"name": "stored", "data": action["data"]}]
+        assert got["trace"]["fuel"] == action["fuel"] > 0
+        native = await rig.tx(Transfer(B, A, 1))
+        status, got = await rig.post("/v1/chain/push_transaction", _body(native))
+        assert status == 200 and "trace" not in got
+
+    _run(tmp_path, scenario, wrap=_with_vm)
+
+
+def test_stream_frame_of_a_contract_action(tmp_path: Path) -> None:
+    """In a block's stream frames a call appears as the contract action it ran: the contract
+    as account, the action's name (which the actions filter matches), hex data and events."""
+
+    async def scenario(rig: Rig) -> None:
+        await _deploy(rig, [(5, "carol", 50)])
+        block, traces = await rig.runner.call(
+            lambda c: (c.block_by_num(c.head.num), c.traces(c.head.num))
+        )
+        index = BlockIndex(block, tuple((TxId(t), tr) for t, tr in traces))
+        frame = index.frame(Subscription("actions", actions=frozenset({"put"})), False)
+        assert frame is not None
+        (action,) = json.loads(frame)["actions"]
+        assert action["account"] == "alice" and action["name"] == "put"
+        assert action["authorization"] == ["bob"] and action["hex"] == _entry(5, "carol", 50).hex()
+        assert action["events"] == [{"name": "stored", "hex": action["hex"]}]
+        assert index.frame(Subscription("actions", frozenset({"carol"})), False) is None
+        assert index.frame(Subscription("actions", actions=frozenset({"call"})), False) is None
+
+    _run(tmp_path, scenario, wrap=_with_vm)
+
+
+def test_read_only_call(tmp_path: Path) -> None:
+    """/v1/chain/call runs an action read-only: its return value decoded by the ABI's
+    action_results and as hex, its fuel; a failing assertion is a 422 naming the contract."""
+
+    async def scenario(rig: Rig) -> None:
+        await _deploy(rig, ROWS[:1])
+        body = {"contract": "alice", "action": "get", "data": {"id": 1}}
+        status, got = await rig.post("/v1/chain/call", body)
+        assert status == 200, got
+        assert got["return_value"] == {"id": 1, "owner": "carol", "amount": 10}
+        assert got["return_value_hex"] == _entry(*ROWS[0]).hex()
+        assert got["fuel"] > 0 and got["block_num"] == 2
+        hex_body = body | {"data": struct.pack("<Q", 1).hex()}
+        assert (await rig.post("/v1/chain/call", hex_body))[1]["return_value"]["id"] == 1
+
+        status, got = await rig.post("/v1/chain/call", body | {"data": {"id": 5}})
+        assert status == 422 and got["error"]["name"] == "contract_error"
+        assert "no such row" in got["message"]
+
+        # A write in a read-only call is refused, and nothing is stored.
+        put = {"contract": "alice", "action": "put", "data": {"id": 9, "owner": "bob", "amount": 1}}
+        status, got = await rig.post("/v1/chain/call", put)
+        assert status == 422 and "read-only" in got["message"], got
+        status, rows = await rig.post(
+            "/v1/chain/get_table_rows", {"code": "alice", "scope": "alice", "table": "kv"}
+        )
+        assert [r["key"] for r in rows["rows"]] == ["1"]
+
+    _run(tmp_path, scenario, wrap=_with_vm)
+
+
+BAD: list[tuple[str, dict[str, Any], int, str, str]] = [
+    ("/v1/chain/get_code", {"account": "nobody"}, 404, "not_found", "no account 'nobody'"),
+    ("/v1/chain/get_code", {"account": "bob"}, 404, "not_found", "'bob' has no contract"),
+    ("/v1/chain/get_abi", {"account": "Bob"}, 400, "bad_field", "account"),
+    (
+        "/v1/chain/get_table_rows",
+        {"code": "bob", "scope": "bob", "table": "kv"},
+        404,
+        "not_found",
+        "'bob' has no contract",
+    ),
+    (
+        "/v1/chain/get_table_rows",
+        {"code": "alice", "scope": "alice", "table": "nope"},
+        422,
+        "malformed",
+        "has no table 'nope'",
+    ),
+    (
+        "/v1/chain/get_table_rows",
+        {"code": "alice", "scope": "alice", "table": "kv", "lower_bound": 5, "upper_bound": 2},
+        422,
+        "malformed",
+        "lower_bound",
+    ),
+    (
+        "/v1/chain/get_table_rows",
+        {"code": "alice", "scope": "alice", "table": "kv", "limit": 1001},
+        400,
+        "bad_field",
+        "limit",
+    ),
+    (
+        "/v1/chain/get_table_rows",
+        {"code": "alice", "scope": "alice", "table": "kv", "lower_bound": "99999999999999999999"},
+        422,
+        "malformed",
+        "not a u64",
+    ),
+    (
+        "/v1/chain/call",
+        {"contract": "alice", "action": "get", "data": {"id": "x"}},
+        422,
+        "malformed",
+        "get.id: expected a u64 number",
+    ),
+    (
+        "/v1/chain/call",
+        {"contract": "alice", "action": "nope", "data": {}},
+        422,
+        "malformed",
+        "'nope' is not an action",
+    ),
+    ("/v1/chain/call", {"contract": "bob", "action": "get"}, 404, "not_found", "no contract"),
+]
+
+
+def test_bad_input_is_a_4xx_with_a_reason(tmp_path: Path) -> None:
+    """Unknown accounts and contracts, tables missing from the ABI, bad bounds and data that
+    does not fit the ABI are answered 4xx with a JSON reason naming what is wrong."""
+
+    async def scenario(rig: Rig) -> None:
+        await _deploy(rig, ROWS[:1])
+        for path, body, status, name, reason in BAD:
+            got_status, got = await rig.post(path, body)
+            assert (got_status, got["error"]["name"]) == (status, name), (path, body, got)
+            assert reason in got["message"], got
+
+    _run(tmp_path, scenario, wrap=_with_vm)

@@ -1,0 +1,145 @@
+"""The wallet's contract commands: deploy code, push and call actions, read tables and code.
+
+Action arguments are written as JSON and encoded with the contract's ABI, fetched from the
+node (``get_abi``) and checked here, so a mistake is named (``transfer.quantity: ...``)
+before the wallet is unlocked. The commands that sign live in ``wallet.cli``; this module
+only builds actions and request bodies and prints answers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Protocol
+
+from chain.core.abi import Abi, parse_abi
+from chain.core.actions import Call, SetCode
+from chain.core.types import AccountName, account_name
+from wallet.errors import WalletError
+
+MAX_AUTHORIZERS = 16
+
+
+class Rpc(Protocol):
+    """What these commands need of ``wallet.client.RpcClient``."""
+
+    def call(self, path: str, body: dict[str, Any] | None = None) -> Any: ...
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as err:
+        raise WalletError(f"cannot read {what} {path}: {err.strerror}") from err
+
+
+def setcode_action(account: str, wasm_path: str, abi_path: str | None) -> SetCode:
+    """The ``setcode`` action deploying ``wasm_path`` (and its ABI, checked here)."""
+    code = _read(wasm_path, "the module")
+    if not code.startswith(b"\0asm"):
+        raise WalletError(f"{wasm_path} is not a WebAssembly module (no \\0asm header)")
+    abi = ""
+    if abi_path is not None:
+        try:
+            abi = _read(abi_path, "the ABI").decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise WalletError(f"{abi_path} is not UTF-8 text") from err
+        parse_abi(abi)  # an EncodingError names what is wrong in it
+    return SetCode(account_name(account), code, abi)
+
+
+def authorizers(text: str) -> tuple[AccountName, ...]:
+    """``alice`` or ``alice,bob``: the accounts that authorize (and sign) an action."""
+    names = tuple(account_name(n.strip()) for n in text.split(",") if n.strip())
+    if not 1 <= len(names) <= MAX_AUTHORIZERS or len(set(names)) != len(names):
+        raise WalletError(f"--auth: 1 to {MAX_AUTHORIZERS} different accounts, comma-separated")
+    return names
+
+
+def fetch_abi(client: Rpc, contract: str) -> Abi:
+    """The contract's ABI from the node; WalletError if it has none."""
+    text = client.call("/v1/chain/get_abi", {"account": contract}).get("abi")
+    if text is None:
+        raise WalletError(f"{contract} has no ABI: give the data as hex with --hex")
+    return parse_abi(json.dumps(text))
+
+
+def action_data(client: Rpc, contract: str, action: str, data: str, as_hex: bool) -> bytes:
+    """``data`` in the action's binary form: hex as it is, JSON encoded by the ABI."""
+    if as_hex:
+        try:
+            return bytes.fromhex(data)
+        except ValueError as err:
+            raise WalletError(f"--hex: {data!r} is not hex") from err
+    try:
+        value = json.loads(data)
+    except ValueError as err:
+        raise WalletError(f"the action's data is not JSON: {err}") from err
+    return fetch_abi(client, contract).encode_action(action, value)
+
+
+def call_action(
+    client: Rpc, contract: str, action: str, data: str, auth: str, as_hex: bool
+) -> Call:
+    name = account_name(contract)
+    account_name(action)  # an action name follows the rules of an account name
+    return Call(name, action, authorizers(auth), action_data(client, name, action, data, as_hex))
+
+
+def call_body(contract: str, action: str, data: str, auth: str | None, as_hex: bool) -> Any:
+    """The /v1/chain/call body: the node encodes JSON data with the ABI itself."""
+    body: dict[str, Any] = {"contract": contract, "action": action}
+    if as_hex:
+        body["data"] = data
+    else:
+        try:
+            body["data"] = json.loads(data)
+        except ValueError as err:
+            raise WalletError(f"the action's data is not JSON: {err}") from err
+    if auth:
+        body["authorization"] = list(authorizers(auth))
+    return body
+
+
+def table_body(
+    contract: str,
+    scope: str,
+    table: str,
+    lower: str | None,
+    upper: str | None,
+    limit: int,
+    secondary: bool,
+    as_hex: bool,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "code": contract,
+        "scope": scope,
+        "table": table,
+        "limit": limit,
+        "json": not as_hex,
+        "index_position": "secondary" if secondary else "primary",
+    }
+    if lower is not None:
+        body["lower_bound"] = lower
+    if upper is not None:
+        body["upper_bound"] = upper
+    return body
+
+
+def trace_lines(result: dict[str, Any]) -> list[str]:
+    """What a pushed transaction's contract actions printed, emitted and returned."""
+    lines = []
+    for action in result.get("actions", ()):
+        where = f"{action.get('contract')}::{action.get('action')}"
+        if action.get("console"):
+            lines.append(f"{where} console: {action['console']}")
+        for event in action.get("events", ()):
+            data = event.get("data", event.get("hex"))
+            lines.append(f"{where} event {event.get('name')}: {json.dumps(data)}")
+        if action.get("return_value_hex"):
+            value = action.get("return_value")
+            shown = action["return_value_hex"] if value is None else json.dumps(value)
+            lines.append(f"{where} returned {shown}")
+    if "fuel" in result:
+        lines.append(f"fuel {result['fuel']}")
+    return lines
