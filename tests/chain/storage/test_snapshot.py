@@ -12,7 +12,8 @@ import pytest
 
 from chain.controller import Chain
 from chain.core import schema
-from chain.core.actions import Transfer
+from chain.core.abi import parse_abi
+from chain.core.actions import Call, SetCode, Transfer
 from chain.core.errors import DuplicateTransaction, NotFound, SnapshotError
 from chain.core.state_hash import StateHash
 from chain.core.types import AccountName
@@ -29,6 +30,7 @@ from chain.storage.snapshot import (
 from chain.storage.store import BlockStore
 from chain.testing import now_ms, state_dump
 from genesis.testing import DevNet
+from tests.node.api import kv_contract
 
 A, B = AccountName("alice"), AccountName("bob")
 
@@ -254,3 +256,36 @@ def test_chunks_are_bounded_in_bytes_as_well_as_entries(
     assert len(held) > 1
     assert all(sum(len(k) + len(v) for k, v in chunk[:-1]) < 200 for chunk in held)
     assert StateHash.of(e for chunk in held for e in chunk) == head.state_hash
+
+
+def test_contract_code_and_rows_travel_in_a_snapshot_and_run_after_import(
+    net: DevNet, tmp_path: Path
+) -> None:
+    """A snapshot holds a contract's code, rows, index entries and storage use; the imported
+    chain (its module cache cold) runs the contract on them and ends at the original's state."""
+    chain = net.open(tmp_path / "a")
+    kv = parse_abi(kv_contract.ABI)
+    deploy = SetCode(A, kv_contract.wasm(), kv_contract.ABI)
+    chain.admit_transaction(net.tx(chain, deploy), now_ms())
+    net.produce(chain)
+    for k in range(1, 4):
+        put = kv.encode_action("put", {"id": k, "owner": "bob", "amount": 10 * k})
+        chain.admit_transaction(net.tx(chain, Call(A, "put", (B,), put)), now_ms())
+        net.produce(chain)
+    last_put = chain.head.num
+    while chain.lib < last_put:
+        net.produce(chain)
+    head, store = _imported(chain, tmp_path / "b")
+    _, state = _read_all(_snapshot_bytes(chain)[1])
+    for prefix in (schema.CODE, schema.WASM, schema.ROW, schema.IDX64, schema.RAM):
+        assert any(k.startswith(prefix) for k in state), prefix
+    imported = Chain(store, net.genesis.to_initial_state())
+    put = kv.encode_action("put", {"id": 9, "owner": "carol", "amount": 90})
+    chain.admit_transaction(net.tx(chain, Call(A, "put", (B,), put)), now_ms())
+    net.produce(chain)
+    for num in range(head.num + 1, chain.head.num + 1):
+        imported.push_block(chain.block_by_num(num), now_ms())
+    assert imported.head.state_root == chain.head.state_root
+    assert imported.traces(chain.head.num) == chain.traces(chain.head.num) != []
+    assert state_dump(imported) == state_dump(chain)
+    imported.store.close()
