@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import wasmtime
 from wasmtime import _ffi as ffi
@@ -86,8 +86,9 @@ _EXTERN_MEMORY = ffi.WASMTIME_EXTERN_MEMORY.value
 
 _FAILED = b"host function failed"
 
-# The process's memory as bytes (x86-64 and AArch64 user space is below 2**47).
-ADDRESS_SPACE = memoryview((ctypes.c_char * (1 << 47)).from_address(0)).cast("B")
+# The process's memory as bytes: user space on x86-64 (2**47) and AArch64 (2**48), unless a
+# program asks the kernel for addresses above them, which neither Python nor wasmtime does.
+ADDRESS_SPACE = memoryview((ctypes.c_char * (1 << 48)).from_address(0)).cast("B")
 
 
 _store_new = _fn("wasmtime_store_new", _vp, _vp, _vp, _vp)
@@ -182,8 +183,9 @@ def instantiate(pre: wasmtime.InstancePre, ctx: int) -> Instance:
     apply, memory = ffi.wasmtime_extern_t(), ffi.wasmtime_extern_t()
     found_apply = _export_get(ctx, ctypes.byref(instance), b"apply", 5, ctypes.byref(apply))
     found_memory = _export_get(ctx, ctypes.byref(instance), b"memory", 6, ctypes.byref(memory))
-    assert found_apply and apply.kind == _EXTERN_FUNC, "setcode checked the apply export"
-    assert found_memory and memory.kind == _EXTERN_MEMORY, "setcode checked the memory export"
+    # ctypes reads a c_uint8 field as an int.
+    assert found_apply and cast(int, apply.kind) == _EXTERN_FUNC, "setcode checked apply"
+    assert found_memory and cast(int, memory.kind) == _EXTERN_MEMORY, "setcode checked memory"
     return Instance(apply.of.func, RawMemory(ctx, memory.of.memory))
 
 

@@ -3,9 +3,9 @@
 Each action runs in a fresh ``Store`` (its own memory, at most ``max_memory_pages``, in a slot
 of the engine's instance pool, reset to the module's initial state) with the transaction's
 remaining fuel, through the process's one linker; the store is closed when the action
-returns, and the inline actions it sent then run, one level deeper, on the same view and fuel. Whatever goes wrong leaves
-as ``ContractError`` or ``ResourceExceeded`` naming the contract and action; the caller drops
-the view, so a failed transaction leaves nothing behind.
+returns, and the inline actions it sent then run, one level deeper, on the same view and
+fuel. Whatever goes wrong leaves as ``ContractError`` or ``ResourceExceeded`` naming the
+contract and action; the caller drops the view, so a failed transaction leaves nothing behind.
 """
 
 from __future__ import annotations
