@@ -305,6 +305,14 @@ def _with_length(raw: bytes) -> bytes:
     return bytes(out) + raw
 
 
+def symbol_code_value(code: str) -> int | None:
+    """A symbol code ("TOK") as Antelope's ``symbol_code`` number, the scope and key its token
+    tables use; None if ``code`` is not 1-7 letters A-Z."""
+    if _SYMBOL_CODE_RE.fullmatch(code) is None:
+        return None
+    return _symbol_value(0, code) >> 8
+
+
 def _symbol_value(precision: int, code: str) -> int:
     value = precision
     for i, ch in enumerate(code):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chain.core import schema
-from chain.core.abi import Abi, parse_abi
+from chain.core.abi import Abi, parse_abi, symbol_code_value
 from chain.core.contracts import name_to_u64, u64_to_name
 from chain.core.encoding import unpack
 from chain.core.errors import EncodingError, NotFound
@@ -58,17 +58,21 @@ def abi_of(reader: KVReader, account: str) -> Abi:
 
 
 def u64_of(value: int | str, what: str) -> int:
-    """A key given as a number, a decimal string or a name (Antelope's clients send all
-    three); EncodingError naming ``what`` otherwise."""
+    """A key given as a number, a decimal string, a name or a token's symbol code ("TOK", as
+    cleos takes the scope of eosio.token's stat table); EncodingError naming ``what`` otherwise."""
     if isinstance(value, int):
         number = value
     elif value.isascii() and value.isdigit():
         number = int(value)
+    elif (code := symbol_code_value(value)) is not None:
+        return code
     else:
         try:
             return name_to_u64(value)
         except EncodingError:
-            raise EncodingError(what, f"{value!r} is neither a u64 number nor a name") from None
+            raise EncodingError(
+                what, f"{value!r} is neither a u64 number, a name nor a symbol code"
+            ) from None
     if not 0 <= number <= _U64_MAX:
         raise EncodingError(what, f"{number} is not a u64")
     return number

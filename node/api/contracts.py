@@ -79,6 +79,17 @@ class _Frozen:
     head_slot: int
 
 
+def _abi_json(text: str) -> Any:
+    """A contract's ABI as JSON, or None: setcode stores the text unchecked (its parse is
+    not consensus), so it may be anything, nested past the parser's depth included."""
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
 def _freeze(chain: Chain) -> _Frozen:
     head = chain.head
     return _Frozen(chain.store.frozen(), chain.vm, chain.params, head.num, head.slot)
@@ -141,13 +152,13 @@ class ContractApi:
             "account": account,
             "code_hash": code.code_hash.hex(),
             "code_bytes": code.code_bytes,
-            "abi": json.loads(code.abi_text) if code.abi_text else None,
+            "abi": _abi_json(code.abi_text),
         }
 
     async def get_abi(self, args: dict[str, Any]) -> dict[str, Any]:
         account = args["account"]
         code = await self._at(lambda f: code_of(f.reader, account))
-        return {"account": account, "abi": json.loads(code.abi_text) if code.abi_text else None}
+        return {"account": account, "abi": _abi_json(code.abi_text)}
 
     async def get_table_rows(self, args: dict[str, Any]) -> dict[str, Any]:
         code, table = args["code"], args["table"]
@@ -329,8 +340,9 @@ KEY = AnyOf(
         Integer(0, 2**64 - 1),
         Text("[0-9]{0,20}", 20, "digits"),
         NAME,
+        Text("[A-Z]{1,7}", 7, "a symbol code"),
     ),
-    "a u64 number (or its digits) or a name",
+    "a u64 number (or its digits), a name or a symbol code (TOK)",
 )
 _ROW = json_object(
     {

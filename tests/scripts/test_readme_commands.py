@@ -1,7 +1,7 @@
 """Every command the README and docs/*.md show in ```sh blocks names a real subcommand and
-real flags of `bor-node` / `bor-wallet` (asked of the installed commands' --help), and
-every script they run exists. It does not run the commands themselves: the README's devnet
-and wallet steps are run by the integration tests."""
+real flags of `bor-node` / `bor-wallet` / `bor-contract` (asked of the installed commands'
+--help), and every script they run exists. It does not run the commands themselves: the
+README's devnet, wallet and contract steps are run by the integration tests."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BIN = Path(sys.executable).parent
-TOOLS = ("bor-node", "bor-wallet")
+TOOLS = ("bor-node", "bor-wallet", "bor-contract")
 
 
 def shell_lines(path: Path) -> list[str]:
