@@ -7,6 +7,7 @@ transaction that fails half-way leaves no trace: its child view is simply droppe
 
 from __future__ import annotations
 
+import heapq
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, Protocol
@@ -222,27 +223,24 @@ class StateView:
     def next_raw(self, start: bytes, stop: bytes) -> tuple[bytes, bytes] | None:
         """The first live entry with ``start <= key < stop``, this view's writes and its
         parents' over the committed state (a deletion hides a committed key)."""
+        # One walk of the committed range merged with the views' written keys, in key order:
+        # deleted entries are skipped as the walk passes them, so a contract that deleted
+        # many rows does not pay a rescan of every layer per row skipped (a host call's
+        # fixed fuel would not cover that).
         root = self._top
         base = root._base
         assert not isinstance(base, StateView)
-        lo = start
-        while True:
-            best: bytes | None = None
-            for key, _ in base.iterate(lo, stop):
-                best = key
-                break
-            view: StateView | None = self
-            while view is not None:
-                for key in view._writes:
-                    if lo <= key < stop and (best is None or key < best):
-                        best = key
-                view = view._parent
-            if best is None:
-                return None
-            value = self.raw(best)
+        written: set[bytes] = set()
+        view: StateView | None = self
+        while view is not None:
+            written.update(key for key in view._writes if start <= key < stop)
+            view = view._parent
+        committed = (key for key, _ in base.iterate(start, stop))
+        for key in heapq.merge(sorted(written), committed):
+            value = self.raw(key)
             if value is not None:
-                return best, value
-            lo = best + b"\x00"
+                return key, value
+        return None
 
     # --- replay protection ----------------------------------------------------------------
 

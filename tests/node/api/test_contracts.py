@@ -240,3 +240,21 @@ def test_bad_input_is_a_4xx_with_a_reason(tmp_path: Path) -> None:
             assert reason in got["message"], got
 
     _run(tmp_path, scenario, wrap=_with_vm)
+
+
+def test_code_with_an_abi_that_is_not_json(tmp_path: Path) -> None:
+    """setcode stores ABI text unchecked, so get_code and get_abi answer a contract whose ABI
+    is not JSON (or nests past the parser's depth) with no ABI, never a server error."""
+
+    async def scenario(rig: Rig) -> None:
+        for abi_text in ["not json", "[" * 5_000]:
+            stx = await rig.tx(SetCode(A, kv_contract.wasm(), abi_text))
+            status, got = await rig.post("/v1/chain/push_transaction", _body(stx))
+            assert status == 200, got
+            await rig.produce()
+            status, code = await rig.post("/v1/chain/get_code", {"account": "alice"})
+            assert status == 200 and code["abi"] is None, code
+            status, abi = await rig.post("/v1/chain/get_abi", {"account": "alice"})
+            assert status == 200 and abi["abi"] is None, abi
+
+    _run(tmp_path, scenario, wrap=_with_vm)
