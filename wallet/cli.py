@@ -18,6 +18,7 @@ from chain.core.actions import (
     MAX_MEMO,
     MAX_URL,
     Action,
+    AllowCode,
     ApproveProducer,
     NewAccount,
     RegProducer,
@@ -244,6 +245,11 @@ def cmd_approveproducer(args: argparse.Namespace) -> int:
     return _send(args, [ApproveProducer(account_name(args.governor), account_name(args.producer))])
 
 
+def cmd_allowcode(args: argparse.Namespace) -> int:
+    governor, account = account_name(args.governor), account_name(args.account)
+    return _send(args, [AllowCode(governor, account, not args.revoke)])
+
+
 def cmd_unregproducer(args: argparse.Namespace) -> int:
     return _send(args, [UnregProducer(account_name(args.account))])
 
@@ -437,6 +443,15 @@ def build_parser() -> argparse.ArgumentParser:
         "approve a candidate (governance)",
         ("governor", {}),
         ("producer", {}),
+        sends=True,
+    )
+    add(
+        "allowcode",
+        cmd_allowcode,
+        "let an account deploy contracts, on a chain whose genesis asks for approval (governance)",
+        ("governor", {}),
+        ("account", {}),
+        ("--revoke", {"action": "store_true", "help": "stop allowing it"}),
         sends=True,
     )
     add("unregproducer", cmd_unregproducer, "withdraw candidacy", ("account", {}), sends=True)

@@ -103,3 +103,21 @@ def test_a_bad_command_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and err[0].startswith("bor-wallet: usage: push action")
     assert "cannot read the module" in err[1]
+
+
+@pytest.mark.parametrize(("flags", "allowed"), [([], True), (["--revoke"], False)])
+def test_allowcode_sends_the_governors_allowcode(
+    monkeypatch: pytest.MonkeyPatch, flags: list[str], allowed: bool
+) -> None:
+    """`allowcode GOVERNOR ACCOUNT` sends one allowcode action; --revoke sends allowed=false."""
+    sent: list[Any] = []
+
+    def fake_send(args: Any, actions: list[Any]) -> int:
+        sent.extend(actions)
+        return 0
+
+    monkeypatch.setattr("wallet.cli._send", fake_send)
+    assert main(["allowcode", "bor.gov", "token", *flags]) == 0
+    assert [(a.NAME, a.governor, a.account, a.allowed) for a in sent] == [
+        ("allowcode", "bor.gov", "token", allowed)
+    ]
