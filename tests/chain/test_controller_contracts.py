@@ -1,6 +1,7 @@
 """The chain manager with contracts: traces written with their block and undone with it, in
 the applied-block events, in admission's answer; the block's fuel limit when building and
-when validating (a scripted host stands in for wasmtime)."""
+when validating (a scripted host stands in for wasmtime); and, with wasmtime, full, light and
+reopened chains agreeing on a contract's history."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from chain.controller import Chain
+from chain.core.abi import parse_abi
 from chain.core.actions import Call, SetCode, Transfer
 from chain.core.block_transition import execute_transactions
 from chain.core.contracts import TxTrace
@@ -20,6 +22,7 @@ from chain.testing import now_ms, state_dump
 from chain.vm import ContractRuntime
 from genesis.testing import DevNet
 from tests.chain.contract_fakes import ScriptedHost, script
+from tests.node.api import kv_contract
 
 A, B, C = AccountName("alice"), AccountName("bob"), AccountName("carol")
 CODE = b"\x00asm" + bytes(50)
@@ -157,3 +160,41 @@ def test_a_chain_runs_the_real_runtime_by_default(tmp_path: Path) -> None:
     assert isinstance(chain.vm, ContractRuntime)
     (error,) = chain.admit_transactions([net.tx(chain, SetCode(A, b"not wasm", ""))], now_ms())
     assert error is not None and error.name == "contract_error"
+
+
+def test_full_light_and_reopened_chains_agree_on_a_real_contracts_history(tmp_path: Path) -> None:
+    """With real wasmtime, a peer validating fully, a peer in light mode (no signatures
+    recovered) and the producer reopened from its store (a cold module cache) reach the same
+    state roots and traces at every block of a contract's history."""
+    net = DevNet.create(1)
+    kv = parse_abi(kv_contract.ABI)
+    producer = net.open(tmp_path / "producer")
+    producer.admit_transaction(
+        net.tx(producer, SetCode(A, kv_contract.wasm(), kv_contract.ABI)), now_ms()
+    )
+    net.produce(producer)
+    for k in range(1, 6):
+        for owner in (B, C):
+            put = kv.encode_action("put", {"id": 10 * k + len(owner), "owner": owner, "amount": k})
+            producer.admit_transaction(net.tx(producer, Call(A, "put", (B,), put)), now_ms())
+        net.produce(producer)
+    blocks = [producer.block_by_num(n) for n in range(1, producer.head.num + 1)]
+    full = net.open(tmp_path / "full")
+    light = net.open(tmp_path / "light")
+    light.set_light_validation(producer.head.num)
+    for block in blocks:
+        for peer in (full, light):
+            peer.push_block(block, now_ms())
+            assert peer.head.state_root == block.header.state_root
+    producer.store.close()
+    reopened = net.open(tmp_path / "producer")
+    assert reopened.vm is not producer.vm
+    put = kv.encode_action("put", {"id": 99, "owner": C, "amount": 9})
+    reopened.admit_transaction(net.tx(reopened, Call(A, "put", (B,), put)), now_ms())
+    blocks.append(net.produce(reopened))  # the contract compiled again, by a new runtime
+    for peer in (full, light):
+        peer.push_block(blocks[-1], now_ms())
+    for peer in (full, light, reopened):
+        assert state_dump(peer) == state_dump(full)
+        assert [peer.traces(b.num) for b in blocks] == [full.traces(b.num) for b in blocks]
+    assert sum(len(full.traces(b.num)) for b in blocks) == 11
