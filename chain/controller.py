@@ -31,12 +31,14 @@ from chain.core.block_transition import (
     process_header,
 )
 from chain.core.contracts import ContractHost, TxTrace
-from chain.core.crypto import PrivateKey, recover_many
+from chain.core.crypto import SIGNATURE_SIZE, PrivateKey, recover_many
 from chain.core.dpos import HeaderState
 from chain.core.errors import (
     BadSignature,
     DoubleSign,
+    EncodingError,
     InvalidBlock,
+    MalformedTransaction,
     NotFound,
     StaleBlock,
     StoreError,
@@ -50,7 +52,7 @@ from chain.core.merkle import merkle_root
 from chain.core.params import slot_of_ms, slot_time_s
 from chain.core.qc import QcClaim, QuorumCertificate, Vote, VoteResult
 from chain.core.state import Account, Producer, StateView
-from chain.core.transaction import SignedTransaction
+from chain.core.transaction import MAX_SIGNATURES, SignedTransaction, decode_transaction
 from chain.core.transition import Context, apply_transaction, settle
 from chain.core.types import AccountName, BlockId, BlockNum, PublicKey, TxId
 from chain.core.votes import DoubleVote, VoteOutcome, VotePool
@@ -80,6 +82,32 @@ class PushResult:
     @property
     def forked(self) -> bool:
         return bool(self.popped)
+
+
+def _wire_error(stx: SignedTransaction) -> MalformedTransaction | None:
+    """Why other nodes could not decode ``stx`` as this node holds it, or None.
+
+    A transaction pushed over the RPC or sent by a peer was decoded already, but an
+    in-process caller builds the objects itself: it can hold more actions, signatures or
+    longer fields than ``decode_transaction`` allows, or ``packed`` bytes that say something
+    else than ``tx``. Admitted, such a transaction would go into a block that no other node
+    decodes, so every limit of decoding is checked here by decoding ``packed`` again (a few
+    microseconds, next to the signature recovery admission costs anyway).
+    """
+    sigs = stx.signatures
+    if len(sigs) > MAX_SIGNATURES:
+        return MalformedTransaction(
+            f"{len(sigs)} signatures; a transaction carries at most {MAX_SIGNATURES}"
+        )
+    if any(type(s) is not bytes or len(s) != SIGNATURE_SIZE for s in sigs):
+        return MalformedTransaction(f"a signature is not {SIGNATURE_SIZE} bytes")
+    try:
+        decoded = decode_transaction(stx.packed)
+    except EncodingError as err:
+        return MalformedTransaction(str(err))
+    if decoded != stx.tx:
+        return MalformedTransaction("the packed bytes do not encode the transaction's fields")
+    return None
 
 
 class Chain:
@@ -315,7 +343,12 @@ class Chain:
         view = StateView(self._state)  # shared, so the batch reads each account once
         view.set_block_summary(self._head.num, self._head.id)
         results: list[TransactionError | TxTrace | None] = []
-        for stx, keys in zip(txs, self._signers.recover_each(txs), strict=True):
+        # What peers could not decode is refused before its signatures are recovered.
+        undecodable = [_wire_error(stx) for stx in txs]
+        well_formed = [t for t, e in zip(txs, undecodable, strict=True) if e is None]
+        recovered = iter(self._signers.recover_each(well_formed))
+        for stx, error in zip(txs, undecodable, strict=True):
+            keys = next(recovered) if error is None else error
             if isinstance(keys, TransactionError):
                 results.append(keys)
                 continue

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -18,8 +19,10 @@ import structlog
 
 from chain.controller import Chain
 from chain.core.contracts import TxTrace
-from chain.core.errors import MempoolFull, TransactionError
+from chain.core.errors import DuplicateTransaction, MempoolFull, TransactionError
 from chain.core.transaction import SignedTransaction
+from chain.core.types import TxId
+from chain.vm.errors import RuntimeFault
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner
 
@@ -29,6 +32,10 @@ log = structlog.get_logger("admission")
 # enough that the producer loop (which shares the chain thread) is never held up for long.
 MAX_BATCH = 512
 QUEUE_SIZE = 20_000
+# Async refusals remembered for get_transaction: a client that pushed with ``mode: async``
+# learns nothing else. As many as the queue holds, so a full queue's worth of refusals stays
+# visible; about 200 bytes each.
+REFUSALS_KEPT = QUEUE_SIZE
 
 
 @dataclass(slots=True)
@@ -50,6 +57,7 @@ class Admitter:
         self._queue: asyncio.Queue[_Item] = asyncio.Queue(queue_size)
         self._last_batch = -1e9  # time.monotonic() of the last batch handed over
         self._accepted: list[Callable[[SignedTransaction], None]] = []
+        self._refused: OrderedDict[TxId, TransactionError] = OrderedDict()
 
     def subscribe(self, callback: Callable[[SignedTransaction], None]) -> None:
         """Call ``callback(tx)`` for each transaction of our own RPC that was admitted (the
@@ -73,8 +81,14 @@ class Admitter:
         return result
 
     def admit_later(self, stx: SignedTransaction) -> None:
-        """Queue ``stx`` and return at once; a refusal is only logged and counted."""
+        """Queue ``stx`` and return at once; a refusal is logged, counted and kept for
+        ``refusal`` (the only way its sender learns of it)."""
         self._put(_Item(stx, None))
+
+    def refusal(self, tx_id: TxId) -> TransactionError | None:
+        """Why a recent ``admit_later`` transaction was refused, if it was (and was not
+        admitted since, pushed again)."""
+        return self._refused.get(tx_id)
 
     async def admit_relayed(
         self, txs: Sequence[SignedTransaction]
@@ -108,21 +122,44 @@ class Admitter:
                 batch.append(self._queue.get_nowait())
             txs = [item.stx for item in batch]
             self._last_batch = time.monotonic()
-            results = await self.runner.call(_admit, txs, int(time.time() * 1000))
+            try:
+                results = await self.runner.call(_admit, txs, int(time.time() * 1000))
+            except RuntimeFault as err:
+                log.error("contract_runtime_fault", txs=len(txs), why=str(err))
+                for item in batch:
+                    self._fault(item, err)
+                continue
             for item, result in zip(batch, results, strict=True):
                 self._settle(item, result)
+
+    def _fault(self, item: _Item, err: RuntimeFault) -> None:
+        """This node could not run a contract of the batch: no verdict on its transactions.
+        An RPC caller gets the fault (a 503); a peer's transaction is refused for now, as
+        when the queue is full (its sender still holds it)."""
+        if item.outcome is None or item.outcome.done():
+            return
+        if item.relayed:
+            item.outcome.set_result(MempoolFull(f"this node cannot run contracts now: {err}"))
+        else:
+            item.outcome.set_exception(err)
 
     def _settle(self, item: _Item, result: TransactionError | TxTrace | None) -> None:
         error = result if isinstance(result, TransactionError) else None
         if error is None:
             self.metrics.tx_accepted.inc()
+            self._refused.pop(item.stx.id, None)
             if not item.relayed:
                 for callback in self._accepted:
                     callback(item.stx)
         else:
             self.metrics.tx_rejected.labels(reason=error.name).inc()
         if item.outcome is None:
-            if error is not None:
+            if error is not None and not isinstance(error, DuplicateTransaction):
+                # A duplicate's id is in the mempool or a block already: that tells its fate.
+                self._refused[item.stx.id] = error
+                self._refused.move_to_end(item.stx.id)
+                if len(self._refused) > REFUSALS_KEPT:
+                    self._refused.popitem(last=False)
                 log.info(
                     "async_tx_rejected",
                     tx=item.stx.id.hex()[:16],

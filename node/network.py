@@ -17,6 +17,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
 from chain.controller import Chain
 from chain.core.block import SignedBlock
 from chain.core.crypto import PrivateKey
@@ -32,6 +34,7 @@ from chain.core.transaction import SignedTransaction
 from chain.core.types import BlockId
 from chain.core.votes import VoteOutcome
 from chain.signatures.signers import PREFETCH_BLOCKS
+from chain.vm.errors import RuntimeFault
 from node.runner import ChainRunner
 from p2p.block_relay import BlockRelay
 from p2p.blocksync import BlockSync
@@ -51,6 +54,8 @@ from p2p.vote_relay import OnCounted, VoteRelay
 
 if TYPE_CHECKING:  # node.metrics reads the network, and the admitter counts into metrics
     from node.admission import Admitter
+
+log = structlog.get_logger("chain")
 
 
 class NodeChainService:
@@ -176,6 +181,12 @@ def _push_one(
         return BlockResult(block, Outcome.STALE, err.reason)
     except (InvalidBlock, DoubleSign) as err:
         return BlockResult(block, Outcome.INVALID, f"{err.name}: {err.reason}")
+    except RuntimeFault as err:
+        # This node could not run a contract: no verdict on the block, no strike for the
+        # peer. The block stays in the fork database; the next block that links to it has
+        # the chain try to apply it again.
+        log.error("contract_runtime_fault", num=block.num, id=block.id.hex()[:16], why=str(err))
+        return BlockResult(block, Outcome.ADDED, f"not applied: {err}")
     applied.extend(pushed.applied)
     if pushed.applied:
         return BlockResult(block, Outcome.APPLIED)

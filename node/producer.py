@@ -12,6 +12,7 @@ from chain.core.block import SignedBlock
 from chain.core.crypto import PrivateKey
 from chain.core.params import slot_of_ms, slot_start_ms
 from chain.core.types import PublicKey
+from chain.vm.errors import RuntimeFault
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner
 
@@ -91,7 +92,12 @@ class ProducerLoop:
         started = time.perf_counter()
         # The head may have moved since the view was read; produce_block checks the slot's
         # producer again on the chain thread.
-        block = await runner.call_urgent(lambda chain: chain.produce_block(slot, key))
+        try:
+            block = await runner.call_urgent(lambda chain: chain.produce_block(slot, key))
+        except RuntimeFault as err:
+            # This node could not run a contract: its slot is missed, not the node stopped.
+            log.error("contract_runtime_fault", producer=name, slot=slot, why=str(err))
+            return None
         elapsed = time.perf_counter() - started
         self.metrics.produced.inc()
         self.metrics.produce_seconds.observe(elapsed)

@@ -123,6 +123,11 @@ class ResourceExceeded(TransactionError):
     name = "resource_exceeded"
 
 
+class OutOfFuel(ResourceExceeded):
+    """A contract spent the fuel it was given (``max_tx_fuel``, or what its block had left);
+    the one resource error that a fuller block, rather than the transaction, may have caused."""
+
+
 class BlockFuelExhausted(ResourceExceeded):
     """A transaction that ran out of the fuel its block had left (``max_block_fuel``): a
     producer keeps it for the next block, a validator refuses the block."""

@@ -41,6 +41,7 @@ from chain.core.errors import (
     InsufficientFunds,
     InvalidAction,
     MissingAuthority,
+    OutOfFuel,
     OversizedTransaction,
     ResourceExceeded,
     TaposMismatch,
@@ -265,7 +266,8 @@ def process_call(view: StateView, a: Call, ctx: Context, trace: TxTrace, block_f
     """Run a contract action on ``view`` (a child view the caller drops on any error).
 
     ``block_fuel`` is the fuel the block has left; when it, not ``max_tx_fuel``, is what runs
-    out, the error says so (BlockFuelExhausted), so that a producer tries it in the next block.
+    out (``OutOfFuel``), the error says so (BlockFuelExhausted), so that a producer tries it in
+    the next block.
     """
     params = ctx.params
     host = _host(ctx)
@@ -289,8 +291,10 @@ def process_call(view: StateView, a: Call, ctx: Context, trace: TxTrace, block_f
             block_num=ctx.block_num,
             fuel_left=max(0, min(tx_left, block_left)),
         )
-    except ResourceExceeded as err:
-        if block_left < tx_left and not isinstance(err, BlockFuelExhausted):
+    except OutOfFuel as err:
+        # Only running out of fuel can be the full block's doing; any other limit (RAM,
+        # inline depth, sizes) is the transaction's own, whatever fuel the block has left.
+        if block_left < tx_left:
             raise BlockFuelExhausted(
                 f"block fuel: {a.contract}::{a.action_name} ran out of the "
                 f"{max(0, block_left)} fuel left of max_block_fuel {params.max_block_fuel} "

@@ -20,7 +20,7 @@ from typing import Any
 import wasmtime
 
 from chain.core.contracts import ActionTrace, ContractCall, name_to_u64
-from chain.core.errors import ContractError, ResourceExceeded
+from chain.core.errors import ContractError, OutOfFuel, ResourceExceeded
 from chain.core.params import ChainParams
 from chain.core.state import StateView
 from chain.core.types import AccountName
@@ -33,6 +33,12 @@ from chain.vm.validate import HOST_SIGNATURES, I64
 # Python, about what 10,000 wasm instructions cost in compiled code.
 HOST_CALL_FUEL = 10_000
 BYTE_FUEL = 10
+# Fuel per byte of trace output (console, event data, return values): those bytes are kept
+# with the block, sent to stream subscribers and answered to clients, so they cost ten times
+# a byte moved; a block of max_block_fuel (400 M) then holds at most about 4 MB of them.
+OUTPUT_BYTE_FUEL = 100
+# Trace output bytes one transaction may produce, all its actions together.
+MAX_TRACE_BYTES = 64 * 1024
 
 MAX_CONSOLE = 4096  # bytes of console per action; the rest is cut
 MAX_RETURN_VALUE = 8192
@@ -67,6 +73,7 @@ class Action:
         "inline",
         "max_tx_fuel",
         "memory",
+        "output",
         "params",
         "readonly",
         "receiver",
@@ -86,6 +93,7 @@ class Action:
         block_time_s: int,
         block_num: int,
         readonly: bool,
+        output: int = 0,
     ) -> None:
         self.view = view
         self.call = call
@@ -109,6 +117,8 @@ class Action:
         )
         self.console = bytearray()
         self.inline: list[ContractCall] = []
+        # Trace output bytes of the transaction so far, this action's included.
+        self.output = output
         # Set by the runtime once the action's store and instance exist.
         self.fuel: raw.Fuel | None = None
         self.memory: raw.RawMemory | None = None
@@ -121,8 +131,8 @@ class Action:
     def exceeded(self, reason: str) -> ResourceExceeded:
         return ResourceExceeded(f"{self.where}: {reason}")
 
-    def charge(self, nbytes: int = 0) -> None:
-        cost = HOST_CALL_FUEL + BYTE_FUEL * nbytes
+    def charge(self, nbytes: int = 0, per_byte: int = BYTE_FUEL) -> None:
+        cost = HOST_CALL_FUEL + per_byte * nbytes
         fuel = self.fuel
         assert fuel is not None, "fuel is set before apply runs"
         left = fuel.left()
@@ -131,8 +141,18 @@ class Action:
             raise self.out_of_fuel()
         fuel.set(left - cost)
 
-    def out_of_fuel(self) -> ResourceExceeded:
-        return self.exceeded(f"out of fuel (max_tx_fuel {self.params.max_tx_fuel})")
+    def out_of_fuel(self) -> OutOfFuel:
+        return OutOfFuel(f"{self.where}: out of fuel (max_tx_fuel {self.params.max_tx_fuel})")
+
+    def add_output(self, nbytes: int) -> None:
+        """Count ``nbytes`` more of trace output against the transaction's cap (negative:
+        output replaced)."""
+        if self.output + nbytes > MAX_TRACE_BYTES:
+            raise self.exceeded(
+                f"trace output of {self.output + nbytes} bytes, past {MAX_TRACE_BYTES} per "
+                "transaction (console, events, return values)"
+            )
+        self.output += nbytes
 
     def _span(self, ptr: int, length: int) -> int:
         """The address of ``length`` bytes at ``ptr`` in the contract's memory, checked."""
@@ -233,9 +253,11 @@ def eosio_assert_code(act: Action, test: int, code: int) -> None:
 
 
 def prints_l(act: Action, ptr: int, length: int) -> None:
-    n = min(length & _U32, MAX_CONSOLE - len(act.console))
-    act.charge(n)
+    # Cut, not refused, at the action's and the transaction's room, as Antelope cuts console.
+    n = min(length & _U32, MAX_CONSOLE - len(act.console), MAX_TRACE_BYTES - act.output)
+    act.charge(n, OUTPUT_BYTE_FUEL)
     act.console += act.read(ptr, n)
+    act.output += n
 
 
 def current_time(act: Action) -> int:
@@ -258,7 +280,8 @@ def set_action_return_value(act: Action, ptr: int, length: int) -> None:
     length &= _U32
     if length > MAX_RETURN_VALUE:
         raise act.exceeded(f"return value of {length} bytes, past {MAX_RETURN_VALUE}")
-    act.charge(length)
+    act.charge(length, OUTPUT_BYTE_FUEL)
+    act.add_output(length - len(act.trace.return_value))
     act.trace.return_value = act.read(ptr, length)
 
 
@@ -268,10 +291,11 @@ def emit_event(act: Action, name: int, ptr: int, length: int) -> None:
         raise act.exceeded(f"event of {length} bytes, past {MAX_EVENT_DATA}")
     if len(act.trace.events) >= MAX_EVENTS:
         raise act.exceeded(f"more than {MAX_EVENTS} events")
-    act.charge(length)
+    act.charge(length, OUTPUT_BYTE_FUEL)
     event = name_of(name & _U64)
     if event is None:
         raise act.abort(f"event name #{name & _U64} is not a name")
+    act.add_output(length)
     act.trace.events.append((event, act.read(ptr, length)))
 
 

@@ -4,8 +4,10 @@ Each action runs in a fresh ``Store`` (its own memory, at most ``max_memory_page
 of the engine's instance pool, reset to the module's initial state) with the transaction's
 remaining fuel, through the process's one linker; the store is closed when the action
 returns, and the inline actions it sent then run, one level deeper, on the same view and
-fuel. Whatever goes wrong leaves as ``ContractError`` or ``ResourceExceeded`` naming the
-contract and action; the caller drops the view, so a failed transaction leaves nothing behind.
+fuel. Whatever the contract does wrong leaves as ``ContractError`` or ``ResourceExceeded``
+naming the contract and action; the caller drops the view, so a failed transaction leaves
+nothing behind. What goes wrong with this node (wasmtime failing to instantiate for a reason
+that is no trap) leaves as ``RuntimeFault``, which is no verdict on the transaction.
 """
 
 from __future__ import annotations
@@ -17,13 +19,19 @@ import wasmtime
 from chain.core import schema
 from chain.core.contracts import ActionTrace, ContractCall, TxTrace, name_to_u64
 from chain.core.encoding import unpack
-from chain.core.errors import ChainError, ContractError, ResourceExceeded
+from chain.core.errors import ChainError, ContractError, OutOfFuel, ResourceExceeded
 from chain.core.params import ChainParams
 from chain.core.state import StateView
 from chain.vm import host, raw
 from chain.vm.cache import ModuleCache
 from chain.vm.engine import MAX_MEMORY_PAGES, MAX_TABLE_ELEMENTS, PAGE, POOL_INSTANCES, engine
+from chain.vm.errors import RuntimeFault
 from chain.vm.validate import check_module, code_hash
+
+# Fuel for making an action's store and instance, charged before they are made (inline
+# actions too): about what 50,000 wasm instructions cost, as a warm pooled instantiation
+# and the store around it take a few tens of microseconds of the node's time.
+ACTION_FUEL = 50_000
 
 _TRAPS: dict[wasmtime.TrapCode, str] = {
     wasmtime.TrapCode.STACK_OVERFLOW: "stack overflow",
@@ -60,9 +68,35 @@ class ContractRuntime:
     def validate(self, code: bytes, params: ChainParams) -> bytes:
         module = check_module(self._engine, code, params)
         digest = code_hash(code)
-        if self._cache.get(digest) is None:
-            self._cache.put(digest, self._linker.instantiate_pre(module))
+        pre = self._cache.get(digest)
+        if pre is None:
+            pre = self._linker.instantiate_pre(module)
+        self._try_instantiate(pre, params)
+        self._cache.put(digest, pre)
         return digest
+
+    def _try_instantiate(self, pre: wasmtime.InstancePre, params: ChainParams) -> None:
+        """Instantiate once, in a store of its own with the chain's limits, so that a module
+        whose data or element segments do not fit is refused at setcode rather than failing
+        every action later. Instantiation runs no code of the contract (no start function)
+        and spends no fuel; a store needs some to begin with."""
+        store = raw.Store(
+            self._engine_ptr,
+            memory_bytes=params.max_memory_pages * PAGE,
+            table_elements=MAX_TABLE_ELEMENTS,
+            fuel=ACTION_FUEL,
+        )
+        try:
+            raw.instantiate(pre, store.ctx)
+        except wasmtime.Trap as err:
+            raise ContractError(
+                f"module cannot be instantiated (a data or element segment does not fit): "
+                f"{_trap_name(err)}"
+            ) from None
+        except wasmtime.WasmtimeError as err:
+            raise RuntimeFault(f"could not instantiate a module to check it: {err}") from err
+        finally:
+            store.close()
 
     def run(
         self,
@@ -76,7 +110,8 @@ class ContractRuntime:
         fuel_left: int,
     ) -> None:
         budget = trace.fuel + fuel_left
-        self._action(view, call, 0, trace, budget, params, block_time_s, block_num, False)
+        output = sum(map(_output_bytes, trace.actions))
+        self._action(view, call, 0, trace, budget, params, block_time_s, block_num, False, output)
 
     def run_readonly(
         self,
@@ -95,7 +130,7 @@ class ContractRuntime:
         try:
             trace = TxTrace()
             child = view.child()
-            self._action(child, call, 0, trace, fuel_left, params, block_time_s, block_num, True)
+            self._action(child, call, 0, trace, fuel_left, params, block_time_s, block_num, True, 0)
             return trace
         finally:
             _READONLY_SLOTS.release()
@@ -113,7 +148,10 @@ class ContractRuntime:
         block_time_s: int,
         block_num: int,
         readonly: bool,
-    ) -> None:
+        output: int,
+    ) -> int:
+        """Run ``call`` and the inline actions it sends; ``output`` is the transaction's trace
+        output before it, and the total after it is returned."""
         where = f"{call.contract}::{call.action}"
         if params.max_memory_pages > MAX_MEMORY_PAGES:
             raise ContractError(
@@ -124,9 +162,9 @@ class ContractRuntime:
             raise ResourceExceeded(
                 f"{where}: inline depth {depth} past max_inline_depth {params.max_inline_depth}"
             )
-        fuel = budget - trace.fuel
-        if fuel <= 0:
-            raise ResourceExceeded(f"{where}: out of fuel (max_tx_fuel {params.max_tx_fuel})")
+        fuel = budget - trace.fuel - ACTION_FUEL
+        if fuel < 0:
+            raise OutOfFuel(f"{where}: out of fuel (max_tx_fuel {params.max_tx_fuel})")
         try:
             action_u64 = name_to_u64(call.action)
         except ChainError:
@@ -142,6 +180,7 @@ class ContractRuntime:
             block_time_s=block_time_s,
             block_num=block_num,
             readonly=readonly,
+            output=output,
         )
         store = raw.Store(
             self._engine_ptr,
@@ -152,23 +191,48 @@ class ContractRuntime:
         act.fuel = fuel_meter = raw.Fuel(store.ctx)
         previous = host.set_current(act)
         try:
-            instance = raw.instantiate(pre, store.ctx)
+            instance = self._instantiate(pre, store.ctx, act)
             act.memory = instance.memory
             receiver = host.signed64(act.receiver)
             raw.call_apply(store.ctx, instance.apply, receiver, receiver, host.signed64(action_u64))
             used = fuel - fuel_meter.left()
+        except RuntimeFault:
+            raise
         except Exception as err:
             raise self._error(err, act, params) from None
         finally:
             host.set_current(previous)
             store.close()
-        atrace.fuel = used
+        atrace.fuel = ACTION_FUEL + used
         atrace.console = act.console.decode("utf-8", errors="replace")
-        trace.fuel += used
+        trace.fuel += ACTION_FUEL + used
+        output = act.output
         for inline in act.inline:
-            self._action(
-                view, inline, depth + 1, trace, budget, params, block_time_s, block_num, readonly
+            output = self._action(
+                view,
+                inline,
+                depth + 1,
+                trace,
+                budget,
+                params,
+                block_time_s,
+                block_num,
+                readonly,
+                output,
             )
+        return output
+
+    @staticmethod
+    def _instantiate(pre: wasmtime.InstancePre, ctx: int, act: host.Action) -> raw.Instance:
+        """The action's instance. A trap here (the module's segments, checked at setcode, or
+        its fuel) is the contract's and the same on every node; any other failure is this
+        node's (no pool slot, no memory) and must not judge the transaction."""
+        try:
+            return raw.instantiate(pre, ctx)
+        except wasmtime.Trap:
+            raise
+        except wasmtime.WasmtimeError as err:
+            raise RuntimeFault(f"{act.where}: could not instantiate the contract: {err}") from err
 
     def _load(self, view: StateView, contract: str, where: str) -> wasmtime.InstancePre:
         raw = view.raw(schema.code_key(contract))
@@ -183,8 +247,12 @@ class ContractRuntime:
             if pre is None:
                 wasm = view.raw(schema.wasm_key(contract))
                 assert wasm is not None, "setcode writes the module with its code entry"
-                # Validated at setcode: compiling is all that is left to do.
-                pre = self._linker.instantiate_pre(wasmtime.Module(self._engine, wasm))
+                # Validated at setcode: compiling is all that is left to do, and a failure
+                # to is this node's (out of memory), not the contract's.
+                try:
+                    pre = self._linker.instantiate_pre(wasmtime.Module(self._engine, wasm))
+                except wasmtime.WasmtimeError as err:
+                    raise RuntimeFault(f"{where}: could not compile the contract: {err}") from err
                 self._cache.put(digest, pre)
         return pre
 
@@ -204,12 +272,25 @@ class ContractRuntime:
         code = err.trap_code if isinstance(err, wasmtime.Trap) else None
         if code == wasmtime.TrapCode.OUT_OF_FUEL:
             return act.out_of_fuel()
-        what = _TRAPS.get(code, "trap") if code is not None else "trap"
+        what = _trap_name(err) if isinstance(err, wasmtime.Trap) else "trap"
         memory = act.memory
-        if memory is None or memory.grown() >= params.max_memory_pages * PAGE:
-            # Instantiation failed, or the module trapped with its memory at the cap (after
-            # memory.grow returned -1, as the limit makes it).
+        if memory is None:
+            return ContractError(f"{where}: instantiation: {what}")
+        if memory.grown() >= params.max_memory_pages * PAGE:
+            # The module trapped with its memory at the cap (after memory.grow returned -1,
+            # as the limit makes it).
             return ResourceExceeded(
                 f"{where}: memory limit (max_memory_pages {params.max_memory_pages}): {what}"
             )
         return ContractError(f"{where}: {what}")
+
+
+def _trap_name(err: wasmtime.Trap) -> str:
+    code = err.trap_code
+    return _TRAPS.get(code, "trap") if code is not None else "trap"
+
+
+def _output_bytes(action: ActionTrace) -> int:
+    """Trace output bytes of an action that ran (as ``host.Action.output`` counts them)."""
+    console = len(action.console.encode("utf-8", errors="replace"))
+    return console + sum(len(data) for _, data in action.events) + len(action.return_value)

@@ -3,8 +3,10 @@
 A module is refused unless every node could run it the same way within the chain's limits:
 it validates under our engine's features, imports only host functions of the allow-list with
 exactly our signatures, exports ``apply`` and ``memory``, declares no more memory than
-``max_memory_pages`` and has no start function (code that would run before ``apply``, at
-instantiation, outside any action).
+``max_memory_pages``, fits the engine's fixed limits (one table of at most
+``MAX_TABLE_ELEMENTS``) and has no start function (code that would run before ``apply``, at
+instantiation, outside any action). The runtime then instantiates it once
+(``ContractRuntime.validate``), so that segments which do not fit are refused here too.
 """
 
 from __future__ import annotations
@@ -81,7 +83,12 @@ def check_module(engine: wasmtime.Engine, code: bytes, params: ChainParams) -> w
         raise ContractError(f"invalid WebAssembly module: {_first_line(err)}") from err
     if _has_start_section(code):
         raise ContractError("module has a start function (code outside any action)")
-    module = wasmtime.Module(engine, code)
+    try:
+        module = wasmtime.Module(engine, code)
+    except wasmtime.WasmtimeError as err:
+        # Valid WebAssembly that the engine's fixed limits refuse (a table past the pool's
+        # slot, a second table): the same on every node, as the limits are.
+        raise ContractError(f"module does not fit the runtime: {_last_line(err)}") from err
     for imp in module.imports:
         where = f"{imp.module}.{imp.name}"
         ty = imp.type
@@ -111,6 +118,10 @@ def check_module(engine: wasmtime.Engine, code: bytes, params: ChainParams) -> w
 
 def _first_line(err: Exception) -> str:
     return str(err).strip().splitlines()[0][:300]
+
+
+def _last_line(err: Exception) -> str:
+    return str(err).strip().splitlines()[-1].strip()[:300]
 
 
 def _has_start_section(code: bytes) -> bool:

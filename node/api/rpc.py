@@ -29,6 +29,7 @@ from chain.events import ChainUpdate
 from chain.storage.snapshot import VERSION as SNAPSHOT_VERSION
 from chain.storage.snapshot import SnapshotHead
 from chain.storage.store import BlockStore
+from chain.vm.errors import RuntimeFault
 from node.admission import Admitter
 from node.api.blockcache import BlockJsonCache
 from node.api.contracts import DEFAULT_CALL_FUEL, ContractApi, contract_routes
@@ -98,6 +99,10 @@ def error_response(err: Exception) -> tuple[int, dict[str, Any]]:
         status, name, what = 400, err.name, str(err)
     elif isinstance(err, ReadsBusy):
         status, name, what = 503, "busy", str(err)
+    elif isinstance(err, RuntimeFault):
+        # This node could not run a contract (logged where it happened): no verdict on the
+        # request, which may succeed here later or on another node.
+        status, name, what = 503, "node_fault", str(err)
     elif isinstance(err, ChainError):
         # The most specific registered class wins: walk the error's MRO.
         status = next((_STATUS[c] for c in type(err).__mro__ if c in _STATUS), 500)
@@ -412,7 +417,19 @@ class Api:
                 raise
             return stx, num, chain.lib
 
-        found = await self.read(find)
+        try:
+            found = await self.read(find)
+        except ce.NotFound:
+            # An async push answered before admission: its refusal is told here.
+            refusal = self.admitter.refusal(tx_id)
+            if refusal is None:
+                raise
+            return {
+                "id": tx_id.hex(),
+                "status": "refused",
+                "error": refusal.name,
+                "reason": refusal.reason,
+            }
         if found is None:
             return {"id": tx_id.hex(), "status": "pending"}
         stx, num, lib = found

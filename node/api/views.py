@@ -360,6 +360,8 @@ INFO_SCHEMA = json_object(
 TX_STATUS_SCHEMA = {
     "anyOf": [
         json_object({"id": ID, "status": {"const": "pending"}}),
+        # An async push the node refused: its error name and reason.
+        json_object({"id": ID, "status": {"const": "refused"}, "error": STRING, "reason": STRING}),
         json_object(
             TRANSACTION_SCHEMA["properties"]
             | {"block_num": COUNT, "status": {"enum": ["executed", "irreversible"]}}

@@ -3,7 +3,8 @@ runtime is not the point (``chain.vm`` has its own tests, with real modules).
 
 A call's data is a script of ``;``-separated steps:
 ``put:KEY=VALUE`` writes a row (key under schema.ROW, so it is contract state),
-``burn:N`` uses N fuel, ``emit:NAME`` emits an event, ``fail`` raises ContractError.
+``burn:N`` uses N fuel (OutOfFuel past what is left), ``emit:NAME`` emits an event, ``fail``
+raises ContractError, ``ram`` raises ResourceExceeded for a storage limit.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from chain.core import schema
 from chain.core.contracts import ActionTrace, ContractCall, TxTrace
 from chain.core.crypto import sha256
-from chain.core.errors import ContractError, ResourceExceeded
+from chain.core.errors import ContractError, OutOfFuel, ResourceExceeded
 from chain.core.params import ChainParams
 from chain.core.state import StateView
 
@@ -49,13 +50,15 @@ class ScriptedHost:
                 view.put_raw(schema.ROW + key.encode(), value.encode())
             elif verb == "burn":
                 if int(arg) > fuel_left - action.fuel:
-                    raise ResourceExceeded(f"{where}: out of fuel (max_tx_fuel {fuel_left})")
+                    raise OutOfFuel(f"{where}: out of fuel (max_tx_fuel {fuel_left})")
                 action.fuel += int(arg)
                 trace.fuel += int(arg)
             elif verb == "emit":
                 action.events.append((arg, block_num.to_bytes(4, "big")))
             elif verb == "fail":
                 raise ContractError(f"{where}: assertion failed: told to")
+            elif verb == "ram":
+                raise ResourceExceeded(f"{where}: alice uses 2000 bytes, past max_ram_bytes 1000")
 
 
 def script(*steps: str) -> bytes:

@@ -123,3 +123,35 @@ def test_an_rpc_push_is_answered_with_the_trace_of_its_contract_actions(tmp_path
         assert trace is not None and [a.console for a in trace.actions] == ["hi"]
 
     _with_runner(tmp_path, body)
+
+
+def test_an_async_refusal_is_kept_for_its_sender_until_a_retry_is_admitted(
+    tmp_path: Path,
+) -> None:
+    """A transaction queued with admit_later and refused is told by ``refusal`` (named and
+    counted); an admitted or duplicate one is not, and a refusal is forgotten once the same
+    id is admitted."""
+
+    async def body(runner: ChainRunner, net: DevNet) -> None:
+        metrics = NodeMetrics()
+        admitter = Admitter(runner, metrics)
+        admitting = asyncio.create_task(admitter.run())
+        good = await runner.call(net.tx, Transfer(A, B, 1))
+        forged = await runner.call(lambda c: net.tx(c, Transfer(A, B, 2), signers=["bob"]))
+        admitter.admit_later(good)
+        admitter.admit_later(forged)
+        admitter.admit_later(good)  # a duplicate: its id is in the mempool, that says enough
+        await admitter.admit(await runner.call(net.tx, Transfer(A, B, 3)))  # after those, FIFO
+        refused = admitter.refusal(forged.id)
+        assert refused is not None and refused.name == "missing_authority"
+        assert admitter.refusal(good.id) is None
+        assert _counted(metrics, "bor_transactions_rejected_total", reason="missing_authority")
+        # The genuine transaction with that id, pushed again, clears the refusal.
+        genuine = SignedTransaction(
+            forged.tx, forged.packed, (await runner.call(net.tx, Transfer(A, B, 2))).signatures
+        )
+        await admitter.admit(genuine)
+        assert admitter.refusal(forged.id) is None
+        admitting.cancel()
+
+    _with_runner(tmp_path, body)

@@ -234,6 +234,15 @@ def test_running_out_of_the_blocks_fuel_is_told_apart(view: StateView, ctx: Cont
     assert apply_transaction(view, stx, _keys("alice"), ctx, block_fuel=600) is not None
 
 
+def test_only_running_out_of_fuel_is_blamed_on_the_block(view: StateView, ctx: Context) -> None:
+    """A limit other than fuel (here RAM) hit in a nearly full block stays the transaction's
+    own ResourceExceeded: it is dropped, not sent back to the mempool as BlockFuelExhausted."""
+    stx = _stx(_call("burn:100;ram"), signers=["alice"])
+    with pytest.raises(ResourceExceeded, match="max_ram_bytes") as info:
+        apply_transaction(view, stx, _keys("alice"), ctx, block_fuel=500)
+    assert not isinstance(info.value, BlockFuelExhausted)
+
+
 # --- size -----------------------------------------------------------------------------------------
 
 

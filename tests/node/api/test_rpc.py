@@ -460,3 +460,25 @@ def test_finalizer_info_and_the_qc_of_a_block(tmp_path: Path) -> None:
         assert block["qc"]["strong_votes"] == [0, 1, 2, 3] and block["qc"]["weak_votes"] == []
 
     _run(tmp_path, scenario, DevNet.create(4, blocks_per_turn=1, finality="votes"))
+
+
+def test_an_async_push_refused_at_admission_is_told_by_get_transaction(tmp_path: Path) -> None:
+    """An async push answered "submitted" and then refused shows in get_transaction as
+    "refused" with the error's name and reason, where it used to be a 404 like an unknown id."""
+
+    async def scenario(rig: Rig) -> None:
+        forged = await rig.tx(Transfer(A, B, 8), signers=["bob"])
+        status, result = await rig.post("/v1/chain/push_transaction", _body(forged, mode="async"))
+        assert (status, result["status"]) == (200, "submitted")
+        answer: Any = None
+        for _ in range(200):  # admitted (here: refused) in the background
+            status, answer = await rig.post("/v1/chain/get_transaction", {"id": forged.id.hex()})
+            if status == 200:
+                break
+            await asyncio.sleep(0.01)
+        assert (status, answer["status"], answer["error"]) == (200, "refused", "missing_authority")
+        assert "bob" in answer["reason"] or "alice" in answer["reason"], answer
+        status, _ = await rig.post("/v1/chain/get_transaction", {"id": "00" * 32})
+        assert status == 404
+
+    _run(tmp_path, scenario)
