@@ -171,8 +171,6 @@ class ContractApi:
             if args["upper_bound"] in (None, "")
             else u64_of(args["upper_bound"], "upper_bound")
         )
-        if lower > upper:
-            raise EncodingError("lower_bound", f"{lower} is past upper_bound {upper}")
         by_secondary = args["index_position"] == "secondary"
 
         def work(frozen: _Frozen) -> dict[str, Any]:
@@ -200,8 +198,6 @@ class ContractApi:
     async def call(self, args: dict[str, Any]) -> dict[str, Any]:
         contract, action = args["contract"], args["action"]
         authorization = tuple(AccountName(a) for a in args["authorization"])
-        if len(set(authorization)) != len(authorization):
-            raise EncodingError("authorization", "names an account twice")
         data_arg = b"" if args["data"] == "" else args["data"]
         fuel = self.call_fuel
 
@@ -335,15 +331,14 @@ def event_data(abi: Abi | None, name: str, data: bytes) -> dict[str, Any]:
 # --- routes ---------------------------------------------------------------------------------
 
 NAME = Text("[a-z1-5.]{0,11}[a-z1-5]", 12, "an account name (a-z, 1-5, '.')")
-KEY = AnyOf(
-    (
-        Integer(0, 2**64 - 1),
-        Text("[0-9]{0,20}", 20, "digits"),
-        NAME,
-        Text("[A-Z]{1,7}", 7, "a symbol code"),
-    ),
-    "a u64 number (or its digits), a name or a symbol code (TOK)",
+_KEY_KINDS = (
+    Integer(0, 2**64 - 1),
+    Text("[0-9]{1,19}", 19, "digits"),  # 19 digits always fit a u64; more, as a number
+    NAME,
+    Text("[A-Z]{1,7}", 7, "a symbol code"),
 )
+KEY = AnyOf(_KEY_KINDS, "a u64 number (or its digits), a name or a symbol code (TOK)")
+BOUND = AnyOf((*_KEY_KINDS, Text("", 0, "empty")), "a key as for scope, or empty: no bound")
 _ROW = json_object(
     {
         "key": STRING,
@@ -405,8 +400,8 @@ def contract_routes(
                 Field("code", NAME, "the contract"),
                 Field("scope", KEY, "the scope: a name or a u64"),
                 Field("table", NAME, "the table"),
-                Field("lower_bound", KEY, "first key (inclusive)", required=False, default=None),
-                Field("upper_bound", KEY, "last key (inclusive)", required=False, default=None),
+                Field("lower_bound", BOUND, "first key (inclusive)", required=False, default=None),
+                Field("upper_bound", BOUND, "last key (inclusive)", required=False, default=None),
                 Field("limit", Integer(1, MAX_ROWS), "rows at most", required=False, default=10),
                 Field(
                     "index_position",
@@ -436,7 +431,7 @@ def contract_routes(
                 ),
                 Field(
                     "authorization",
-                    ListOf(NAME, 0, MAX_AUTHORIZERS),
+                    ListOf(NAME, 0, MAX_AUTHORIZERS, unique=True),
                     "accounts the call runs as authorized by (nothing is signed)",
                     required=False,
                     default=[],

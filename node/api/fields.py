@@ -167,14 +167,18 @@ class ListOf:
     item: Kind
     min_items: int
     max_items: int
+    unique: bool = False  # no item twice (JSON Schema's uniqueItems)
 
     def schema(self) -> dict[str, Any]:
-        return {
+        out = {
             "type": "array",
             "items": self.item.schema(),
             "minItems": self.min_items,
             "maxItems": self.max_items,
         }
+        if self.unique:
+            out["uniqueItems"] = True
+        return out
 
     def parse(self, value: Any) -> list[Any]:
         if not isinstance(value, list) or not self.min_items <= len(value) <= self.max_items:
@@ -185,6 +189,8 @@ class ListOf:
                 items.append(self.item.parse(item))
             except ValueError as err:
                 raise ValueError(f"item {i} {err}") from None
+        if self.unique and len(set(map(repr, items))) != len(items):
+            raise ValueError("must not hold an item twice")
         return items
 
 
