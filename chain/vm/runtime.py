@@ -13,6 +13,7 @@ that is no trap) leaves as ``RuntimeFault``, which is no verdict on the transact
 from __future__ import annotations
 
 import threading
+from typing import Any, NamedTuple
 
 import wasmtime
 
@@ -52,25 +53,45 @@ _TRAPS: dict[wasmtime.TrapCode, str] = {
 _READONLY_SLOTS = threading.BoundedSemaphore(POOL_INSTANCES - 1)
 
 
+class _Parts(NamedTuple):
+    engine: wasmtime.Engine
+    engine_ptr: int
+    linker: wasmtime.Linker
+    callbacks: Any  # the host functions' ctypes callbacks, kept alive with the linker
+
+
 class ContractRuntime:
     """Validates, compiles (once per code hash) and runs contracts; safe to share between
     the chain thread and read-only RPC threads."""
 
     def __init__(self, cache: ModuleCache | None = None) -> None:
-        self._engine = engine()
-        self._engine_ptr = raw.engine_pointer(self._engine)
-        self._linker, self._callbacks = host.make_linker(self._engine)
+        self._parts: _Parts | None = None
+        self._start_lock = threading.Lock()
         self._cache = cache if cache is not None else ModuleCache()
         self._lock = threading.Lock()  # one compilation of a module at a time
+
+    def _ready(self) -> _Parts:
+        """The engine and linker, made on first use: a node that never meets a contract
+        never reserves the instance pool's address space (``engine``)."""
+        parts = self._parts
+        if parts is None:
+            with self._start_lock:
+                if self._parts is None:
+                    eng = engine()
+                    linker, callbacks = host.make_linker(eng)
+                    self._parts = _Parts(eng, raw.engine_pointer(eng), linker, callbacks)
+                parts = self._parts
+        return parts
 
     # --- ContractHost ----------------------------------------------------------------------
 
     def validate(self, code: bytes, params: ChainParams) -> bytes:
-        module = check_module(self._engine, code, params)
+        parts = self._ready()
+        module = check_module(parts.engine, code, params)
         digest = code_hash(code)
         pre = self._cache.get(digest)
         if pre is None:
-            pre = self._linker.instantiate_pre(module)
+            pre = parts.linker.instantiate_pre(module)
         self._try_instantiate(pre, params)
         self._cache.put(digest, pre)
         return digest
@@ -81,7 +102,7 @@ class ContractRuntime:
         every action later. Instantiation runs no code of the contract (no start function)
         and spends no fuel; a store needs some to begin with."""
         store = raw.Store(
-            self._engine_ptr,
+            self._ready().engine_ptr,
             memory_bytes=params.max_memory_pages * PAGE,
             table_elements=MAX_TABLE_ELEMENTS,
             fuel=ACTION_FUEL,
@@ -183,7 +204,7 @@ class ContractRuntime:
             output=output,
         )
         store = raw.Store(
-            self._engine_ptr,
+            self._ready().engine_ptr,
             memory_bytes=params.max_memory_pages * PAGE,
             table_elements=MAX_TABLE_ELEMENTS,
             fuel=fuel,
@@ -250,7 +271,9 @@ class ContractRuntime:
                 # Validated at setcode: compiling is all that is left to do, and a failure
                 # to is this node's (out of memory), not the contract's.
                 try:
-                    pre = self._linker.instantiate_pre(wasmtime.Module(self._engine, wasm))
+                    parts = self._ready()
+                    module = wasmtime.Module(parts.engine, wasm)
+                    pre = parts.linker.instantiate_pre(module)
                 except wasmtime.WasmtimeError as err:
                     raise RuntimeFault(f"{where}: could not compile the contract: {err}") from err
                 self._cache.put(digest, pre)
