@@ -203,7 +203,7 @@ def parts(runtime: ContractRuntime) -> dict[str, float]:
 
     def store() -> raw.Store:
         s = raw.Store(
-            rt._engine_ptr,
+            rt._ready().engine_ptr,
             memory_bytes=PARAMS.max_memory_pages * 65536,
             table_elements=10_000,
             fuel=10**9,
@@ -213,7 +213,7 @@ def parts(runtime: ContractRuntime) -> dict[str, float]:
 
     def instantiate() -> tuple[raw.Store, raw.Instance]:
         s = raw.Store(
-            rt._engine_ptr,
+            rt._ready().engine_ptr,
             memory_bytes=PARAMS.max_memory_pages * 65536,
             table_elements=10_000,
             fuel=10**9,
@@ -225,7 +225,7 @@ def parts(runtime: ContractRuntime) -> dict[str, float]:
     def calls_of(n: int) -> Callable[[], None]:
         def go() -> None:
             s = raw.Store(
-                rt._engine_ptr,
+                rt._ready().engine_ptr,
                 memory_bytes=PARAMS.max_memory_pages * 65536,
                 table_elements=10_000,
                 fuel=10**9,

@@ -9,6 +9,7 @@ Antelope's 64-bit names, so a contract keys its tables by account the way Antelo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 from chain.core.encoding import pack, unpack
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 _CHARMAP = ".12345abcdefghijklmnopqrstuvwxyz"
 
 
+@lru_cache(maxsize=4096)  # every action converts its contract's, action's and actors' names
 def name_to_u64(name: str) -> int:
     """Antelope's ``string_to_name``: up to 12 characters of ``.1-5a-z``, 5 bits each."""
     if len(name) > 12 or _NAME_RE.fullmatch(name) is None:
