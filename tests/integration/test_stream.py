@@ -121,13 +121,18 @@ class Follower:
 
 class SeenChain:
     """The chain as a reversible subscriber sees it: a block must extend the top, an undo must
-    take off the top and leave the cursor on its parent."""
+    take off the top and leave the cursor on its parent. A subscription that starts live
+    starts on the head its ``subscribed`` frame names, which a fork switch may undo first."""
 
     def __init__(self, frames: list[dict[str, Any]]) -> None:
         self.blocks: list[tuple[int, str]] = []
         self.undone: list[tuple[int, str]] = []
         for frame in frames:
-            if frame["type"] == "block":
+            if frame["type"] == "subscribed" and not self.blocks:
+                head = frame["head"]
+                if frame["resume_from"] == head["num"] + 1:
+                    self.blocks.append((head["num"], head["id"]))
+            elif frame["type"] == "block":
                 self._apply(frame)
             elif frame["type"] == "undo":
                 self._undo(frame)
