@@ -151,7 +151,10 @@ def test_a_two_two_partition_finalizes_nothing_and_heals_without_reverting(
     )
     during = [p.info() for p in procs]
     for before, now in zip(split, during, strict=True):
-        assert now["last_irreversible_block_num"] == before["last_irreversible_block_num"]
+        # At most one step, by a QC of votes cast before the split that a loaded node
+        # processed late; a side without a quorum forms no QC of its own.
+        lib_before = before["last_irreversible_block_num"]
+        assert lib_before <= now["last_irreversible_block_num"] <= lib_before + 1
     heads = [p.info()["head_block_num"] for p in procs]
     time.sleep(2)
     assert [p.info()["head_block_num"] for p in procs] == heads, "production paused"
