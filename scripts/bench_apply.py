@@ -73,10 +73,12 @@ def account_names(n: int) -> list[str]:
     return names
 
 
-def bench_genesis(accounts: int) -> tuple[Genesis, dict[str, PrivateKey]]:
-    keys = {
-        name: PrivateKey.generate() for name in ["bor.gov", "producera", *account_names(accounts)]
-    }
+def bench_genesis(
+    accounts: int, extra: tuple[str, ...] = ()
+) -> tuple[Genesis, dict[str, PrivateKey]]:
+    """A one-producer chain of ``accounts`` funded accounts (and the ``extra`` ones)."""
+    names = ["bor.gov", "producera", *extra, *account_names(accounts)]
+    keys = {name: PrivateKey.generate() for name in names}
     start = datetime.now(UTC) - timedelta(minutes=10)
     doc = {
         "initial_timestamp": start.strftime("%Y-%m-%dT%H:%M:%S.000Z"),

@@ -32,7 +32,6 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +51,10 @@ from chain.mempool import Mempool
 from chain.storage.store import BlockStore
 from chain.vm import ContractRuntime
 from contract_tools.build import CONTRACTS_DIR, BuildError, build
-from genesis.model import Genesis, parse_genesis
+from genesis.model import Genesis
 from node.cli import tune_gc
-from scripts.bench_apply import _one, account_names
+from scripts import bench_apply
+from scripts.bench_apply import _one
 from scripts.bench_rpc import push_phase
 from scripts.benchtools import post_json, start_producer, stop_node
 
@@ -67,23 +67,7 @@ PUSHERS = 30
 
 
 def bench_genesis(accounts: int) -> tuple[Genesis, dict[str, PrivateKey]]:
-    names = ["bor.gov", "producera", str(TOKEN), *account_names(accounts)]
-    keys = {name: PrivateKey.generate() for name in names}
-    start = datetime.now(UTC) - timedelta(minutes=10)
-    doc = {
-        "initial_timestamp": start.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
-        "token": {"symbol": "BOR", "precision": 4, "supply": 10**12 * len(keys)},
-        "governance": ["bor.gov"],
-        "chain_params": {"schedule_size": 21, "max_block_txs": 5000},
-        "accounts": [
-            {"name": n, "key": public_key_to_text(k.public_key), "balance": 10**12}
-            for n, k in keys.items()
-        ],
-        "initial_producers": [
-            {"name": "producera", "key": public_key_to_text(keys["producera"].public_key)}
-        ],
-    }
-    return parse_genesis(doc), keys
+    return bench_apply.bench_genesis(accounts, extra=(str(TOKEN),))
 
 
 def tok(units: int) -> str:
