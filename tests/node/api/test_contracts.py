@@ -7,24 +7,16 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from chain.controller import Chain
 from chain.core.abi import parse_abi
 from chain.core.actions import Call, SetCode, Transfer
 from chain.core.contracts import name_to_u64
 from chain.core.types import AccountName, TxId
-from chain.vm.runtime import ContractRuntime
 from node.api.stream_frames import BlockIndex, Subscription
 from tests.node.api import kv_contract
 from tests.node.api.test_rpc import Rig, _body, _run
 
 A, B = AccountName("alice"), AccountName("bob")
 KV = parse_abi(kv_contract.ABI)
-
-
-def _with_vm(chain: Chain) -> Chain:
-    if chain.vm is None:  # until the controller makes its own runtime
-        chain.vm = ContractRuntime()
-    return chain
 
 
 def _entry(id_: int, owner: str, amount: int) -> bytes:
@@ -96,7 +88,7 @@ def test_code_abi_and_rows(tmp_path: Path) -> None:
         assert [r["key"] for r in owned["rows"]] == ["2", "7"]
         assert owned["rows"][0]["secondary"] == str(name_to_u64("bob"))
 
-    _run(tmp_path, scenario, wrap=_with_vm)
+    _run(tmp_path, scenario)
 
 
 def test_push_answers_with_the_trace(tmp_path: Path) -> None:
@@ -118,7 +110,7 @@ def test_push_answers_with_the_trace(tmp_path: Path) -> None:
         status, got = await rig.post("/v1/chain/push_transaction", _body(native))
         assert status == 200 and "trace" not in got
 
-    _run(tmp_path, scenario, wrap=_with_vm)
+    _run(tmp_path, scenario)
 
 
 def test_stream_frame_of_a_contract_action(tmp_path: Path) -> None:
@@ -140,7 +132,7 @@ def test_stream_frame_of_a_contract_action(tmp_path: Path) -> None:
         assert index.frame(Subscription("actions", frozenset({"carol"})), False) is None
         assert index.frame(Subscription("actions", actions=frozenset({"call"})), False) is None
 
-    _run(tmp_path, scenario, wrap=_with_vm)
+    _run(tmp_path, scenario)
 
 
 def test_read_only_call(tmp_path: Path) -> None:
@@ -171,7 +163,7 @@ def test_read_only_call(tmp_path: Path) -> None:
         )
         assert [r["key"] for r in rows["rows"]] == ["1"]
 
-    _run(tmp_path, scenario, wrap=_with_vm)
+    _run(tmp_path, scenario)
 
 
 BAD: list[tuple[str, dict[str, Any], int, str, str]] = [
@@ -235,7 +227,7 @@ def test_bad_input_is_a_4xx_with_a_reason(tmp_path: Path) -> None:
             assert (got_status, got["error"]["name"]) == (status, name), (path, body, got)
             assert reason in got["message"], got
 
-    _run(tmp_path, scenario, wrap=_with_vm)
+    _run(tmp_path, scenario)
 
 
 def test_code_with_an_abi_that_is_not_json(tmp_path: Path) -> None:
@@ -253,4 +245,4 @@ def test_code_with_an_abi_that_is_not_json(tmp_path: Path) -> None:
             status, abi = await rig.post("/v1/chain/get_abi", {"account": "alice"})
             assert status == 200 and abi["abi"] is None, abi
 
-    _run(tmp_path, scenario, wrap=_with_vm)
+    _run(tmp_path, scenario)
