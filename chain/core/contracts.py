@@ -34,6 +34,7 @@ def name_to_u64(name: str) -> int:
     return value
 
 
+@lru_cache(maxsize=4096)  # host calls name payers, accounts and events by number
 def u64_to_name(value: int) -> str | None:
     """The name ``value`` encodes, or None if it is no valid name (a 13th character,
     dots at the end or in the middle of nothing)."""

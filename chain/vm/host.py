@@ -19,14 +19,14 @@ from typing import Any
 
 import wasmtime
 
-from chain.core.contracts import ActionTrace, ContractCall, name_to_u64
+from chain.core.contracts import ActionTrace, ContractCall, name_to_u64, u64_to_name
 from chain.core.errors import ContractError, OutOfFuel, ResourceExceeded
 from chain.core.params import ChainParams
 from chain.core.state import StateView
 from chain.core.types import AccountName
 from chain.vm import raw
 from chain.vm.raw import ADDRESS_SPACE
-from chain.vm.tables import Tables, name_of
+from chain.vm.tables import Tables
 from chain.vm.validate import HOST_SIGNATURES, I64
 
 # Fuel per host call and per byte it moves. A host call costs the node a few microseconds of
@@ -221,7 +221,7 @@ def current_receiver(act: Action) -> int:
 def require_auth(act: Action, name: int) -> None:
     act.charge()
     if name & _U64 not in act.auth_ids:
-        shown = name_of(name & _U64) or f"#{name & _U64}"
+        shown = u64_to_name(name & _U64) or f"#{name & _U64}"
         raise act.abort(f"missing authority of {shown}")
 
 
@@ -232,7 +232,7 @@ def has_auth(act: Action, name: int) -> int:
 
 def is_account(act: Action, name: int) -> int:
     act.charge()
-    account = name_of(name & _U64)
+    account = u64_to_name(name & _U64)
     return int(account is not None and act.view.account(account) is not None)
 
 
@@ -292,7 +292,7 @@ def emit_event(act: Action, name: int, ptr: int, length: int) -> None:
     if len(act.trace.events) >= MAX_EVENTS:
         raise act.exceeded(f"more than {MAX_EVENTS} events")
     act.charge(length, OUTPUT_BYTE_FUEL)
-    event = name_of(name & _U64)
+    event = u64_to_name(name & _U64)
     if event is None:
         raise act.abort(f"event name #{name & _U64} is not a name")
     act.add_output(length)
@@ -336,7 +336,7 @@ def parse_inline(act: Action, raw: bytes) -> ContractCall:
 
     def name(what: str) -> AccountName:
         value = int.from_bytes(take(8), "little")
-        text = name_of(value)
+        text = u64_to_name(value)
         if text is None:
             raise act.abort(f"send_inline: {what} #{value} is not a name")
         return AccountName(text)

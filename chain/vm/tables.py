@@ -13,8 +13,6 @@ each entry's bytes are billed to a payer who is the receiver or authorized the a
 
 from __future__ import annotations
 
-import functools
-
 from chain.core import ram, schema
 from chain.core.contracts import u64_to_name
 from chain.core.errors import ContractError, ResourceExceeded
@@ -30,12 +28,6 @@ Table = tuple[int, int, int]  # (code, scope, table)
 
 def _u64(data: bytes) -> int:
     return int.from_bytes(data, "big")
-
-
-# A name from its 64-bit value, for the names a contract passes on every call (accounts,
-# tables, events): decoding one costs microseconds, and a chain has few enough that a small
-# cache holds those in use.
-name_of = functools.lru_cache(maxsize=4096)(u64_to_name)
 
 
 class Tables:
@@ -109,7 +101,7 @@ class Tables:
 
     def _payer(self, payer: int) -> AccountName:
         """The payer's name, if it may be billed: the receiver or an authorizer."""
-        name = name_of(payer)
+        name = u64_to_name(payer)
         if name is None or (payer != self._receiver and payer not in self._auth_ids):
             shown = name if name is not None else f"#{payer}"
             raise self._fail(f"payer {shown} is neither the contract nor an authorizer")
@@ -221,7 +213,7 @@ class Tables:
 
     @staticmethod
     def _name(payer: int) -> str:
-        name = name_of(payer)
+        name = u64_to_name(payer)
         assert name is not None, "a stored payer was checked when it was billed"
         return name
 
