@@ -44,7 +44,15 @@ from chain.signatures.sigpool import ParallelRecoverer
 from chain.storage.store import BlockStore
 from genesis.model import Genesis, parse_genesis
 from node.cli import tune_gc
-from scripts.benchtools import post_json, process_cpu, push, start_producer
+from scripts.benchtools import (
+    cores,
+    cores_used,
+    post_json,
+    process_cpu,
+    push,
+    start_producer,
+    tree_cpu,
+)
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -160,11 +168,12 @@ class StateHashMeter:
 
 def apply_blocks(
     genesis: Genesis, encoded: list[bytes], path: Path, workers: int
-) -> tuple[float, float, float]:
+) -> tuple[float, float, float, float]:
     """Decode and apply ``encoded`` blocks on a fresh chain, with signature recovery on this
     process (workers=0) or prefetched one block ahead in ``workers`` processes.
 
-    Returns (wall seconds, CPU seconds of this process, of which updating the state hash).
+    Returns (wall seconds, CPU seconds of this process, of which updating the state hash,
+    CPU seconds of this process and its workers).
     """
     recoverer = ParallelRecoverer(workers) if workers else None
     if recoverer is not None:  # start the worker processes before the clock does
@@ -172,6 +181,7 @@ def apply_blocks(
     chain = Chain(BlockStore(str(path)), genesis.to_initial_state(), recoverer=recoverer or _one)
     now = int(time.time() * 1000)
     with StateHashMeter() as meter:
+        workers0 = _workers_cpu()
         cpu0, t0 = time.process_time(), time.perf_counter()
         upcoming = decode_block(encoded[0])
         chain.prefetch_keys(upcoming.transactions)
@@ -182,11 +192,19 @@ def apply_blocks(
                 chain.prefetch_keys(upcoming.transactions)
             chain.push_block(block, now)
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        tree = cpu + _workers_cpu() - workers0
     assert chain.head.id == block.id
     chain.store.close()
     if recoverer is not None:
         recoverer.close()
-    return wall, cpu, meter.cpu
+    return wall, cpu, meter.cpu, tree
+
+
+def _workers_cpu() -> float:
+    """CPU seconds of this process's live children (the signature workers). Our own share of
+    ``tree_cpu`` is taken out: its scan of /proc would otherwise count in the interval."""
+    pid = os.getpid()
+    return tree_cpu(pid) - process_cpu(pid)
 
 
 def _one(items: list[tuple[bytes, bytes]]) -> list[Any]:
@@ -246,11 +264,12 @@ def bench_rpc(
             ).encode()
             for t in txs
         ]
-        cpu_before = process_cpu(proc.pid)
+        cpu_before, tree_before = process_cpu(proc.pid), tree_cpu(proc.pid)
         t0 = time.perf_counter()
         ok, refused = asyncio.run(_push_all(url, bodies, clients, seconds))
         wall = time.perf_counter() - t0
         node_cpu = process_cpu(proc.pid) - cpu_before
+        node_tree_cpu = tree_cpu(proc.pid) - tree_before  # with its signature workers
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
@@ -258,6 +277,7 @@ def bench_rpc(
         "rpc_push_per_s": ok / wall,
         "rpc_refused": refused,
         "rpc_node_cpu_s_per_1k_tx": 1000 * node_cpu / max(ok, 1),
+        "rpc_node_cores_used": cores_used(node_tree_cpu, wall),
     }
 
 
@@ -274,6 +294,8 @@ def main() -> None:
     parser.add_argument("--skip-rpc", action="store_true")
     args = parser.parse_args()
 
+    machine = cores()
+    print(machine)
     work = Path(tempfile.mkdtemp(prefix="bor-bench-"))
     try:
         r = measure_r()
@@ -288,14 +310,17 @@ def main() -> None:
             f"({size / 1e6:.1f} MB) in {time.perf_counter() - t0:.1f} s"
         )
         encoded = [b.encode() for b in blocks]
-        wall1, cpu1, hash1 = apply_blocks(genesis, encoded, work / "apply-1", 0)
-        tps1 = total / wall1
-        print(f"apply, 1 core:            {tps1:8,.0f} tx/s = {tps1 / r:.2f} R  (cpu {cpu1:.1f} s)")
-        wallp, cpup, hashp = apply_blocks(genesis, encoded, work / "apply-p", args.workers)
-        tpsp = total / wallp
+        wall1, cpu1, hash1, tree1 = apply_blocks(genesis, encoded, work / "apply-1", 0)
+        tps1, used1 = total / wall1, cores_used(tree1, wall1)
+        print(
+            f"apply, 1 core:            {tps1:8,.0f} tx/s = {tps1 / r:.2f} R  "
+            f"(cpu {cpu1:.1f} s, {used1:.2f} cores used)"
+        )
+        wallp, cpup, hashp, treep = apply_blocks(genesis, encoded, work / "apply-p", args.workers)
+        tpsp, usedp = total / wallp, cores_used(treep, wallp)
         print(
             f"apply, {args.workers} sig workers:    {tpsp:8,.0f} tx/s = {tpsp / r:.2f} R  "
-            f"(main-process cpu {cpup:.1f} s)"
+            f"(main-process cpu {cpup:.1f} s, {usedp:.2f} cores used with the workers)"
         )
         print(
             f"state commitment: {100 * hash1 / cpu1:.1f} % of the 1-core CPU, "
@@ -313,6 +338,9 @@ def main() -> None:
             "tx_per_s_parallel": round(tpsp),
             "ratio_R_parallel": round(tpsp / r, 3),
             "workers": args.workers,
+            "cores_available": machine.available,
+            "cores_used": used1,
+            "cores_used_parallel": usedp,
             "state_hash_cpu_share": round(hash1 / cpu1, 4),
             "state_hash_cpu_share_parallel": round(hashp / cpup, 4),
         }
@@ -321,7 +349,8 @@ def main() -> None:
             print(
                 f"push_transaction via RPC, {args.clients} clients: "
                 f"{rpc['rpc_push_per_s']:,.0f} tx/s accepted, {rpc['rpc_refused']} refused, "
-                f"node cpu {rpc['rpc_node_cpu_s_per_1k_tx']:.2f} s per 1k tx"
+                f"node cpu {rpc['rpc_node_cpu_s_per_1k_tx']:.2f} s per 1k tx, "
+                f"{rpc['rpc_node_cores_used']:.2f} cores used"
             )
             figures |= {k: round(v, 3) for k, v in rpc.items()}
         print(json.dumps(figures))

@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from node.snapshots import read_snapshot_head
 from scripts.bench_sync import BIN, fresh_dir, rpc, start_node, stop
+from scripts.benchtools import cores
 from scripts.make_history import make_history
 
 
@@ -91,9 +92,11 @@ def main() -> None:
     parser.add_argument("--txs-per-block", type=int, default=200)
     parser.add_argument("--work", type=Path)
     args = parser.parse_args()
+    machine = cores()
+    print(machine, flush=True)
     work = args.work or Path(tempfile.mkdtemp(prefix="bor-bootstrap-"))
     work.mkdir(parents=True, exist_ok=True)
-    figures: dict[str, Any] = {"accounts": args.accounts}
+    figures: dict[str, Any] = {"accounts": args.accounts, "cores_available": machine.available}
     for label, txs in (("short", args.short), ("long", args.long)):
         h = history(work, f"history-{txs}", txs, args.txs_per_block, args.accounts)
         server, _, p2p = start_node(work / f"history-{txs}")

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -56,7 +55,7 @@ from node.cli import tune_gc
 from scripts import bench_apply
 from scripts.bench_apply import _one
 from scripts.bench_rpc import push_phase
-from scripts.benchtools import post_json, start_producer, stop_node
+from scripts.benchtools import cores, cores_used, post_json, start_producer, stop_node
 
 TOKEN = AccountName("token")
 # Token units (0.0001 TOK) each account gets in the setup: enough for every transfer below.
@@ -198,7 +197,7 @@ def apply_round(
     setcode_s = time.perf_counter() - t0
     for encoded in setup[1:]:
         chain.push_block(decode_block(encoded), now)
-    t0 = time.perf_counter()
+    cpu0, t0 = time.process_time(), time.perf_counter()
     upcoming = decode_block(measured[0])
     chain.prefetch_keys(upcoming.transactions)
     for i in range(len(measured)):
@@ -207,10 +206,16 @@ def apply_round(
             upcoming = decode_block(measured[i + 1])
             chain.prefetch_keys(upcoming.transactions)
         chain.push_block(block, now)
-    apply_s = time.perf_counter() - t0
+    apply_s, apply_cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
     cold_s, warm_s = call_times(chain)
     chain.store.close()
-    return {"apply_s": apply_s, "setcode_s": setcode_s, "cold_s": cold_s, "warm_s": warm_s}
+    return {
+        "apply_s": apply_s,
+        "cores_used": cores_used(apply_cpu_s, apply_s),
+        "setcode_s": setcode_s,
+        "cold_s": cold_s,
+        "warm_s": warm_s,
+    }
 
 
 def call_times(chain: Chain, runs: int = 300) -> tuple[float, float]:
@@ -334,10 +339,8 @@ def main() -> None:
             sys.exit(f"bench_contracts: cannot build the token: {err.reason}")
         code, abi_text = built.wasm.read_bytes(), built.abi.read_text()
         print(f"token: {built.size} bytes, code hash {built.code_hash.hex()[:16]}")
-        print(
-            f"cores: 1 used for applying (signature recovery in this process), "
-            f"{len(os.sched_getaffinity(0))} available"
-        )
+        machine = cores()
+        print(f"{machine}; applying uses one (signature recovery in this process)")
         genesis, keys = bench_genesis(args.accounts)
         signer = Signer(genesis.chain_id, keys, parse_abi(abi_text))
         t0 = time.perf_counter()
@@ -348,19 +351,23 @@ def main() -> None:
         print(f"built {len(setup)} setup blocks and 2 x {args.blocks} blocks x "
               f"{args.txs_per_block} transfers in {time.perf_counter() - t0:.1f} s")  # fmt: skip
         contract, native, setcode, cold, warm = [], [], [], [], []
+        contract_cores, native_cores = [], []
         for r in range(args.rounds):
             c = apply_round(genesis, setup, calls, work / f"apply-c{r}")
             n = apply_round(genesis, setup, transfers, work / f"apply-n{r}")
             contract.append(total / c["apply_s"])
             native.append(total / n["apply_s"])
             setcode += [c["setcode_s"], n["setcode_s"]]
+            contract_cores.append(c["cores_used"])
+            native_cores.append(n["cores_used"])
             cold.append(c["cold_s"])
             warm.append(c["warm_s"])
             print(
                 f"round {r + 1}: contract {contract[-1]:7,.0f} tx/s, native {native[-1]:7,.0f} "
                 f"tx/s ({contract[-1] / native[-1]:.3f}); "
                 f"setcode block {1000 * c['setcode_s']:.1f} ms; "
-                f"transfer cold {1000 * c['cold_s']:.1f} ms, warm {1e6 * c['warm_s']:.0f} µs"
+                f"transfer cold {1000 * c['cold_s']:.1f} ms, warm {1e6 * c['warm_s']:.0f} µs; "
+                f"cores used {c['cores_used']:.2f}, {n['cores_used']:.2f}"
             )
         figures: dict[str, Any] = {
             "contract_tx_per_s": round(statistics.median(contract)),
@@ -373,8 +380,9 @@ def main() -> None:
             "warm_call_us": round(1e6 * statistics.median(warm)),
             "txs": total,
             "rounds": args.rounds,
-            "cores_used": 1,
-            "cores_available": len(os.sched_getaffinity(0)),
+            "cores_available": machine.available,
+            "contract_cores_used": round(statistics.median(contract_cores), 2),
+            "native_cores_used": round(statistics.median(native_cores), 2),
         }
         if not args.skip_rpc:
             rpc = bench_rpc(genesis, signer, code, abi_text, work, args.rounds, args.rpc_seconds)

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from chain.core.crypto import PrivateKey
 from scripts.bench_propagation import percentile, push_load, read_events, sign_load, stamp
-from scripts.benchtools import free_ports, post_json
+from scripts.benchtools import cores, cores_used, free_ports, post_json, tree_cpu
 
 BIN = Path(sys.executable).parent / "bor-node"
 SAMPLE_S = 0.2  # head/LIB sampling period over the RPC
@@ -110,6 +110,8 @@ def main() -> None:
     parser.add_argument("--producers", type=int, default=4)
     args = parser.parse_args()
 
+    machine = cores()
+    print(machine, flush=True)
     work = Path(tempfile.mkdtemp(prefix="bor-bench-finality-"))
     devnet, urls = start_devnet(work, args.producers)
     lags: list[int] = []
@@ -124,9 +126,11 @@ def main() -> None:
         print(f"pushing {args.rate:,.0f} tx/s for {args.seconds:.0f} s to {len(urls)} nodes …")
         sampler = threading.Thread(target=sample_lags, args=(urls, stop, lags), daemon=True)
         sampler.start()
+        nodes_cpu = tree_cpu(devnet.pid)  # the devnet's node processes and their workers
         load_start = time.time()
         ok, refused, spent = asyncio.run(push_load(urls, bodies, args.rate))
         load_end = time.time()
+        nodes_cpu = tree_cpu(devnet.pid) - nodes_cpu
         time.sleep(5)  # the last blocks of the load become final
         stop.set()
         sampler.join()
@@ -193,10 +197,13 @@ def main() -> None:
         "rate_target": args.rate,
         "rate_accepted": round(ok / spent),
         "refused": refused,
+        "cores_available": machine.available,
+        "cores_used": cores_used(nodes_cpu, load_end - load_start),
     }
     print(
         f"load: {ok:,} accepted ({ok / spent:,.0f} tx/s), {refused:,} refused; "
-        f"{len(slowest)} blocks final on every node, {forked} forked out"
+        f"{len(slowest)} blocks final on every node, {forked} forked out; "
+        f"the nodes used {figures['cores_used']:.2f} cores"
     )
     print(
         f"production → final on each other node: p50 {figures['finality_p50_ms']} ms, "

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from node.devnet import plan, prepare
 from p2p.errors import ChannelClosed
 from p2p.testing import negotiated, until_closed
-from scripts.benchtools import free_port, free_ports, post_json
+from scripts.benchtools import cores, free_port, free_ports, post_json
 
 BIN = Path(sys.executable).parent / "bor-node"
 ANNOUNCED = 8 * 1024 * 1024  # the frame length each connection announces (MAX_FRAME_SIZE)
@@ -206,6 +206,8 @@ def main() -> None:
     args = parser.parse_args()
     # Our strangers run p2p.tls, which logs each session: not what this script reports.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    machine = cores()
+    print(machine, flush=True)
     results = []
     for n in args.connections:
         with tempfile.TemporaryDirectory(prefix="bor-flood-") as tmp:
@@ -236,7 +238,7 @@ def main() -> None:
             f" {result.closed} closed by the node, the last after {result.slowest_close_s} s"
         )
         results.append(asdict(result))
-    print(json.dumps(results))
+    print(json.dumps({"cores_available": machine.available, "floods": results}))
 
 
 if __name__ == "__main__":

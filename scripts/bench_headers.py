@@ -27,6 +27,7 @@ from chain.core.block import decode_signed_header, header_of_encoded_block
 from chain.core.header_chain import HeaderChain
 from chain.storage.store import BlockStore
 from genesis.model import load_genesis
+from scripts.benchtools import cores
 
 
 def main() -> None:
@@ -34,6 +35,8 @@ def main() -> None:
     parser.add_argument("history", type=Path, help="a make_history.py output directory")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    machine = cores()
+    print(machine)
     genesis = load_genesis(args.history / "genesis.json")
     initial = genesis.to_initial_state()
     chain = Chain(BlockStore(str(args.history / "blocks")), initial)
@@ -64,6 +67,7 @@ def main() -> None:
         "serve_ms_per_block": round(statistics.median(serve), 4),
         "follow_ms_per_header": round(statistics.median(follow), 4),
         "followed_lib": lib,
+        "cores_available": machine.available,
     }
     print(
         f"{len(raw):,} blocks: serving {out['serve_ms_per_block']} ms of CPU per block (its "

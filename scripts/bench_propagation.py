@@ -38,7 +38,7 @@ from chain.core.crypto import PrivateKey
 from chain.core.transaction import SignedTransaction, Transaction, tapos_of
 from chain.core.types import AccountName, BlockId
 from genesis.devnet import DEV_USERS
-from scripts.benchtools import free_ports, post_json, push
+from scripts.benchtools import cores, cores_used, free_ports, post_json, push, tree_cpu
 
 BIN = Path(sys.executable).parent / "bor-node"
 
@@ -124,6 +124,8 @@ def main() -> None:
     parser.add_argument("--producers", type=int, default=3)
     args = parser.parse_args()
 
+    machine = cores()
+    print(machine, flush=True)
     work = Path(tempfile.mkdtemp(prefix="bor-bench-prop-"))
     rpc_base, p2p_base = free_ports(args.producers), free_ports(args.producers)
     devnet = subprocess.Popen(
@@ -164,10 +166,12 @@ def main() -> None:
         print(f"signing {count:,} transfers …", flush=True)
         bodies = sign_load(infos[0], keys, count)
         print(f"pushing {args.rate:,.0f} tx/s for {args.seconds:.0f} s to {len(urls)} nodes …")
+        nodes_cpu = tree_cpu(devnet.pid)  # the devnet's node processes and their workers
         load_start = time.time()
         ok, refused, spent = asyncio.run(push_load(urls, bodies, args.rate))
         time.sleep(3)  # the last blocks propagate
         load_end = time.time()
+        nodes_cpu = tree_cpu(devnet.pid) - nodes_cpu
     finally:
         os.killpg(devnet.pid, signal.SIGTERM)
         try:
@@ -216,10 +220,13 @@ def main() -> None:
         "every_node_max_ms": round(max(slowest), 1),
         "each_node_p50_ms": round(percentile(pairs, 0.5), 1),
         "each_node_p99_ms": round(percentile(pairs, 0.99), 1),
+        "cores_available": machine.available,
+        "cores_used": cores_used(nodes_cpu, load_end - load_start),
     }
     print(
         f"load: {ok:,} accepted ({ok / spent:,.0f} tx/s), {refused:,} refused; "
-        f"{len(slowest)} blocks, {figures['txs_per_block_mean']} tx per block"
+        f"{len(slowest)} blocks, {figures['txs_per_block_mean']} tx per block; "
+        f"the nodes used {figures['cores_used']:.2f} cores"
     )
     print(
         f"production → applied on every other node: p50 {figures['every_node_p50_ms']} ms, "

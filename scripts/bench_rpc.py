@@ -36,7 +36,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from chain.core.crypto import PrivateKey, public_key_to_text
 from scripts.bench_apply import bench_genesis, signed_transfers
-from scripts.benchtools import post_json, process_cpu, push, start_producer, stop_node
+from scripts.benchtools import (
+    cores,
+    cores_used,
+    post_json,
+    process_cpu,
+    push,
+    start_producer,
+    stop_node,
+    tree_cpu,
+)
 
 # Budget of signed transfers per push phase and second: above any rate a 2-core machine
 # reaches (~3,000 tx/s), so the pushers never run out before the clock does.
@@ -153,6 +162,8 @@ def main() -> None:
     parser.add_argument("--accounts", type=int, default=2000)
     args = parser.parse_args()
 
+    machine = cores()
+    print(machine, flush=True)
     work = Path(tempfile.mkdtemp(prefix="bor-bench-rpc-"))
     proc, url, users, keys = start_node(work, args.accounts)
     pool = multiprocessing.get_context("spawn").Pool(1)
@@ -160,7 +171,7 @@ def main() -> None:
         per_phase = int(args.seconds * SIGNED_PER_S)
         alone, mixed, ratios, p50s, p99s = [], [], [], [], []
         offset = 0
-        cpu0 = process_cpu(proc.pid)
+        cpu0, tree0, t0 = process_cpu(proc.pid), tree_cpu(proc.pid), time.perf_counter()
         for r in range(args.rounds):
             bodies = push_bodies(url, keys, 2 * per_phase, offset)
             offset += 2 * per_phase
@@ -188,7 +199,9 @@ def main() -> None:
             p50s.append(p50)
             p99s.append(p99)
             time.sleep(1.0)
-        print(f"node cpu over the run: {process_cpu(proc.pid) - cpu0:.1f} s")
+        # With its signature workers: the cores the node kept busy over the whole run.
+        used = cores_used(tree_cpu(proc.pid) - tree0, time.perf_counter() - t0)
+        print(f"node cpu over the run: {process_cpu(proc.pid) - cpu0:.1f} s, {used:.2f} cores used")
         figures = {
             "push_alone_per_s": round(statistics.median(alone)),
             "push_with_readers_per_s": round(statistics.median(mixed)),
@@ -197,6 +210,8 @@ def main() -> None:
             "read_p99_ms": round(statistics.median(p99s), 1),
             "rounds": args.rounds,
             "seconds": args.seconds,
+            "cores_available": machine.available,
+            "node_cores_used": used,
         }
         print(json.dumps(figures))
     finally:

@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from chain.core.params import slot_start_ms
 from scripts.bench_rpc import percentile, push_bodies, start_node
-from scripts.benchtools import free_port, post_json, push, stop_node
+from scripts.benchtools import cores, free_port, post_json, push, stop_node
 from scripts.make_history import make_history
 
 STREAM = "/v1/chain/stream"
@@ -216,6 +216,8 @@ def main() -> None:
     if args.quick:
         args.seconds, args.rounds, args.history = 3.0, 1, 2000
 
+    machine = cores()
+    print(machine, flush=True)
     work = Path(tempfile.mkdtemp(prefix="bor-bench-stream-"))
     proc, url, users, keys = start_node(work, args.accounts)
     ctx = multiprocessing.get_context("spawn")
@@ -267,6 +269,7 @@ def main() -> None:
             "seconds": args.seconds,
             "rate": args.rate,
             "subscribers": args.subscribers,
+            "cores_available": machine.available,
         }
         print(json.dumps(figures))
     finally:

@@ -48,7 +48,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scripts.bench_apply import measure_r
-from scripts.benchtools import KeptConnection, free_port, post_json, tree_cpu
+from scripts.benchtools import KeptConnection, cores, cores_used, free_port, post_json, tree_cpu
 from scripts.make_history import make_history
 
 BIN = Path(sys.executable).parent / "bor-node"
@@ -224,7 +224,8 @@ def report_import(mode: str, imp: dict[str, float], lib: int, txs: int, size: in
     print(
         f"{mode:5} import      : {m:6.1f} s  {lib / m:7,.0f} blocks/s  "
         f"{txs / m:7,.0f} tx/s  {size / 1e6 / m:5.2f} MB/s  "
-        f"cpu {imp['cpu_s']:.1f} s ({imp['cpu_s'] / txs * 1000:.3f} s per 1k tx)",
+        f"cpu {imp['cpu_s']:.1f} s ({imp['cpu_s'] / txs * 1000:.3f} s per 1k tx), "
+        f"cores used {cores_used(imp['cpu_s'], m):.2f}",
         flush=True,
     )
 
@@ -239,6 +240,8 @@ def report_sync(
         f"cpu {syn['cpu_s']:.1f} s ({syn['cpu_s'] / lib * 1000:.1f} s per 1k "
         f"blocks); sender cpu {syn['source_cpu_s']:.1f} s "
         f"({syn['source_cpu_s'] / lib * 1000:.2f} s per 1k blocks); "
+        f"cores used {cores_used(syn['cpu_s'], s_):.2f} "
+        f"({cores_used(syn['cpu_s'] + syn['source_cpu_s'], s_):.2f} with the sender); "
         f"sync/import {ratio:.3f}",
         flush=True,
     )
@@ -249,7 +252,7 @@ def summarise(
 ) -> dict[str, Any]:
     """The figures of one mode and transport over its import/sync pairs: medians, with the
     ratio the median of the pairs' ratios (an import and the sync beside it share the
-    machine's load of the moment)."""
+    machine's load of the moment), and cores used the median of the runs' own."""
     med = statistics.median
     ratios = [i["seconds"] / s["seconds"] for i, s in zip(imports, syncs, strict=True)]
     m = med(i["seconds"] for i in imports)
@@ -273,6 +276,9 @@ def summarise(
         "receiver_cpu_s_per_1k_blocks": round(cpu / lib * 1000, 2),
         "sender_cpu_s_per_1k_blocks": round(sent / lib * 1000, 2),
         "mb_received": round(med(s["bytes"] for s in syncs) / 1e6, 2),
+        "import_cores_used": round(med(i["cpu_s"] / i["seconds"] for i in imports), 2),
+        "receiver_cores_used": round(med(s["cpu_s"] / s["seconds"] for s in syncs), 2),
+        "cores_used": round(med((s["cpu_s"] + s["source_cpu_s"]) / s["seconds"] for s in syncs), 2),
         "pairs": len(ratios),
         "ratio_samples": [round(r, 3) for r in ratios],
         "import_s_samples": [round(i["seconds"], 2) for i in imports],
@@ -296,6 +302,8 @@ def main() -> None:
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
 
+    machine = cores()
+    print(machine, flush=True)
     work = Path(tempfile.mkdtemp(prefix="bor-bench-sync-"))
     history = args.history or work / "history"
     try:
@@ -327,6 +335,7 @@ def main() -> None:
             "mb": size / 1e6,
             "p2p_tls": args.p2p_tls,
             "repeat": args.repeat,
+            "cores_available": machine.available,
         }
         try:
             for mode in args.modes.split(","):

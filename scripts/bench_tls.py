@@ -26,6 +26,7 @@ from p2p.codec import HEADER_SIZE
 from p2p.messages import RawBlock
 from p2p.tcp import TcpChannel
 from p2p.tls import TlsIdentity, negotiate
+from scripts.benchtools import cores, cores_used
 
 
 async def measure(tls: bool, total: int, frame: int) -> tuple[float, float]:
@@ -67,12 +68,14 @@ async def main() -> None:
     parser.add_argument("--frame", type=int, default=90_000, help="a 1,000-transfer block")
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    print(cores())
     for _ in range(args.rounds):
         for tls in (False, True):
             seconds, cpu = await measure(tls, args.mb * 1_000_000, args.frame)
             print(
                 f"{'tls' if tls else 'tcp'}: {args.mb / seconds:6,.0f} MB/s, "
-                f"{cpu * 1000 / args.mb:.2f} ms CPU per MB (both ends)"
+                f"{cpu * 1000 / args.mb:.2f} ms CPU per MB (both ends), "
+                f"{cores_used(cpu, seconds):.2f} cores used"
             )
 
 

@@ -1,4 +1,5 @@
-"""What the benchmark scripts share: ports, JSON over HTTP, pushing transactions, CPU time."""
+"""What the benchmark scripts share: ports, JSON over HTTP, pushing transactions, CPU time and
+the cores it was spread over."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +113,33 @@ def tree_cpu(pid: int) -> float:
             continue
         todo.extend(children.get(p, []))
     return total
+
+
+@dataclass(frozen=True, slots=True)
+class Cores:
+    """The cores this process may run on (its CPU affinity, which a container or ``taskset``
+    narrows) and the machine's: a figure from a large machine compares only with both."""
+
+    available: int
+    machine: int
+
+    def __str__(self) -> str:
+        return f"cores: {self.available} available ({self.machine} on the machine)"
+
+
+def cores() -> Cores:
+    """The cores available to this process and on the machine."""
+    machine = os.cpu_count() or 1
+    if hasattr(os, "sched_getaffinity"):
+        return Cores(len(os.sched_getaffinity(0)), machine)
+    return Cores(machine, machine)
+
+
+def cores_used(cpu_s: float, wall_s: float) -> float:
+    """How many cores ``cpu_s`` CPU seconds (of the measured processes: ``tree_cpu`` of a node,
+    or of this process with its workers) kept busy over ``wall_s`` seconds, to 2 decimals."""
+    assert wall_s > 0, wall_s
+    return round(cpu_s / wall_s, 2)
 
 
 def stop_node(proc: subprocess.Popen[bytes]) -> None:

@@ -43,3 +43,20 @@ def test_poll_delay_is_a_quarter_of_the_time_left_within_bounds() -> None:
     assert poll_delay(399, 400, 20.0) == POLL_MIN_S
     assert poll_delay(392, 400, 39.2) == 0.2
     assert poll_delay(0, 400, 0.5) == POLL_START_S  # no rate to go by yet
+
+
+def test_cores_used_is_the_median_of_the_runs_own() -> None:
+    """Cores used (receiver, receiver with sender, import) is the median over the runs of
+    each run's CPU seconds over its seconds, not the ratio of the medians."""
+    # Receiver 3, 1 and 2 cores: median 2 (median CPU 30 s over median 20 s would say 1.5);
+    # with the sender 4, 1.5 and 3.
+    syncs = [
+        {"seconds": 10.0, "cpu_s": 30.0, "source_cpu_s": 10.0, "bytes": 1.0},
+        {"seconds": 20.0, "cpu_s": 20.0, "source_cpu_s": 10.0, "bytes": 1.0},
+        {"seconds": 40.0, "cpu_s": 80.0, "source_cpu_s": 40.0, "bytes": 1.0},
+    ]
+    imports = [run(10.0), run(20.0), run(40.0)]  # 1 CPU-s each: 0.1, 0.05, 0.025 cores
+    figures = summarise(imports, syncs, lib=100, txs=1000, size=10**6)
+    assert figures["receiver_cores_used"] == 2.0
+    assert figures["cores_used"] == 3.0
+    assert figures["import_cores_used"] == 0.05
