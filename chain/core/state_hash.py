@@ -38,6 +38,12 @@ STATE_HASH_BYTES = 2 * LANES
 # change (no hashing then, but every element a fresh 2 KiB written and read back cold), and
 # 8 elements a batch measured worse (numpy's call per batch).
 _BATCH = 32
+# Elements put into the set by ``moved`` are kept, by their input, until they are taken out
+# again: a key changed once more (an account in every block) then costs one hash, not two.
+# Without SIMD wide enough for BLAKE3's extended output (AVX-512), an element costs 3-4 µs,
+# most of a transfer's commitment. At most this many are kept, the oldest dropped first
+# (about 18 MiB of elements and their inputs).
+_MEMO = 8192
 
 Lanes = npt.NDArray[np.uint16]
 
@@ -48,8 +54,9 @@ _PREFIXES = tuple(n.to_bytes(4, "big") for n in range(256))
 
 class _Scratch(threading.local):
     """This thread's BLAKE3 hasher (reset and reused: 0.61 against 0.85 µs an element for a
-    new one, measured) and its two batch buffers, one for elements taken out of the set and
-    one for elements put in, each with its numpy view of ``_BATCH`` rows of lanes."""
+    new one, measured), its two batch buffers, one for elements taken out of the set and
+    one for elements put in, each with its numpy view of ``_BATCH`` rows of lanes, and its
+    memo of the elements it put in lately (``_MEMO``)."""
 
     def __init__(self) -> None:
         self.hasher = blake3()
@@ -57,6 +64,7 @@ class _Scratch(threading.local):
         self.out_rows = np.frombuffer(self.out, dtype="<u2").reshape(_BATCH, LANES)
         self.into = memoryview(bytearray(_BATCH * STATE_HASH_BYTES))
         self.into_rows = np.frombuffer(self.into, dtype="<u2").reshape(_BATCH, LANES)
+        self.memo: dict[bytes, bytes] = {}
 
 
 _scratch = _Scratch()
@@ -127,9 +135,10 @@ class StateHash:
     ) -> StateHash:
         """The hash after each ``(key, value)`` of ``changes`` replaced ``before[key]`` (None:
         no entry). The hot path of every block, written out: ``updated`` would go through
-        two generators."""
+        two generators. An element taken out is found in the memo when this thread put it
+        in lately (the memo holds exactly what BLAKE3 gave for the same input)."""
         scratch = _scratch
-        hasher, size, prefixes = scratch.hasher, STATE_HASH_BYTES, _PREFIXES
+        hasher, size, prefixes, memo = scratch.hasher, STATE_HASH_BYTES, _PREFIXES, scratch.memo
         reset, update, digest = hasher.reset, hasher.update, hasher.digest
         out, out_rows, into, into_rows = (
             scratch.out,
@@ -146,17 +155,24 @@ class StateHash:
             length = len(key)
             prefix = prefixes[length] if length < 256 else length.to_bytes(4, "big")
             if old is not None:
-                reset()
-                update(prefix + key + old)
-                out[taken * size : (taken + 1) * size] = digest(size)
+                entry = prefix + key + old
+                element = memo.pop(entry, None)
+                if element is None:
+                    reset()
+                    update(entry)
+                    element = digest(size)
+                out[taken * size : (taken + 1) * size] = element
                 taken += 1
                 if taken == _BATCH:
                     lanes -= out_rows.sum(axis=0, dtype=np.uint16)
                     taken = 0
             if value is not None:
+                entry = prefix + key + value
                 reset()
-                update(prefix + key + value)
-                into[put * size : (put + 1) * size] = digest(size)
+                update(entry)
+                element = digest(size)
+                memo[entry] = element
+                into[put * size : (put + 1) * size] = element
                 put += 1
                 if put == _BATCH:
                     lanes += into_rows.sum(axis=0, dtype=np.uint16)
@@ -165,6 +181,8 @@ class StateHash:
             lanes -= out_rows[:taken].sum(axis=0, dtype=np.uint16)
         if put:
             lanes += into_rows[:put].sum(axis=0, dtype=np.uint16)
+        while len(memo) > _MEMO:
+            del memo[next(iter(memo))]
         return StateHash(lanes)
 
     def plus(self, entries: Iterable[tuple[bytes, bytes]]) -> StateHash:

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chain.controller import Chain
-from chain.core import schema
+from chain.core import schema, state_hash
 from chain.core.actions import Transfer
 from chain.core.errors import EncodingError
 from chain.core.state_hash import _BATCH, STATE_HASH_BYTES, StateHash
@@ -95,6 +95,27 @@ def test_a_block_of_more_changes_than_a_batch_of_elements_moves_exactly() -> Non
         [(k, after.get(k)) for k in keys], {k: before.get(k) for k in keys}
     )
     assert moved == StateHash.of(after.items())
+
+
+def test_the_memo_serves_a_rewritten_keys_old_element_and_stays_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An element put in by one block is taken from the memo when the next block rewrites its
+    key (the result still exact), and the memo never holds more than its bound."""
+    monkeypatch.setattr(state_hash, "_MEMO", 10)
+    memo = state_hash._scratch.memo
+    memo.clear()
+    first = {f"k{i:02}".encode(): b"v1" for i in range(4)}
+    moved = StateHash.empty().moved(sorted(first.items()), dict.fromkeys(first))
+    assert set(memo) == {bytes([len(k), 0, 0, 0][::-1]) + k + b"v1" for k in first}
+    second = {k: b"v2" for k in first}
+    moved = moved.moved(sorted(second.items()), first)
+    assert moved == StateHash.of(second.items())
+    assert all(entry.endswith(b"v2") for entry in memo)  # the v1 elements were taken out
+    many = {f"n{i:02}".encode(): b"x" for i in range(25)}
+    moved = moved.moved(sorted(many.items()), dict.fromkeys(many))
+    assert moved == StateHash.of((second | many).items())
+    assert len(memo) == 10
 
 
 def test_entries_that_differ_by_a_moved_boundary_hash_differently() -> None:
