@@ -16,9 +16,10 @@ from chain.core.encoding import check_bytes, check_int, check_list, check_str, p
 from chain.core.errors import ChainError
 from chain.core.qc import vote_from_wire
 from chain.core.transaction import decode_signed_transaction
-from chain.core.types import BlockId
+from chain.core.types import BlockId, TxId
 from p2p.errors import MalformedMessage, OversizedFrame
 from p2p.messages import (
+    MAX_TX_IDS,
     BlockMessage,
     GoAway,
     GoAwayReason,
@@ -46,6 +47,8 @@ from p2p.messages import (
     SyncRequest,
     Time,
     TransactionMessage,
+    TxAnnounce,
+    TxRequest,
     VoteMessage,
 )
 
@@ -82,6 +85,8 @@ _TYPES: dict[type[Any], int] = {
     RdmaChunkRequest: 18,
     HeaderRangeRequest: 19,
     HeaderRange: 20,
+    TxAnnounce: 21,
+    TxRequest: 22,
 }
 MAX_HEADERS = 500  # signed headers a header_range carries at most
 MAX_OFFERS = 8
@@ -144,6 +149,8 @@ def _payload(msg: Outbound) -> bytes:
         fields = [msg.start, msg.count]
     elif isinstance(msg, HeaderRange):
         fields = [msg.start, list(msg.headers)]
+    elif isinstance(msg, TxAnnounce | TxRequest):
+        fields = [b"".join(msg.ids)]
     else:
         fields = [msg.start, msg.end]
     return pack(fields)
@@ -399,6 +406,21 @@ def _header_range(payload: bytes) -> HeaderRange:
     return HeaderRange(check_int(r[0], 1, U32, "header_range.start"), tuple(headers))
 
 
+def _tx_ids(payload: bytes, what: str) -> tuple[TxId, ...]:
+    joined = _fields(payload, what, 1)[0]
+    if type(joined) is not bytes or len(joined) % 32 or not 0 < len(joined) <= 32 * MAX_TX_IDS:
+        raise MalformedMessage(f"{what}: ids must be 1 to {MAX_TX_IDS} times 32 bytes")
+    return tuple(TxId(joined[i : i + 32]) for i in range(0, len(joined), 32))
+
+
+def _tx_announce(payload: bytes) -> TxAnnounce:
+    return TxAnnounce(_tx_ids(payload, "tx_announce"))
+
+
+def _tx_request(payload: bytes) -> TxRequest:
+    return TxRequest(_tx_ids(payload, "tx_request"))
+
+
 _DECODERS: dict[int, Callable[[bytes], Message]] = {
     0: _hello,
     1: _handshake,
@@ -421,6 +443,8 @@ _DECODERS: dict[int, Callable[[bytes], Message]] = {
     18: _rdma_chunk_request,
     19: _header_range_request,
     20: _header_range,
+    21: _tx_announce,
+    22: _tx_request,
 }
 
 

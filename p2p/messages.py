@@ -14,11 +14,14 @@ from enum import IntEnum
 from chain.core.block import SignedBlock
 from chain.core.qc import Vote
 from chain.core.transaction import SignedTransaction
-from chain.core.types import BlockId
+from chain.core.types import BlockId, TxId
 
 # 2: handshakes say the first block a node holds (nodes started from a snapshot).
 # 3: the de-duplication set in the state commitment as one id list per block.
-PROTOCOL_VERSION = 3
+# 4: transactions relayed on are announced by id and fetched (tx_announce, tx_request).
+PROTOCOL_VERSION = 4
+# Transaction ids a tx_announce or a tx_request carries at most.
+MAX_TX_IDS = 1024
 
 
 class GoAwayReason(IntEnum):
@@ -165,6 +168,23 @@ class TransactionMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class TxAnnounce:
+    """Ids of transactions the sender holds (Ethereum's eth/68 announcements): a transaction
+    one node relays on to another goes as its id, which the other asks for (``TxRequest``)
+    only if it lacks it. Only the first hop carries the whole transaction, so a full mesh of
+    n nodes moves each one n - 1 times instead of (n - 1)^2."""
+
+    ids: tuple[TxId, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TxRequest:
+    """Send me these transactions of those you announced (the ones you still hold)."""
+
+    ids: tuple[TxId, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class VoteMessage:
     """A finalizer's vote on a block (Spring's ``vote_message``; ``p2p.vote_relay``)."""
 
@@ -292,6 +312,8 @@ Message = (
     | SyncRequest
     | BlockMessage
     | TransactionMessage
+    | TxAnnounce
+    | TxRequest
     | VoteMessage
     | RdmaSetup
     | RdmaSyncRequest

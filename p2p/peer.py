@@ -26,6 +26,8 @@ from p2p.messages import (
     SnapshotChunk,
     SnapshotManifest,
     TransactionMessage,
+    TxAnnounce,
+    TxRequest,
 )
 
 # Messages waiting for one peer at most. A peer too slow to drain them loses gossip (it will
@@ -94,7 +96,7 @@ def wire_size(message: Outbound) -> int:
         bulk = sum(len(h) for h in message.headers)
     elif isinstance(message, SnapshotManifest):
         bulk = sum(len(h) for h in message.hashes)
-    elif isinstance(message, Notice | Request):
+    elif isinstance(message, Notice | Request | TxAnnounce | TxRequest):
         bulk = 32 * len(message.ids)
     else:
         bulk = 0

@@ -56,3 +56,42 @@ def test_a_relayed_transaction_is_counted_by_the_receivers_admission(
     # /metrics is rendered at most once a second: the counters show up on a later scrape.
     wait_for(lambda: _accepted(producer) == 1, 10, "the producer to count the pushed one")
     wait_for(lambda: _accepted(peer) == 1, 10, "the peer to count the relayed transaction")
+
+
+def test_a_transaction_crosses_a_line_of_three_nodes_by_announcement(
+    nodes: Nodes, tmp_path: Path
+) -> None:
+    """A transfer pushed to a producer reaches a node two hops away: the producer sends it
+    whole to its peer, which passes on only its id; the far node asks for it, gets it, and
+    admits it."""
+    producer = nodes.devnet("net").start(wait_head=1)
+    genesis = producer.data_dir / "genesis.json"
+    middle = nodes.run(
+        fresh_data_dir(tmp_path / "middle", genesis),
+        "--p2p-peer-address",
+        devnet_p2p_address(producer),
+    ).start()
+    far = nodes.run(
+        fresh_data_dir(tmp_path / "far", genesis),
+        "--p2p-peer-address",
+        f"127.0.0.1:{nodes.p2p_ports[middle.data_dir]}",
+    ).start()
+    wait_for(lambda: middle.info()["peer_count"] == 2, 20, "the middle node to have both peers")
+    wait_for(lambda: far.info()["peer_count"] == 1, 20, "the far node to connect")
+    wait_for(
+        lambda: far.info()["head_block_num"] >= producer.info()["head_block_num"] - 1,
+        20,
+        "the far node to follow the producer",
+    )
+
+    info = producer.info()
+    keys = json.loads((producer.data_dir / "keys.json").read_text())
+    ref = tapos_of(BlockId(bytes.fromhex(info["head_block_id"])))
+    action = Transfer(AccountName("alice"), AccountName("bob"), 9, "two hops")
+    tx = Transaction(int(time.time()) + 120, ref[0], ref[1], (action,))
+    stx = SignedTransaction.sign(
+        tx, bytes.fromhex(info["chain_id"]), [PrivateKey.from_text(keys["alice"])]
+    )
+    body = {"packed_trx": stx.packed.hex(), "signatures": [stx.signatures[0].hex()]}
+    producer.rpc("/v1/chain/push_transaction", body | {"mode": "async"})
+    wait_for(lambda: _accepted(far) == 1, 15, "the far node to admit the announced transaction")

@@ -36,6 +36,8 @@ from p2p.messages import (
     SyncRequest,
     Time,
     TransactionMessage,
+    TxAnnounce,
+    TxRequest,
     VoteMessage,
 )
 from p2p.tcp import TcpChannel
@@ -81,6 +83,8 @@ def sample_messages() -> list[Message]:
         SyncRequest(1, 100),
         BlockMessage.of(block),
         TransactionMessage.of(tx),
+        TxAnnounce((tx.id,)),
+        TxRequest((tx.id,)),
         VoteMessage(Vote.sign(b"c" * 32, ID, True, KEY)),
         RdmaSetup(RdmaStep.OFFER, (7, 99, "0000:0000:0000:0000:0000:ffff:0a4d:0001", 3), "x"),
     ]

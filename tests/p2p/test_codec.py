@@ -16,7 +16,7 @@ from chain.core.encoding import pack
 from chain.core.merkle import merkle_root
 from chain.core.qc import MAX_FINALIZERS, QcClaim, QuorumCertificate, Vote
 from chain.core.transaction import SignedTransaction
-from chain.core.types import BlockId, BlockNum
+from chain.core.types import BlockId, BlockNum, TxId
 from p2p.codec import (
     _TYPES,
     HANDSHAKE_MAX_FRAME,
@@ -28,6 +28,7 @@ from p2p.codec import (
 )
 from p2p.errors import MalformedMessage
 from p2p.messages import (
+    MAX_TX_IDS,
     BlockMessage,
     GoAway,
     GoAwayReason,
@@ -54,6 +55,8 @@ from p2p.messages import (
     SyncRequest,
     Time,
     TransactionMessage,
+    TxAnnounce,
+    TxRequest,
     VoteMessage,
 )
 from tests.chain.core.test_encoding import names, transactions
@@ -241,6 +244,12 @@ STRATEGIES: dict[type[Any], st.SearchStrategy[Message]] = {
     HeaderRange: st.builds(
         HeaderRange, st.integers(1, U32), st.lists(st.binary(max_size=64), max_size=20).map(tuple)
     ),
+    TxAnnounce: st.lists(hash32.map(TxId), min_size=1, max_size=20).map(
+        lambda ids: TxAnnounce(tuple(ids))
+    ),
+    TxRequest: st.lists(hash32.map(TxId), min_size=1, max_size=20).map(
+        lambda ids: TxRequest(tuple(ids))
+    ),
 }
 
 
@@ -325,4 +334,17 @@ def test_a_header_range_beyond_its_bound_is_refused() -> None:
     payload = pack([1, ["a header as text"]])
     frame = (len(payload) + 1).to_bytes(4, "big") + bytes([_TYPES[HeaderRange]]) + payload
     with pytest.raises(MalformedMessage, match="must be bytes"):
+        decode_frame(frame)
+
+
+def test_tx_ids_beyond_the_bound_none_or_not_whole_are_refused() -> None:
+    """A tx_announce or tx_request of more than MAX_TX_IDS ids, of none, or of bytes that are
+    not whole 32-byte ids is refused as malformed."""
+    ids = tuple(TxId(i.to_bytes(32, "big")) for i in range(MAX_TX_IDS + 1))
+    for message in (TxAnnounce(ids), TxRequest(ids), TxAnnounce(()), TxRequest(())):
+        with pytest.raises(MalformedMessage):
+            decode_frame(encode_frame(message))
+    payload = pack([b"\x01" * 33])
+    frame = (len(payload) + 1).to_bytes(4, "big") + bytes([_TYPES[TxAnnounce]]) + payload
+    with pytest.raises(MalformedMessage):
         decode_frame(frame)
