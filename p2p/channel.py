@@ -5,8 +5,9 @@ Implementations: ``TcpChannel`` (asyncio streams, with or without TLS), ``RdmaCh
 channel is the same for every transport. The contract (checked for every implementation by
 ``tests/p2p/test_channel_contract.py``):
 
-- ``send`` delivers messages in order; it waits (back-pressure) while the channel's bounded
-  buffer is full, and raises ``ChannelClosed`` once the channel is closed or broken.
+- ``send`` (and ``send_many``, several at once) delivers messages in order; it waits
+  (back-pressure) while the channel's bounded buffer is full, and raises ``ChannelClosed``
+  once the channel is closed or broken.
 - ``recv`` returns the next message; raises ``ChannelClosed`` at a clean end of stream or
   after ``close``, ``ChannelBroken`` when the transport fails, and ``MalformedMessage`` (or
   ``OversizedFrame``) for bytes that are not a valid message — after which the channel is
@@ -24,6 +25,7 @@ nothing above a channel sees it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from p2p.messages import Message, Outbound
@@ -79,6 +81,12 @@ class Channel(ABC):
 
     @abstractmethod
     async def send(self, message: Outbound) -> None: ...
+
+    async def send_many(self, messages: Sequence[Outbound]) -> None:
+        """``send`` each of ``messages``, in order. A channel that can hand a burst to its
+        transport in one write overrides it (``TcpChannel``)."""
+        for message in messages:
+            await self.send(message)
 
     @abstractmethod
     async def recv(self) -> Message: ...

@@ -157,6 +157,20 @@ class Outbox:
         self._room.set()
         return message
 
+    def take_burst(self, max_bytes: int, max_messages: int) -> list[Outbound]:
+        """The oldest messages, in order, while each fits what is left of ``max_bytes`` (by
+        ``wire_size``) and they number at most ``max_messages``; none if the oldest does not
+        fit. The writer sends them in one write (``Channel.send_many``)."""
+        out: list[Outbound] = []
+        while self._queue and len(out) < max_messages and self._queue[0][1] <= max_bytes:
+            message, size = self._queue.popleft()
+            self.bytes -= size
+            max_bytes -= size
+            out.append(message)
+        if out:
+            self._room.set()
+        return out
+
     def discard(self, kind: type) -> int:
         """Drop every queued message of type ``kind``; returns the bytes freed. A served range
         replaced by a new request takes its unsent blocks out with it."""

@@ -42,6 +42,9 @@ SEND_AWAY_SECONDS = 2.0  # a go_away that cannot be sent in this long is not sen
 # was queued for it, for as long as it keeps asking.
 WRITE_SECONDS = 10.0
 WRITE_BYTES_PER_SECOND = 1024 * 1024
+# Small messages queued behind the one being sent go with it in one write, up to these bounds.
+BURST_BYTES = 64 * 1024
+BURST_MESSAGES = 256
 
 
 @dataclass(slots=True)
@@ -249,9 +252,16 @@ class Switch:
         with contextlib.suppress(ChannelClosed):
             while True:
                 message = await peer.outbox.get()
+                # Only small messages go in a burst: a big one (a block) goes alone, and one
+                # too big for a frame is dropped alone (below).
+                room = BURST_BYTES - wire_size(message)
+                burst = [message, *peer.outbox.take_burst(room, BURST_MESSAGES - 1)]
                 try:
-                    async with asyncio.timeout(write_limit(message)):
-                        await peer.channel.send(message)
+                    async with asyncio.timeout(write_limit(burst)):
+                        if len(burst) == 1:
+                            await peer.channel.send(message)
+                        else:
+                            await peer.channel.send_many(burst)
                 except TimeoutError:
                     log.info(
                         "peer_not_reading",
@@ -292,9 +302,10 @@ class Switch:
         await peer.channel.close()
 
 
-def write_limit(message: Outbound) -> float:
-    """How long sending ``message`` may take before the peer counts as not reading."""
-    return WRITE_SECONDS + wire_size(message) / WRITE_BYTES_PER_SECOND
+def write_limit(burst: Sequence[Outbound]) -> float:
+    """How long sending ``burst`` (in one write) may take before the peer counts as not
+    reading."""
+    return WRITE_SECONDS + sum(wire_size(m) for m in burst) / WRITE_BYTES_PER_SECOND
 
 
 class _Silent(Exception):

@@ -204,6 +204,27 @@ def test_every_message_arrives_in_order_and_equal(kind: str) -> None:
     run(kind, scenario)
 
 
+def test_a_burst_sent_at_once_arrives_in_order_and_equal(kind: str) -> None:
+    """Messages handed to ``send_many`` (the switch's bursts of small messages) arrive in
+    order and equal to what was sent, interleaved rightly with single sends."""
+
+    async def scenario(p: Pair) -> None:
+        messages = sample_messages()
+        burst = [m for m in messages if not isinstance(m, BlockMessage)] * 3
+
+        async def send_all() -> None:
+            await p.a.send(messages[0])
+            await p.a.send_many(burst)
+            await p.a.send(messages[-1])
+
+        sender = asyncio.create_task(send_all())
+        received = [await p.b.recv() for _ in range(len(burst) + 2)]
+        await sender
+        assert received == [messages[0], *burst, messages[-1]]
+
+    run(kind, scenario)
+
+
 def test_close_is_seen_by_the_peer_and_is_idempotent(kind: str) -> None:
     """After close (twice is harmless) the peer gets what was sent, then ChannelClosed; sending
     after close raises it too."""

@@ -84,3 +84,20 @@ def test_clear_drops_everything_queued() -> None:
         box.offer(block(MIB))
     box.clear()
     assert box.empty() and box.bytes == 0
+
+
+def test_a_burst_takes_the_oldest_messages_within_its_bounds_in_order() -> None:
+    """``take_burst`` takes messages oldest first while each fits the bytes left and the
+    count allows, stops at the first that does not fit, and frees their bytes."""
+    box = Outbox(max_messages=100, max_bytes=1 << 30)
+    small = [Time(i, 0, 0) for i in range(5)]
+    for message in small[:3]:
+        box.offer(message)
+    block = RawBlock(bytes(10_000))
+    box.offer(block)
+    for message in small[3:]:
+        box.offer(message)
+    assert box.take_burst(1 << 20, 2) == small[:2]
+    assert box.take_burst(5_000, 10) == small[2:3], "stops before the block that does not fit"
+    assert box.take_burst(100, 10) == []
+    assert box.qsize() == 3 and box.bytes == wire_size(block) + 2 * SMALL_MESSAGE_BYTES
