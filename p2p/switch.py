@@ -258,10 +258,7 @@ class Switch:
                 burst = [message, *peer.outbox.take_burst(room, BURST_MESSAGES - 1)]
                 try:
                     async with asyncio.timeout(write_limit(burst)):
-                        if len(burst) == 1:
-                            await peer.channel.send(message)
-                        else:
-                            await peer.channel.send_many(burst)
+                        await peer.channel.send_many(burst)
                 except TimeoutError:
                     log.info(
                         "peer_not_reading",

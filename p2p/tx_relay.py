@@ -49,7 +49,8 @@ class TxRelay(Reactor):
     def __init__(self, chain: ChainService) -> None:
         self.chain = chain
         self._seen = RecentSet(SEEN)
-        self._queue: asyncio.Queue[tuple[str | None, SignedTransaction]] = asyncio.Queue(QUEUE)
+        # Each with the peer it came from, as it came (its bytes are what we pass on).
+        self._queue: asyncio.Queue[tuple[str, TransactionMessage]] = asyncio.Queue(QUEUE)
         self._known = KnownIds(KNOWN_TXS)
         # What we can send a peer that asks: the transactions we admitted, as encoded once.
         self._held: OrderedDict[TxId, TransactionMessage] = OrderedDict()
@@ -70,7 +71,7 @@ class TxRelay(Reactor):
             if self._seen.add(tx.id):
                 # A full queue sheds load: the sender's own node still has the transaction.
                 with contextlib.suppress(asyncio.QueueFull):
-                    self._queue.put_nowait((peer.id, tx))
+                    self._queue.put_nowait((peer.id, message))
         elif isinstance(message, TxAnnounce):
             self._announced(peer, message.ids)
         elif isinstance(message, TxRequest):
@@ -101,7 +102,7 @@ class TxRelay(Reactor):
     def relay_local(self, tx: SignedTransaction) -> None:
         """Our RPC admitted ``tx``: send it to every peer."""
         self._seen.add(tx.id)
-        self._send(tx)
+        self._send(TransactionMessage.of(tx))
 
     def chain_updated(self, update: ChainUpdate) -> None:
         """A subscriber of the chain's updates: transactions a fork switch put back into our
@@ -110,33 +111,30 @@ class TxRelay(Reactor):
         not survive a restart of this node."""
         for tx in update.events.requeued:
             self._seen.add(tx.id)
-            self._send(tx)
+            self._send(TransactionMessage.of(tx))
 
-    def _hold(self, tx: SignedTransaction) -> TransactionMessage:
-        message = self._held.get(tx.id)
-        if message is None:
-            message = self._held[tx.id] = TransactionMessage.of(tx)
-            if len(self._held) > HELD:
-                self._held.popitem(last=False)
-        return message
+    def _hold(self, message: TransactionMessage) -> None:
+        self._held[message.tx.id] = message
+        if len(self._held) > HELD:
+            self._held.popitem(last=False)
 
-    def _send(self, tx: SignedTransaction) -> None:
+    def _send(self, message: TransactionMessage) -> None:
         """The whole transaction to every peer not known to hold it."""
-        message = self._hold(tx)
+        self._hold(message)
         for peer in self.switch.peers():
-            if self._known.learn(peer.id, tx.id):
+            if self._known.learn(peer.id, message.tx.id):
                 peer.offer(message)
 
-    def _announce(self, txs: list[tuple[str | None, SignedTransaction]]) -> None:
-        """The ids of ``txs`` (each with the peer it came from) to every other peer not
-        known to hold them, in one announcement per peer."""
-        for _, tx in txs:
-            self._hold(tx)
+    def _announce(self, messages: list[tuple[str, TransactionMessage]]) -> None:
+        """The ids of ``messages``' transactions (each with the peer it came from) to every
+        other peer not known to hold them, in one announcement per peer."""
+        for _, message in messages:
+            self._hold(message)
         for peer in self.switch.peers():
             ids = [
-                tx.id
-                for origin, tx in txs
-                if origin != peer.id and self._known.learn(peer.id, tx.id)
+                m.tx.id
+                for origin, m in messages
+                if origin != peer.id and self._known.learn(peer.id, m.tx.id)
             ]
             for at in range(0, len(ids), MAX_TX_IDS):
                 peer.offer(TxAnnounce(tuple(ids[at : at + MAX_TX_IDS])))
@@ -146,11 +144,7 @@ class TxRelay(Reactor):
             batch = [await self._queue.get()]
             while len(batch) < BATCH and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
-            errors = await self.chain.admit_transactions([tx for _, tx in batch])
+            errors = await self.chain.admit_transactions([m.tx for _, m in batch])
             self._announce(
-                [
-                    (origin, tx)
-                    for (origin, tx), error in zip(batch, errors, strict=True)
-                    if error is None
-                ]
+                [entry for entry, error in zip(batch, errors, strict=True) if error is None]
             )

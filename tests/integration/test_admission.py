@@ -6,6 +6,7 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 from chain.core.actions import Transfer
 from chain.core.crypto import PrivateKey
@@ -25,6 +26,22 @@ def _accepted(node: NodeProcess) -> float:
     return float(found.group(1)) if found else 0.0
 
 
+def _transfer(
+    producer: NodeProcess, amount: int, memo: str
+) -> tuple[SignedTransaction, dict[str, Any]]:
+    """A transfer from alice to bob signed for ``producer``'s chain at its head, and the
+    body that pushes it."""
+    info = producer.info()
+    keys = json.loads((producer.data_dir / "keys.json").read_text())
+    ref = tapos_of(BlockId(bytes.fromhex(info["head_block_id"])))
+    action = Transfer(AccountName("alice"), AccountName("bob"), amount, memo)
+    tx = Transaction(int(time.time()) + 120, ref[0], ref[1], (action,))
+    stx = SignedTransaction.sign(
+        tx, bytes.fromhex(info["chain_id"]), [PrivateKey.from_text(keys["alice"])]
+    )
+    return stx, {"packed_trx": stx.packed.hex(), "signatures": [stx.signatures[0].hex()]}
+
+
 def test_a_relayed_transaction_is_counted_by_the_receivers_admission(
     nodes: Nodes, tmp_path: Path
 ) -> None:
@@ -41,15 +58,7 @@ def test_a_relayed_transaction_is_counted_by_the_receivers_admission(
     )
     assert _accepted(producer) == _accepted(peer) == 0
 
-    info = producer.info()
-    keys = json.loads((producer.data_dir / "keys.json").read_text())
-    ref = tapos_of(BlockId(bytes.fromhex(info["head_block_id"])))
-    action = Transfer(AccountName("alice"), AccountName("bob"), 7, "relayed")
-    tx = Transaction(int(time.time()) + 120, ref[0], ref[1], (action,))
-    stx = SignedTransaction.sign(
-        tx, bytes.fromhex(info["chain_id"]), [PrivateKey.from_text(keys["alice"])]
-    )
-    body = {"packed_trx": stx.packed.hex(), "signatures": [stx.signatures[0].hex()]}
+    stx, body = _transfer(producer, 7, "relayed")
     pushed = producer.rpc("/v1/chain/push_transaction", body | {"mode": "sync"})
     assert pushed["transaction_id"] == stx.id.hex(), pushed
 
@@ -84,14 +93,6 @@ def test_a_transaction_crosses_a_line_of_three_nodes_by_announcement(
         "the far node to follow the producer",
     )
 
-    info = producer.info()
-    keys = json.loads((producer.data_dir / "keys.json").read_text())
-    ref = tapos_of(BlockId(bytes.fromhex(info["head_block_id"])))
-    action = Transfer(AccountName("alice"), AccountName("bob"), 9, "two hops")
-    tx = Transaction(int(time.time()) + 120, ref[0], ref[1], (action,))
-    stx = SignedTransaction.sign(
-        tx, bytes.fromhex(info["chain_id"]), [PrivateKey.from_text(keys["alice"])]
-    )
-    body = {"packed_trx": stx.packed.hex(), "signatures": [stx.signatures[0].hex()]}
+    _, body = _transfer(producer, 9, "two hops")
     producer.rpc("/v1/chain/push_transaction", body | {"mode": "async"})
     wait_for(lambda: _accepted(far) == 1, 15, "the far node to admit the announced transaction")
