@@ -13,9 +13,12 @@ minutes apart can see different loads (one ratio moved from 0.84 to 1.17 between
 same code when each mode ran one pair).
 
 Prints blocks/s, tx/s and MB/s of each, the CPU seconds of every process (with its signature
-workers), CPU seconds per 1,000 transactions on the sending and the receiving node, the ratio
-network-sync rate / local-import rate, and sync tx/s in units of R (single-core Ed25519
-verifications per second through ``cryptography``, measured in the same run).
+workers), CPU seconds per 1,000 transactions on the sending and the receiving node, the cores
+used by the importing or receiving node's own process (its threads, which share one GIL,
+without its signature workers) and by its busiest thread (near 1.0, one thread or the GIL is
+the bound: more cores cannot help), the ratio network-sync rate / local-import
+rate, and sync tx/s in units of R (single-core Ed25519 verifications per second through
+``cryptography``, measured in the same run).
 
     python scripts/bench_sync.py [--txs 200000] [--txs-per-block 1000] [--history DIR]
                                  [--transport tcp|rdma|tcp,rdma] [--modes full,light]
@@ -34,6 +37,7 @@ The last line of output is a JSON object of the figures.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -48,7 +52,16 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scripts.bench_apply import measure_r
-from scripts.benchtools import KeptConnection, cores, cores_used, free_port, post_json, tree_cpu
+from scripts.benchtools import (
+    KeptConnection,
+    busiest_thread_cpu,
+    cores,
+    cores_used,
+    free_port,
+    post_json,
+    process_cpu,
+    tree_cpu,
+)
 from scripts.make_history import make_history
 
 BIN = Path(sys.executable).parent / "bor-node"
@@ -109,6 +122,9 @@ def fresh_dir(work: Path, name: str, genesis: Path) -> Path:
     return path
 
 
+IMPORT_POLL_S = 0.1  # how often an import's threads are read while it runs
+
+
 def run_import(work: Path, history: Path, mode: str) -> dict[str, float]:
     target = fresh_dir(work, f"import-{mode}", history / "genesis.json")
     started = time.perf_counter()
@@ -125,12 +141,27 @@ def run_import(work: Path, history: Path, mode: str) -> dict[str, float]:
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
-    _, status, usage = os.wait4(proc.pid, 0)
+    # Polled rather than waited for, to follow its own process (without its signature workers)
+    # and its busiest thread until it exits (the last IMPORT_POLL_S of it unseen).
+    busiest = own = 0.0
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        busiest = max(busiest, busiest_thread_cpu(proc.pid))
+        with contextlib.suppress(OSError):
+            own = process_cpu(proc.pid)
+        time.sleep(IMPORT_POLL_S)
     seconds = time.perf_counter() - started
     if status != 0:
         raise SystemExit(f"bench_sync: import ({mode}) failed with status {status}")
     shutil.rmtree(target, ignore_errors=True)
-    return {"seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime}
+    return {
+        "seconds": seconds,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "own_s": own,
+        "busiest_s": busiest,
+    }
 
 
 # Bounds of ``poll_delay``. Polled every 50 ms throughout, a syncing node answered ~360
@@ -183,6 +214,8 @@ def run_sync(
             time.sleep(poll_delay(head, lib, time.perf_counter() - started))
         seconds = time.perf_counter() - started
         cpu = tree_cpu(proc.pid)
+        own = process_cpu(proc.pid)
+        busiest = busiest_thread_cpu(proc.pid)
         sent = tree_cpu(source_pid) - source_cpu
         peers = rpc(http, "/v1/net/peers")["peers"]
         received = sum(p["bytes_received"] for p in peers)
@@ -193,7 +226,14 @@ def run_sync(
     if used != {transport}:
         raise SystemExit(f"bench_sync: asked for {transport}, the sync used {used}")
     shutil.rmtree(target, ignore_errors=True)
-    return {"seconds": seconds, "cpu_s": cpu, "source_cpu_s": sent, "bytes": received}
+    return {
+        "seconds": seconds,
+        "cpu_s": cpu,
+        "own_s": own,
+        "busiest_s": busiest,
+        "source_cpu_s": sent,
+        "bytes": received,
+    }
 
 
 def run_pair(
@@ -225,7 +265,8 @@ def report_import(mode: str, imp: dict[str, float], lib: int, txs: int, size: in
         f"{mode:5} import      : {m:6.1f} s  {lib / m:7,.0f} blocks/s  "
         f"{txs / m:7,.0f} tx/s  {size / 1e6 / m:5.2f} MB/s  "
         f"cpu {imp['cpu_s']:.1f} s ({imp['cpu_s'] / txs * 1000:.3f} s per 1k tx), "
-        f"cores used {cores_used(imp['cpu_s'], m):.2f}",
+        f"cores used {cores_used(imp['cpu_s'], m):.2f} (its own process "
+        f"{cores_used(imp['own_s'], m):.2f}, busiest thread {cores_used(imp['busiest_s'], m):.2f})",
         flush=True,
     )
 
@@ -241,8 +282,9 @@ def report_sync(
         f"blocks); sender cpu {syn['source_cpu_s']:.1f} s "
         f"({syn['source_cpu_s'] / lib * 1000:.2f} s per 1k blocks); "
         f"cores used {cores_used(syn['cpu_s'], s_):.2f} "
-        f"({cores_used(syn['cpu_s'] + syn['source_cpu_s'], s_):.2f} with the sender); "
-        f"sync/import {ratio:.3f}",
+        f"({cores_used(syn['cpu_s'] + syn['source_cpu_s'], s_):.2f} with the sender; its own "
+        f"process {cores_used(syn['own_s'], s_):.2f}, busiest thread "
+        f"{cores_used(syn['busiest_s'], s_):.2f}); sync/import {ratio:.3f}",
         flush=True,
     )
 
@@ -278,6 +320,10 @@ def summarise(
         "mb_received": round(med(s["bytes"] for s in syncs) / 1e6, 2),
         "import_cores_used": round(med(i["cpu_s"] / i["seconds"] for i in imports), 2),
         "receiver_cores_used": round(med(s["cpu_s"] / s["seconds"] for s in syncs), 2),
+        "import_process_cores_used": round(med(i["own_s"] / i["seconds"] for i in imports), 2),
+        "receiver_process_cores_used": round(med(s["own_s"] / s["seconds"] for s in syncs), 2),
+        "import_busiest_thread": round(med(i["busiest_s"] / i["seconds"] for i in imports), 2),
+        "receiver_busiest_thread": round(med(s["busiest_s"] / s["seconds"] for s in syncs), 2),
         "cores_used": round(med((s["cpu_s"] + s["source_cpu_s"]) / s["seconds"] for s in syncs), 2),
         "pairs": len(ratios),
         "ratio_samples": [round(r, 3) for r in ratios],

@@ -85,11 +85,33 @@ async def push(session: aiohttp.ClientSession, url: str, body: bytes) -> bool:
         return response.status == 200
 
 
-def process_cpu(pid: int) -> float:
-    """CPU seconds (user + system) of process ``pid`` so far."""
-    with open(f"/proc/{pid}/stat") as f:
+def _stat_cpu(path: str) -> float:
+    """CPU seconds (user + system) in a ``/proc`` stat file (a process's or a thread's)."""
+    with open(path) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` so far."""
+    return _stat_cpu(f"/proc/{pid}/stat")
+
+
+def busiest_thread_cpu(pid: int) -> float:
+    """CPU seconds so far of the busiest thread of process ``pid`` (0.0 once it is gone).
+    Over the wall time, it says how near one thread (a node's chain thread) is to being the
+    bound, whatever the cores: at 1.0, more cores cannot help."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    busiest = 0.0
+    for tid in tids:
+        try:
+            busiest = max(busiest, _stat_cpu(f"/proc/{pid}/task/{tid}/stat"))
+        except OSError:
+            continue
+    return busiest
 
 
 def tree_cpu(pid: int) -> float:

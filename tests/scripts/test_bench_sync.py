@@ -7,7 +7,14 @@ from scripts.bench_sync import POLL_MAX_S, POLL_MIN_S, POLL_START_S, poll_delay,
 
 
 def run(seconds: float) -> dict[str, float]:
-    return {"seconds": seconds, "cpu_s": 1.0, "source_cpu_s": 0.1, "bytes": 2e6}
+    return {
+        "seconds": seconds,
+        "cpu_s": 1.0,
+        "own_s": 1.0,
+        "busiest_s": 1.0,
+        "source_cpu_s": 0.1,
+        "bytes": 2e6,
+    }
 
 
 def test_ratio_is_the_median_of_the_pairs_ratios() -> None:
@@ -51,12 +58,50 @@ def test_cores_used_is_the_median_of_the_runs_own() -> None:
     # Receiver 3, 1 and 2 cores: median 2 (median CPU 30 s over median 20 s would say 1.5);
     # with the sender 4, 1.5 and 3.
     syncs = [
-        {"seconds": 10.0, "cpu_s": 30.0, "source_cpu_s": 10.0, "bytes": 1.0},
-        {"seconds": 20.0, "cpu_s": 20.0, "source_cpu_s": 10.0, "bytes": 1.0},
-        {"seconds": 40.0, "cpu_s": 80.0, "source_cpu_s": 40.0, "bytes": 1.0},
+        {
+            "seconds": 10.0,
+            "cpu_s": 30.0,
+            "own_s": 9.0,
+            "busiest_s": 9.0,
+            "source_cpu_s": 10.0,
+            "bytes": 1.0,
+        },
+        {
+            "seconds": 20.0,
+            "cpu_s": 20.0,
+            "own_s": 10.0,
+            "busiest_s": 10.0,
+            "source_cpu_s": 10.0,
+            "bytes": 1.0,
+        },
+        {
+            "seconds": 40.0,
+            "cpu_s": 80.0,
+            "own_s": 36.0,
+            "busiest_s": 36.0,
+            "source_cpu_s": 40.0,
+            "bytes": 1.0,
+        },
     ]
     imports = [run(10.0), run(20.0), run(40.0)]  # 1 CPU-s each: 0.1, 0.05, 0.025 cores
     figures = summarise(imports, syncs, lib=100, txs=1000, size=10**6)
     assert figures["receiver_cores_used"] == 2.0
     assert figures["cores_used"] == 3.0
     assert figures["import_cores_used"] == 0.05
+
+
+def test_process_and_busiest_thread_are_the_medians_of_the_runs_shares() -> None:
+    """The node's own process's and its busiest thread's shares of the wall time are, like
+    cores used, the medians of each run's own shares, not ratios of medians."""
+
+    def sync(seconds: float, own_s: float, busiest_s: float) -> dict[str, float]:
+        return {**run(seconds), "cpu_s": 2 * own_s, "own_s": own_s, "busiest_s": busiest_s}
+
+    # Process 0.95, 0.6, 0.95: median 0.95; busiest thread 0.9, 0.5, 0.9: median 0.9 (median
+    # 10 s over median 20 s would say 0.5). The imports' busiest: 0.1, 0.05, 0.025.
+    syncs = [sync(10.0, 9.5, 9.0), sync(20.0, 12.0, 10.0), sync(40.0, 38.0, 36.0)]
+    imports = [run(10.0), run(20.0), run(40.0)]
+    figures = summarise(imports, syncs, lib=100, txs=1000, size=10**6)
+    assert figures["receiver_process_cores_used"] == 0.95
+    assert figures["receiver_busiest_thread"] == 0.9
+    assert figures["import_busiest_thread"] == 0.05

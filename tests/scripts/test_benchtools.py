@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 import pytest
 
-from scripts.benchtools import cores, cores_used, tree_cpu
+from scripts.benchtools import busiest_thread_cpu, cores, cores_used, process_cpu, tree_cpu
 
 
 def busy(seconds: float) -> float:
@@ -53,3 +55,44 @@ def test_cores_used_is_cpu_over_wall_to_two_decimals() -> None:
     assert cores_used(34.8, 13.1) == 2.66
     assert cores_used(0.0, 5.0) == 0.0
     assert cores_used(3.0, 2.0) == pytest.approx(1.5)
+
+
+# A child whose main thread spends 0.2 CPU-s, then starts a thread that spends 0.4 CPU-s and
+# stays alive, and prints when both are done (CPU time, so a loaded machine only slows it).
+TWO_THREADS = """
+import sys, threading, time
+def spend(s):
+    end = time.thread_time() + s
+    while time.thread_time() < end:
+        pass
+done = threading.Event()
+def worker():
+    spend(0.4)
+    done.set()
+    time.sleep(60)
+spend(0.2)
+threading.Thread(target=worker, daemon=True).start()
+done.wait()
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_the_busiest_thread_is_the_one_that_worked_most() -> None:
+    """Of a process whose threads spent 0.2 and 0.4 CPU-s, the busiest thread spent 0.4,
+    not the process's total; a process that is gone has none."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", TWO_THREADS],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        busiest = busiest_thread_cpu(child.pid)
+        total = process_cpu(child.pid)
+    finally:
+        child.communicate("")
+    assert 0.38 <= busiest <= 0.5  # clock ticks of 10 ms
+    assert total >= busiest + 0.15
+    assert busiest_thread_cpu(child.pid) == 0.0
