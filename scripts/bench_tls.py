@@ -85,16 +85,18 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--frame", type=int, default=90_000, help="a 1,000-transfer block")
     args = parser.parse_args()
+    if args.rounds < 1 or args.mb < 1:
+        parser.error("--rounds and --mb must be at least 1")
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     machine = cores()
     print(machine)
     runs: dict[str, list[tuple[float, float]]] = {"tcp": [], "tls": []}
     for _ in range(args.rounds):
-        for tls in (False, True):
-            seconds, cpu = await measure(tls, args.mb * 1_000_000, args.frame)
-            runs["tls" if tls else "tcp"].append((seconds, cpu))
+        for transport in runs:
+            seconds, cpu = await measure(transport == "tls", args.mb * 1_000_000, args.frame)
+            runs[transport].append((seconds, cpu))
             print(
-                f"{'tls' if tls else 'tcp'}: {args.mb / seconds:6,.0f} MB/s, "
+                f"{transport}: {args.mb / seconds:6,.0f} MB/s, "
                 f"{cpu * 1000 / args.mb:.2f} ms CPU per MB (both ends), "
                 f"{cores_used(cpu, seconds):.2f} cores used"
             )
