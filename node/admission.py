@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import structlog
 
 from chain.controller import Chain
+from chain.core.actions import SetCode
 from chain.core.contracts import TxTrace
 from chain.core.errors import DuplicateTransaction, MempoolFull, TransactionError
 from chain.core.transaction import SignedTransaction
@@ -50,10 +51,17 @@ class _Item:
 
 class Admitter:
     def __init__(
-        self, runner: ChainRunner, metrics: NodeMetrics, queue_size: int = QUEUE_SIZE
+        self,
+        runner: ChainRunner,
+        metrics: NodeMetrics,
+        queue_size: int = QUEUE_SIZE,
+        precompile: Callable[[bytes], None] | None = None,
     ) -> None:
+        """``precompile(code)`` checks and compiles a module a transaction deploys, off the
+        chain thread (``ContractRuntime.precompile``), before its batch goes to the chain."""
         self.runner = runner
         self.metrics = metrics
+        self._precompile = precompile
         self._queue: asyncio.Queue[_Item] = asyncio.Queue(queue_size)
         self._last_batch = -1e9  # time.monotonic() of the last batch handed over
         self._accepted: list[Callable[[SignedTransaction], None]] = []
@@ -121,6 +129,7 @@ class Admitter:
             while len(batch) < MAX_BATCH and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
             txs = [item.stx for item in batch]
+            await self._compile(txs)
             self._last_batch = time.monotonic()
             try:
                 results = await self.runner.call(_admit, txs, int(time.time() * 1000))
@@ -131,6 +140,18 @@ class Admitter:
                 continue
             for item, result in zip(batch, results, strict=True):
                 self._settle(item, result)
+
+    async def _compile(self, txs: list[SignedTransaction]) -> None:
+        """Compile the modules that ``txs`` deploy in the compiler thread, so the chain
+        thread, which checks them at admission and again in a block, finds them compiled
+        and never stops producing or applying blocks to compile (a module the structural
+        limits admit compiles in under 100 ms, but a batch may deploy several)."""
+        precompile = self._precompile
+        if precompile is None:
+            return
+        codes = {a.code for stx in txs for a in stx.tx.actions if isinstance(a, SetCode)}
+        for code in codes:
+            await asyncio.to_thread(precompile, code)
 
     def _fault(self, item: _Item, err: RuntimeFault) -> None:
         """This node could not run a contract of the batch: no verdict on its transactions.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import ipaddress
 import os
@@ -39,7 +40,7 @@ from node.api.stream import StreamHub
 from node.blocklog import BlockLog
 from node.config import NodeConfig
 from node.config_builders import http_limits, net_config, stream_limits
-from node.data_dir import STATE_SYNC_DIR, open_chain
+from node.data_dir import STATE_SYNC_DIR, contract_runtime, open_chain
 from node.errors import NodeError
 from node.finalizer import FinalizerService
 from node.header_checkpoint import HEADER_CHECKPOINT, HeaderCheckpointFile
@@ -168,7 +169,8 @@ class Node:
         )
         if recoverer is not None:
             opened.callback(recoverer.close)
-        self.runner = runner = ChainRunner(open_chain(config, recoverer))
+        contracts = contract_runtime(config.data_dir)
+        self.runner = runner = ChainRunner(open_chain(config, recoverer, contracts=contracts))
         opened.callback(runner.close)  # the chain is the runner's from here on
         start = runner.view
         votes_chain = start.params.finality == FINALITY_VOTES
@@ -180,7 +182,9 @@ class Node:
             opened.callback(self.rdma.close)  # after the network task: its channels are closed
         self.fetcher = self._state_sync_fetcher(config, start)
         snapshots = SnapshotDir(config.data_dir / "snapshots", config.snapshots.chunk_bytes)
-        self.admitter = admitter = Admitter(runner, metrics)
+        self.admitter = admitter = Admitter(
+            runner, metrics, precompile=functools.partial(contracts.precompile, params=start.params)
+        )
         # The network subscribes its reactors (block sync, block relay, tx and vote relay).
         self.network = network = Network(
             runner,

@@ -20,6 +20,8 @@ from chain.core.types import BlockId, block_num_of
 from chain.mempool import Mempool
 from chain.signatures.sigpool import ParallelRecoverer
 from chain.storage.store import BlockStore
+from chain.vm import ContractRuntime
+from chain.vm.artefacts import ArtefactDir
 from genesis.model import Genesis, load_genesis
 from node.config import NodeConfig
 from node.errors import NodeError
@@ -36,6 +38,9 @@ from node.snapshots import (
 
 log = structlog.get_logger("node")
 
+# Compiled contracts, by code hash (``chain.vm.artefacts``).
+COMPILED_DIR = "compiled-contracts"
+
 
 def open_chain(
     config: NodeConfig,
@@ -43,10 +48,13 @@ def open_chain(
     *,
     while_running: str = "",
     report: Report | None = None,
+    contracts: ContractRuntime | None = None,
 ) -> Chain:
     """The data dir's chain, started from ``--snapshot`` if it holds none yet.
     ``while_running`` names what the admin API offers in place of the command that opens it,
-    for when a node has the data dir open; ``report`` follows a snapshot import."""
+    for when a node has the data dir open; ``report`` follows a snapshot import;
+    ``contracts``: the runtime (by default one that keeps compiled contracts in the data dir,
+    ``contract_runtime``)."""
     snapshot = config.chain.snapshot
     if snapshot is not None:
         check_snapshot_chain(config, snapshot)  # before data_dir_genesis keeps a given genesis
@@ -61,10 +69,17 @@ def open_chain(
             genesis.to_initial_state(),
             mempool=Mempool(config.chain.max_mempool_txs, config.chain.max_mempool_per_account),
             recoverer=recoverer or recover_many,
+            contracts=contracts or contract_runtime(config.data_dir),
         )
     except BaseException:
         store.close()
         raise
+
+
+def contract_runtime(data_dir: Path) -> ContractRuntime:
+    """The contract runtime of a node on ``data_dir``: compiled contracts are kept there, so
+    that a restart does not compile them again."""
+    return ContractRuntime(artefacts=ArtefactDir(data_dir / COMPILED_DIR))
 
 
 def check_snapshot_chain(config: NodeConfig, snapshot: Path) -> None:

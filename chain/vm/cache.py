@@ -1,14 +1,15 @@
-"""Compiled contracts by code hash: a bounded LRU, shared by the chain thread and the
-read-only RPC threads.
+"""Compiled contracts by code hash: a bounded LRU, shared by the chain thread, the read-only
+RPC threads and the admission's compiler thread.
 
-A node only runs machine code it compiled itself from module bytes in its state; nothing is
-deserialized from disk or from a peer.
+A node only runs machine code it compiled itself from module bytes it checked: here, or kept
+by it on disk (``chain.vm.artefacts``); nothing compiled comes from a peer.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import NamedTuple
 
 import wasmtime
 
@@ -17,24 +18,29 @@ import wasmtime
 MAX_MODULES = 64
 
 
+class Compiled(NamedTuple):
+    module: wasmtime.Module
+    pre: wasmtime.InstancePre  # linked to the host functions, ready to instantiate
+
+
 class ModuleCache:
-    """code hash -> a module linked to the host functions, ready to instantiate."""
+    """code hash -> its compiled module."""
 
     def __init__(self, capacity: int = MAX_MODULES) -> None:
         self._capacity = capacity
         self._lock = threading.Lock()
-        self._entries: OrderedDict[bytes, wasmtime.InstancePre] = OrderedDict()
+        self._entries: OrderedDict[bytes, Compiled] = OrderedDict()
 
-    def get(self, code_hash: bytes) -> wasmtime.InstancePre | None:
+    def get(self, code_hash: bytes) -> Compiled | None:
         with self._lock:
             pre = self._entries.get(code_hash)
             if pre is not None:
                 self._entries.move_to_end(code_hash)
             return pre
 
-    def put(self, code_hash: bytes, pre: wasmtime.InstancePre) -> None:
+    def put(self, code_hash: bytes, compiled: Compiled) -> None:
         with self._lock:
-            self._entries[code_hash] = pre
+            self._entries[code_hash] = compiled
             self._entries.move_to_end(code_hash)
             while len(self._entries) > self._capacity:
                 self._entries.popitem(last=False)

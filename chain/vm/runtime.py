@@ -13,8 +13,10 @@ that is no trap) leaves as ``RuntimeFault``, which is no verdict on the transact
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from typing import Any, NamedTuple
 
+import structlog
 import wasmtime
 
 from chain.core import schema
@@ -24,10 +26,19 @@ from chain.core.errors import ChainError, ContractError, OutOfFuel, ResourceExce
 from chain.core.params import ChainParams
 from chain.core.state import StateView
 from chain.vm import host, raw
-from chain.vm.cache import ModuleCache
+from chain.vm.artefacts import ArtefactDir
+from chain.vm.cache import Compiled, ModuleCache
 from chain.vm.engine import MAX_MEMORY_PAGES, MAX_TABLE_ELEMENTS, PAGE, POOL_INSTANCES, engine
 from chain.vm.errors import RuntimeFault
-from chain.vm.validate import check_module, code_hash
+from chain.vm.validate import (
+    check_bytes,
+    check_interface,
+    check_links,
+    code_hash,
+    compile_module,
+)
+
+log = structlog.get_logger("contracts")
 
 # Fuel for making an action's store and instance, charged before they are made (inline
 # actions too): about what 50,000 wasm instructions cost, as a warm pooled instantiation
@@ -48,6 +59,9 @@ _TRAPS: dict[wasmtime.TrapCode, str] = {
 }
 
 
+# Verdicts of ``check_bytes`` remembered (about 80 bytes each).
+CHECKED_KEPT = 4096
+
 # Read-only calls (RPC threads) running at once: every other slot of the instance pool, so
 # the chain thread always finds one free.
 _READONLY_SLOTS = threading.BoundedSemaphore(POOL_INSTANCES - 1)
@@ -64,11 +78,18 @@ class ContractRuntime:
     """Validates, compiles (once per code hash) and runs contracts; safe to share between
     the chain thread and read-only RPC threads."""
 
-    def __init__(self, cache: ModuleCache | None = None) -> None:
+    def __init__(
+        self, cache: ModuleCache | None = None, artefacts: ArtefactDir | None = None
+    ) -> None:
         self._parts: _Parts | None = None
         self._start_lock = threading.Lock()
         self._cache = cache if cache is not None else ModuleCache()
+        self._artefacts = artefacts
         self._lock = threading.Lock()  # one compilation of a module at a time
+        # (code hash, max_code_bytes, max_memory_pages) whose bytes passed ``check_bytes``:
+        # a pure function of them, so a module checked at admission is not read again when
+        # its block is applied.
+        self._checked: OrderedDict[tuple[bytes, int, int], None] = OrderedDict()
 
     def _ready(self) -> _Parts:
         """The engine and linker, made on first use: a node that never meets a contract
@@ -86,15 +107,65 @@ class ContractRuntime:
     # --- ContractHost ----------------------------------------------------------------------
 
     def validate(self, code: bytes, params: ChainParams) -> bytes:
-        parts = self._ready()
-        module = check_module(parts.engine, code, params)
-        digest = code_hash(code)
-        pre = self._cache.get(digest)
-        if pre is None:
-            pre = parts.linker.instantiate_pre(module)
-        self._try_instantiate(pre, params)
-        self._cache.put(digest, pre)
+        digest = self._check(code, params)
+        self._try_instantiate(self._compiled(digest, code).pre, params)
         return digest
+
+    def precompile(self, code: bytes, params: ChainParams) -> None:
+        """Check and compile a module that a transaction offers to ``setcode``, so that its
+        ``validate`` on the chain thread (at admission, and when its block is applied) finds
+        it compiled. For a thread other than the chain's; a module that ``validate`` would
+        refuse is left for it to refuse."""
+        try:
+            self._check(code, params)
+        except ContractError:
+            return
+        except RuntimeFault as err:
+            log.warning("precompile_failed", why=str(err))
+
+    def _check(self, code: bytes, params: ChainParams) -> bytes:
+        """``code``'s hash once it passed setcode's checks but the trial instantiation,
+        compiling it if it was not; ContractError if it does not."""
+        parts = self._ready()
+        digest = code_hash(code)
+        key = (digest, params.max_code_bytes, params.max_memory_pages)
+        with self._lock:
+            checked = key in self._checked
+        if not checked:
+            check_bytes(parts.engine, code, params)
+        check_interface(self._compiled(digest, code).module, params)
+        if not checked:
+            with self._lock:
+                self._checked[key] = None
+                if len(self._checked) > CHECKED_KEPT:
+                    self._checked.popitem(last=False)
+        return digest
+
+    def _compiled(self, digest: bytes, code: bytes) -> Compiled:
+        """``code`` compiled: from the cache, from the artefacts on disk, or compiled now
+        (and kept on disk); ContractError if the engine refuses it."""
+        compiled = self._cache.get(digest)
+        if compiled is not None:
+            return compiled
+        parts = self._ready()
+        with self._lock:
+            compiled = self._cache.get(digest)
+            if compiled is not None:
+                return compiled
+            module = self._artefacts.load(parts.engine, digest) if self._artefacts else None
+            fresh = module is None
+            if module is None:
+                module = compile_module(parts.engine, code)
+            check_links(module)  # before linking, which would refuse it less clearly
+            try:
+                pre = parts.linker.instantiate_pre(module)
+            except wasmtime.WasmtimeError as err:
+                raise RuntimeFault(f"could not link a module: {err}") from err
+            compiled = Compiled(module, pre)
+            self._cache.put(digest, compiled)
+        if fresh and self._artefacts is not None:
+            self._artefacts.store(digest, module)
+        return compiled
 
     def _try_instantiate(self, pre: wasmtime.InstancePre, params: ChainParams) -> None:
         """Instantiate once, in a store of its own with the chain's limits, so that a module
@@ -260,24 +331,17 @@ class ContractRuntime:
         if raw is None:
             raise ContractError(f"{where}: no contract is deployed at {contract}")
         digest = bytes(unpack(raw, "contract code entry")[0])
-        pre = self._cache.get(digest)
-        if pre is not None:
-            return pre
-        with self._lock:
-            pre = self._cache.get(digest)
-            if pre is None:
-                wasm = view.raw(schema.wasm_key(contract))
-                assert wasm is not None, "setcode writes the module with its code entry"
-                # Validated at setcode: compiling is all that is left to do, and a failure
-                # to is this node's (out of memory), not the contract's.
-                try:
-                    parts = self._ready()
-                    module = wasmtime.Module(parts.engine, wasm)
-                    pre = parts.linker.instantiate_pre(module)
-                except wasmtime.WasmtimeError as err:
-                    raise RuntimeFault(f"{where}: could not compile the contract: {err}") from err
-                self._cache.put(digest, pre)
-        return pre
+        compiled = self._cache.get(digest)
+        if compiled is not None:
+            return compiled.pre
+        wasm = view.raw(schema.wasm_key(contract))
+        assert wasm is not None, "setcode writes the module with its code entry"
+        try:
+            return self._compiled(digest, wasm).pre
+        except ContractError as err:
+            # Validated at setcode: compiling is all that is left to do, and a failure to is
+            # this node's (out of memory), not the contract's.
+            raise RuntimeFault(f"{where}: could not compile the contract: {err}") from err
 
     @staticmethod
     def _error(err: Exception, act: host.Action, params: ChainParams) -> ChainError:

@@ -1,11 +1,12 @@
 """The checks a module passes at ``setcode``, before it is stored in the state.
 
 A module is refused unless every node could run it the same way within the chain's limits:
-it validates under our engine's features, imports only host functions of the allow-list with
-exactly our signatures, exports ``apply`` and ``memory``, declares no more memory than
-``max_memory_pages``, fits the engine's fixed limits (one table of at most
-``MAX_TABLE_ELEMENTS``) and has no start function (code that would run before ``apply``, at
-instantiation, outside any action). The runtime then instantiates it once
+it validates under our engine's features, keeps the structural limits that bound its
+compilation (``chain.vm.structure``), has no start function (code that would run before
+``apply``, at instantiation, outside any action), and, once compiled, imports only host
+functions of the allow-list with exactly our signatures, exports ``apply`` and ``memory``,
+declares no more memory than ``max_memory_pages`` and fits the engine's fixed limits (one
+table of at most ``MAX_TABLE_ELEMENTS``). The runtime then instantiates it once
 (``ContractRuntime.validate``), so that segments which do not fit are refused here too.
 """
 
@@ -17,6 +18,7 @@ import wasmtime
 
 from chain.core.errors import ContractError
 from chain.core.params import ChainParams
+from chain.vm.structure import check_structure
 
 I32 = wasmtime.ValType.i32()
 I64 = wasmtime.ValType.i64()
@@ -71,8 +73,9 @@ def _show(sig: tuple[tuple[wasmtime.ValType, ...], ...]) -> str:
     return f"({', '.join(map(str, params))}) -> ({', '.join(map(str, results))})"
 
 
-def check_module(engine: wasmtime.Engine, code: bytes, params: ChainParams) -> wasmtime.Module:
-    """The compiled module, or ContractError saying why ``code`` cannot be deployed."""
+def check_bytes(engine: wasmtime.Engine, code: bytes, params: ChainParams) -> None:
+    """ContractError saying why ``code`` cannot be deployed, from its bytes alone: what
+    must hold before anything spends time compiling it."""
     if not 0 < len(code) <= params.max_code_bytes:
         raise ContractError(
             f"module of {len(code)} bytes: must be 1..{params.max_code_bytes} (max_code_bytes)"
@@ -81,14 +84,23 @@ def check_module(engine: wasmtime.Engine, code: bytes, params: ChainParams) -> w
         wasmtime.Module.validate(engine, code)
     except wasmtime.WasmtimeError as err:
         raise ContractError(f"invalid WebAssembly module: {_first_line(err)}") from err
-    if _has_start_section(code):
+    if check_structure(code).has_start:
         raise ContractError("module has a start function (code outside any action)")
+
+
+def compile_module(engine: wasmtime.Engine, code: bytes) -> wasmtime.Module:
+    """``code`` compiled; ContractError if the engine's fixed limits refuse it."""
     try:
-        module = wasmtime.Module(engine, code)
+        return wasmtime.Module(engine, code)
     except wasmtime.WasmtimeError as err:
         # Valid WebAssembly that the engine's fixed limits refuse (a table past the pool's
         # slot, a second table): the same on every node, as the limits are.
         raise ContractError(f"module does not fit the runtime: {_last_line(err)}") from err
+
+
+def check_links(module: wasmtime.Module) -> None:
+    """ContractError unless the compiled module imports host functions only, with our
+    signatures, and exports ``apply`` and ``memory``."""
     for imp in module.imports:
         where = f"{imp.module}.{imp.name}"
         ty = imp.type
@@ -105,14 +117,28 @@ def check_module(engine: wasmtime.Engine, code: bytes, params: ChainParams) -> w
     apply = exports.get("apply")
     if not isinstance(apply, wasmtime.FuncType) or _signature(apply) != APPLY_TYPE:
         raise ContractError("module must export a function apply (i64, i64, i64) -> ()")
-    memory = exports.get("memory")
-    if not isinstance(memory, wasmtime.MemoryType):
+    if not isinstance(exports.get("memory"), wasmtime.MemoryType):
         raise ContractError("module must export its memory as memory")
+
+
+def check_interface(module: wasmtime.Module, params: ChainParams) -> None:
+    """ContractError unless the compiled module imports and exports what a contract must,
+    within the chain's memory limit."""
+    check_links(module)
+    memory = next(e.type for e in module.exports if e.name == "memory")
+    assert isinstance(memory, wasmtime.MemoryType), "check_links saw to it"
     if memory.limits.min > params.max_memory_pages:
         raise ContractError(
             f"memory of {memory.limits.min} pages declared, past max_memory_pages "
             f"{params.max_memory_pages}"
         )
+
+
+def check_module(engine: wasmtime.Engine, code: bytes, params: ChainParams) -> wasmtime.Module:
+    """The compiled module, or ContractError saying why ``code`` cannot be deployed."""
+    check_bytes(engine, code, params)
+    module = compile_module(engine, code)
+    check_interface(module, params)
     return module
 
 
@@ -122,24 +148,3 @@ def _first_line(err: Exception) -> str:
 
 def _last_line(err: Exception) -> str:
     return str(err).strip().splitlines()[-1].strip()[:300]
-
-
-def _has_start_section(code: bytes) -> bool:
-    """Whether the module has a start section (id 8); wasmtime's module type does not say.
-    ``code`` has validated, so its sections are well formed."""
-    pos = 8
-    while pos < len(code):
-        section = code[pos]
-        pos += 1
-        size, shift = 0, 0
-        while True:
-            byte = code[pos]
-            pos += 1
-            size |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                break
-        if section == 8:
-            return True
-        pos += size
-    return False

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import wasmtime
 
+from chain.vm import structure
 from chain.vm.validate import HOST_SIGNATURES
 from contract_tools.build import CONTRACTS_DIR, Built
 from contract_tools.cli import main
@@ -94,3 +95,15 @@ def test_init_writes_a_contract_that_builds(tmp_path: Path) -> None:
     assert main(["init", str(tmp_path / "hello")]) == 0
     assert main(["build", str(tmp_path / "hello")]) == 0
     assert (tmp_path / "hello" / "build" / "hello.wasm").is_file()
+
+
+def test_the_example_contracts_are_far_within_the_compile_limits(
+    token: Built, registry: Built
+) -> None:
+    """A real contract, as the SDK builds it, costs a small share of setcode's compile budget
+    and is far inside every structural limit (the limits leave contracts room to grow)."""
+    for built in (token, registry):
+        s = structure.check_structure(built.wasm.read_bytes())
+        assert s.compile_cost * 5 < structure.MAX_COMPILE_COST
+        assert s.max_function_control * 4 < structure.MAX_FUNCTION_CONTROL
+        assert s.max_nesting * 4 < structure.MAX_NESTING
