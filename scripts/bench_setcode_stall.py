@@ -1,0 +1,205 @@
+"""How long a producer's and a follower's heads stand still while accounts deploy the slowest
+modules to compile that ``setcode`` admits (issue 39's attack, with the limits in force).
+
+Starts a producer and a follower (real ``bor-node run`` processes on loopback), then deploys
+the slowest admitted module of ``bench_compile`` (a fresh custom section each time, so every
+deployment is a new code hash and nothing is cached): ``--in-a-row`` times one after the
+other (each waits for its block), then ``--at-once`` at the same time from as many accounts.
+Both heads are sampled every 50 ms over the RPC; the figure is the longest time either stood
+still, while deploying and for a few seconds after.
+
+    python scripts/bench_setcode_stall.py [--in-a-row 3] [--at-once 8] [--shape ifs_live]
+
+The last line of output is a JSON object: the module's bytes and compile cost, and per phase
+the longest stand-still of the producer's and the follower's head, in seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from chain.core.actions import SetCode
+from chain.core.crypto import public_key_to_text
+from chain.core.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.types import AccountName, BlockId
+from chain.vm import structure
+from scripts import bench_apply, bench_compile
+from scripts.benchtools import free_port, post_json, stop_node
+
+BIN = Path(sys.executable).parent / "bor-node"
+SAMPLE_S = 0.05
+SETTLE_S = 4.0  # sampled after the last deployment, so a late stall is seen too
+
+
+def salted(code: bytes, salt: int) -> bytes:
+    """``code`` with a custom section appended: another code hash, the same structure."""
+    name = b"salt"
+    payload = bytes([len(name)]) + name + salt.to_bytes(8, "little")
+    return code + b"\x00" + bytes([len(payload)]) + payload
+
+
+def start_node(data: Path, args: list[str]) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    cmd = [
+        str(BIN), "run", "--data-dir", str(data),
+        "--http-server-address", f"127.0.0.1:{port}",
+        "--admin-http-server-address", "", "--log-level", "warning", *args,
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            post_json(url + "/v1/chain/get_info", timeout=2)
+            return proc, url
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("bench_setcode_stall: a node did not start")
+
+
+class Heads:
+    """Samples each node's head; ``longest_still`` is the longest time between two samples
+    that saw different heads (or since the last change, at the end)."""
+
+    def __init__(self, urls: list[str]) -> None:
+        self.urls = urls
+        self.samples: list[list[tuple[float, int]]] = [[] for _ in urls]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for i, url in enumerate(self.urls):
+                try:
+                    head = int(post_json(url + "/v1/chain/get_info", timeout=5)["head_block_num"])
+                except OSError:
+                    continue
+                self.samples[i].append((time.monotonic(), head))
+            self._stop.wait(SAMPLE_S)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def longest_still(self, node: int, since: float, until: float) -> float:
+        longest, changed, last = 0.0, since, None
+        for at, head in self.samples[node]:
+            if at < since or at > until:
+                continue
+            if head != last:
+                longest = max(longest, at - changed)
+                changed, last = at, head
+        return round(max(longest, until - changed), 2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--in-a-row", type=int, default=3)
+    parser.add_argument("--at-once", type=int, default=8)
+    parser.add_argument("--shape", default="ifs_live", choices=sorted(bench_compile.SHAPES))
+    args = parser.parse_args()
+    if args.in_a_row < 0 or args.at_once < 0:
+        parser.error("--in-a-row and --at-once must not be negative")
+    deployers = max(args.at_once, 1)
+    genesis, keys = bench_apply.bench_genesis(deployers)
+    users = [n for n in keys if n.startswith("user")][:deployers]
+    code = bench_compile.largest_admitted(args.shape, genesis.params.max_code_bytes)
+    cost = structure.read_structure(code).compile_cost
+    print(f"module: {args.shape}, {len(code)} bytes, compile cost {cost}")
+    producer = keys["producera"]
+    key_text = f"{public_key_to_text(producer.public_key)}=KEY:{producer.to_text()}"
+    p2p = free_port()
+    with tempfile.TemporaryDirectory(prefix="bor-setcode-") as tmp:
+        work = Path(tmp)
+        procs = []
+        try:
+            for name in ("producer", "follower"):
+                (work / name).mkdir()
+                (work / name / "genesis.json").write_text(json.dumps(genesis.to_json()))
+            proc, producer_url = start_node(
+                work / "producer",
+                ["--producer-name", "producera", "--signature-provider", key_text,
+                 "--p2p-listen-endpoint", f"127.0.0.1:{p2p}"],
+            )  # fmt: skip
+            procs.append(proc)
+            proc, follower_url = start_node(
+                work / "follower",
+                ["--p2p-listen-endpoint", f"127.0.0.1:{free_port()}",
+                 "--p2p-peer-address", f"127.0.0.1:{p2p}"],
+            )  # fmt: skip
+            procs.append(proc)
+            heads = Heads([producer_url, follower_url])
+            heads.start()
+            time.sleep(2)
+            salt = 0
+
+            def deploy(user: str, mode: str) -> dict[str, object]:
+                nonlocal salt
+                salt += 1
+                info = post_json(producer_url + "/v1/chain/get_info")
+                ref_num, ref_prefix = tapos_of(BlockId(bytes.fromhex(info["head_block_id"])))
+                tx = Transaction(
+                    int(time.time()) + 300,
+                    ref_num,
+                    ref_prefix,
+                    (SetCode(AccountName(user), salted(code, salt)),),
+                )
+                stx = SignedTransaction.sign(tx, genesis.chain_id, [keys[user]])
+                body = {"packed_trx": stx.packed.hex(), "signatures": [stx.signatures[0].hex()]}
+                answer = post_json(
+                    producer_url + "/v1/chain/push_transaction", {**body, "mode": mode}, 60
+                )
+                return dict(answer)
+
+            results = {}
+            started = time.monotonic()
+            for i in range(args.in_a_row):
+                answer = deploy(users[i % len(users)], "commit")
+                assert answer.get("status") == "included", answer
+            time.sleep(SETTLE_S)
+            row_end = time.monotonic()
+            with ThreadPoolExecutor(max(args.at_once, 1)) as pool:
+                answers = list(pool.map(lambda u: deploy(u, "commit"), users[: args.at_once]))
+            assert all(a.get("status") == "included" for a in answers), answers
+            time.sleep(SETTLE_S)
+            once_end = time.monotonic()
+            heads.stop()
+            final = [post_json(u + "/v1/chain/get_info") for u in (producer_url, follower_url)]
+            for phase, since, until in (
+                ("in_a_row", started, row_end),
+                ("at_once", row_end, once_end),
+            ):
+                results[phase] = {
+                    "producer_still_s": heads.longest_still(0, since, until),
+                    "follower_still_s": heads.longest_still(1, since, until),
+                }
+                print(phase, results[phase])
+            print(
+                "heads at the end:",
+                [f["head_block_num"] for f in final],
+            )
+        finally:
+            for proc in procs:
+                stop_node(proc)
+    print(
+        json.dumps(
+            {"shape": args.shape, "bytes": len(code), "cost": cost, **results},
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
