@@ -31,6 +31,13 @@ SYMBOL_CODE = "4935508"  # "TOK" as the u64 primary key of an accounts row
 # An apply that never returns: only fuel stops it.
 LOOP_WAT = """(module (memory (export "memory") 1)
   (func (export "apply") (param i64 i64 i64) (loop $l (br $l))))"""
+# Blocks nested one deeper than setcode admits: slow to compile, were it larger.
+NESTED_WAT = (
+    '(module (memory (export "memory") 1) (func (export "apply") (param i64 i64 i64) '
+    + "(block " * 129
+    + ")" * 129
+    + "))"
+)
 
 
 @pytest.fixture(scope="module")
@@ -138,9 +145,10 @@ def test_the_token_runs_alike_on_three_producers_through_a_restart_and_a_hostile
     nodes: Nodes, tmp_path: Path, token: tuple[Path, Path]
 ) -> None:
     """The built token deploys and runs on three producers by the wallet and the RPC; every
-    node holds the same blocks, state roots and rows; a restarted node (cold module cache)
-    keeps agreeing and applying; an endless loop is refused by name while blocks go on; a
-    stream subscriber sees the contract's transfer event."""
+    node holds the same blocks, state roots and rows; a restarted node (its module cache
+    cold, the compiled token on disk) keeps agreeing and applying; an endless loop and a module
+    past the structural limits are refused by name while blocks go on; a stream subscriber
+    sees the contract's transfer event."""
     procs = three_producers(nodes, tmp_path)
     wait_for(lambda: all(p.info()["peer_count"] == 2 for p in procs), 30, "full mesh")
     wasm, abi_path = token
@@ -178,7 +186,11 @@ def test_the_token_runs_alike_on_three_producers_through_a_restart_and_a_hostile
     rows = [json.dumps(balances(p)) for p in procs]
     assert rows == [rows[0]] * 3
 
-    # A restarted node compiles the token afresh, keeps agreeing and applies new blocks.
+    # A restarted node takes the token compiled from its data dir, keeps agreeing and
+    # applies new blocks.
+    digest = code["code_hash"]
+    for proc in procs:
+        assert (proc.data_dir / "compiled-contracts" / f"{digest}.cwasm").exists()
     assert procs[2].stop() == 0
     procs[2].start(wait_head=head)
     more = push_token_transfers(procs[2], keys, abi, 30)
@@ -197,6 +209,13 @@ def test_the_token_runs_alike_on_three_producers_through_a_restart_and_a_hostile
     assert refused.returncode != 0
     assert "resource_exceeded" in refused.stderr, refused.stderr
     assert "loop::run: out of fuel (max_tx_fuel 20000000)" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    # A module past setcode's structural limits is refused before it is compiled, by name.
+    nested = tmp_path / "nested.wasm"
+    nested.write_bytes(wasmtime.wat2wasm(NESTED_WAT))
+    refused = wallet.run("set", "code", "loop", str(nested))
+    assert refused.returncode != 0
+    assert "module has 129 nested blocks, past the limit of 128" in refused.stderr
     assert "Traceback" not in refused.stderr
     after = max(int(p.info()["head_block_num"]) for p in procs)
     for proc in procs:
