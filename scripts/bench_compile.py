@@ -151,7 +151,12 @@ def _admitted(code: bytes, max_code_bytes: int) -> bool:
 
 
 def largest_admitted(shape: str, max_code_bytes: int) -> bytes:
-    """The module of ``shape`` with the most units that the limits admit (binary search)."""
+    """The module of ``shape`` with the most units that the limits admit."""
+    return _build(shape, largest_units(shape, max_code_bytes))
+
+
+def largest_units(shape: str, max_code_bytes: int) -> int:
+    """The most units of ``shape`` that the limits admit in one module (binary search)."""
     low, high = 1, 1
     while _admitted(_build(shape, high), max_code_bytes):
         low, high = high, high * 2
@@ -161,7 +166,7 @@ def largest_admitted(shape: str, max_code_bytes: int) -> bytes:
             low = mid
         else:
             high = mid
-    return _build(shape, low)
+    return low
 
 
 def sized(shape: str, kib: int) -> bytes:
