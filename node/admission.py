@@ -129,7 +129,7 @@ class Admitter:
             while len(batch) < MAX_BATCH and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
             txs = [item.stx for item in batch]
-            await self._compile(txs)
+            await self.compile_code(txs)
             self._last_batch = time.monotonic()
             try:
                 results = await self.runner.call(_admit, txs, int(time.time() * 1000))
@@ -141,11 +141,13 @@ class Admitter:
             for item, result in zip(batch, results, strict=True):
                 self._settle(item, result)
 
-    async def _compile(self, txs: list[SignedTransaction]) -> None:
-        """Compile the modules that ``txs`` deploy in the compiler thread, so the chain
-        thread, which checks them at admission and again in a block, finds them compiled
-        and never stops producing or applying blocks to compile (a module the structural
-        limits admit compiles in under 100 ms, but a batch may deploy several)."""
+    async def compile_code(self, txs: Sequence[SignedTransaction]) -> None:
+        """Compile the modules that ``txs`` deploy in a worker thread, so the chain thread,
+        which checks them at admission and again in a block, finds them compiled and does
+        not stop producing or applying blocks to compile (a module the structural limits
+        admit compiles in under 100 ms, but a batch or a block may deploy several). Also
+        for a peer's blocks, whose deployments this node may not have seen as transactions
+        (``NodeChainService.push_blocks``)."""
         precompile = self._precompile
         if precompile is None:
             return

@@ -86,6 +86,7 @@ class NodeChainService:
         ahead: Sequence[SignedBlock] = (),
         taken: Callable[[int], None] | None = None,
     ) -> PushOutcome:
+        await self.admitter.compile_code([stx for block in blocks for stx in block.transactions])
         now = int(time.time() * 1000)
         on_chain_thread = None
         if taken is not None:

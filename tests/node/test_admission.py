@@ -4,6 +4,7 @@ the RPC take the same queue, the same counters and the same refusal when it is f
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,38 @@ def test_an_async_refusal_is_kept_for_its_sender_until_a_retry_is_admitted(
         )
         await admitter.admit(genuine)
         assert admitter.refusal(forged.id) is None
+        admitting.cancel()
+
+    _with_runner(tmp_path, body)
+
+
+def test_deployed_modules_are_compiled_off_the_chain_thread_before_admission(
+    tmp_path: Path,
+) -> None:
+    """The admitter hands each module a batch deploys, once, to its compiler (a worker
+    thread, not the chain's) before the batch reaches the chain, and so does the chain
+    service for a peer's blocks; transactions that deploy nothing cost it no call."""
+
+    async def body(runner: ChainRunner, net: DevNet) -> None:
+        seen: list[tuple[bytes, str]] = []
+        chain_thread = await runner.call(lambda c: threading.current_thread().name)
+
+        def precompile(code: bytes) -> None:
+            seen.append((code, threading.current_thread().name))
+
+        admitter = Admitter(runner, NodeMetrics(), precompile=precompile)
+        admitting = asyncio.create_task(admitter.run())
+        code = bytes(wasmtime.wat2wasm(PRINTS_HI))
+        deploy = await runner.call(net.tx, SetCode(A, code, ""))
+        transfer = await runner.call(net.tx, Transfer(A, B, 1))
+        assert await admitter.admit(transfer) is None
+        assert seen == []
+        assert await admitter.admit(deploy) is None
+        assert [c for c, _ in seen] == [code]
+        assert all(thread != chain_thread for _, thread in seen)
+        block = await runner.call(net.produce)
+        await NodeChainService(runner, admitter).push_blocks([block], 0)
+        assert [c for c, _ in seen] == [code, code]
         admitting.cancel()
 
     _with_runner(tmp_path, body)
