@@ -185,6 +185,27 @@ class StreamConfig:
         low=1,
         high=1 << 20,
     )
+    buffer_bytes: int = number(
+        "http-stream-buffer-bytes",
+        64 << 20,
+        "bytes of blocks queued for one stream subscriber; one that falls this far behind is"
+        " sent 'lagged' and closed (0: no limit)",
+        high=1 << 40,
+    )
+    subscribe_timeout_ms: int = number(
+        "http-stream-subscribe-timeout-ms",
+        3_000,
+        "a websocket of /v1/chain/stream that has not subscribed this soon after the upgrade"
+        " is closed",
+        low=100,
+        high=60_000,
+    )
+    max_unsubscribed_per_address: int = number(
+        "http-max-unsubscribed-streams-per-address",
+        32,
+        "websockets of /v1/chain/stream not yet subscribed, from one client address; they"
+        " do not count under http-max-streams until they subscribe (0: no limit)",
+    )
     ping_ms: int = number(
         "http-stream-ping-ms",
         20_000,

@@ -89,5 +89,8 @@ def stream_limits(stream: StreamConfig) -> StreamLimits:
         max_streams=stream.max_streams,
         max_streams_per_address=stream.max_streams_per_address,
         buffer=stream.buffer,
+        buffer_bytes=stream.buffer_bytes,
+        subscribe_timeout_ms=stream.subscribe_timeout_ms,
+        max_unsubscribed_per_address=stream.max_unsubscribed_per_address,
         ping_ms=stream.ping_ms,
     )

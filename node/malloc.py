@@ -39,3 +39,18 @@ def return_big_buffers() -> bool:
     return bool(
         mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
     )
+
+
+def give_back_free_memory() -> bool:
+    """Return the C heap's free pages to the system (glibc's ``malloc_trim``): after a burst
+    of work that allocated on several threads (a chain thread decoding blocks for many
+    subscribers), the freed memory lies in the middle of the heaps, below what the trim
+    threshold can release, and the process would keep holding it. False where there is no
+    ``malloc_trim`` (not glibc) or nothing was given back."""
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return bool(trim(0))

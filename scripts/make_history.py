@@ -63,8 +63,11 @@ def _name(prefix: str, i: int) -> AccountName:
 
 
 class HistoryBuilder:
-    def __init__(self, out: Path, txs: int, per_block: int, producers: int, accounts: int) -> None:
+    def __init__(
+        self, out: Path, txs: int, per_block: int, producers: int, accounts: int, memo: int = 0
+    ) -> None:
         self.out = out
+        self.memo = memo  # pad each transfer's memo to this many characters (large blocks)
         self.per_block = per_block
         self.blocks = max(1, math.ceil(txs / per_block))
         self.total = txs
@@ -156,7 +159,8 @@ class HistoryBuilder:
                 recipient = self.users[(n * 7 + 3) % len(self.users)]
                 if recipient == sender:
                     recipient = self.users[(n + 1) % len(self.users)]
-                txs.append(self._tx(slot, Transfer(sender, recipient, 1 + n % 1000, str(n))))
+                memo = str(n).ljust(self.memo, ".")
+                txs.append(self._tx(slot, Transfer(sender, recipient, 1 + n % 1000, memo)))
                 n += 1
             if block % 150 == 75:
                 voter = self.users[block % 3]
@@ -207,9 +211,15 @@ def _seed(name: str) -> bytes:
 
 
 def make_history(
-    out: Path, txs: int, per_block: int = 1000, producers: int = 3, accounts: int = 1000
+    out: Path,
+    txs: int,
+    per_block: int = 1000,
+    producers: int = 3,
+    accounts: int = 1000,
+    memo: int = 0,
 ) -> dict[str, object]:
-    builder = HistoryBuilder(out, txs, per_block, producers, accounts)
+    """``memo``: each transfer's memo padded to this many characters (at most 256)."""
+    builder = HistoryBuilder(out, txs, per_block, producers, accounts, memo)
     builder.build()
     log = builder.export()
     chain = builder.chain

@@ -6,6 +6,16 @@ the event loop and only hands each update to every session's bounded inbox
 production, relay or another subscriber. Each connection carries one subscription, and is
 served by its handler (which reads what the client sends: pongs, or a protocol violation)
 and the session's task (which sends), both owned by the handler's task group.
+
+A connection that has upgraded but not yet subscribed counts apart from the subscriptions:
+it has ``subscribe_timeout_ms`` to subscribe and each address may hold only a few such
+(``max_unsubscribed_per_address``), so sockets that never subscribe cannot fill
+``http-max-streams`` and crowd out subscribers. Its place under the stream caps is taken
+when its subscribe message arrives.
+
+Sessions replaying history share the blocks they read (``stream_replay.ReplayCache``), and
+once the last session that held much memory ends (a replay, or a client cut for not reading)
+the hub gives the allocator's free memory back to the system.
 """
 
 from __future__ import annotations
@@ -25,20 +35,20 @@ from node.api.stream_frames import (
     TRY_AGAIN_LATER,
     IndexCache,
     Refused,
+    Subscription,
     error_frame,
     parse_subscribe,
 )
+from node.api.stream_replay import ReplayCache
 from node.api.stream_session import Session
 from node.api.views import dumps
+from node.malloc import give_back_free_memory
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner
 
 log = structlog.get_logger("stream")
 
 STREAM_PATH = "/v1/chain/stream"
-# The subscribe message must come this soon after the upgrade: a connection that says
-# nothing holds a place under http-max-streams.
-SUBSCRIBE_TIMEOUT_S = 10.0
 # A closing handshake (our close frame, the client's answer) takes this long at most; a
 # client that does not answer is cut off.
 CLOSE_TIMEOUT_S = 5.0
@@ -46,6 +56,9 @@ CLOSE_TIMEOUT_S = 5.0
 # client resuming from a block that was undone gets the undo messages back to our chain.
 # 72 bytes an entry; a fork switch pops at most the reversible blocks.
 POPPED_BLOCKS = 4096
+# The free memory is given back this long after a heavy session ends (once for a burst of
+# them: 200 clients cut together cost one trim, which takes milliseconds per GB of heap).
+TRIM_DELAY_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +72,17 @@ class StreamLimits:
     # Messages queued for one client before it is cut off with ``lagged``: 4096 is over half
     # an hour of blocks at 2 a second, or a fork switch of any depth the chain allows.
     buffer: int = 4096
+    # ... and the bytes of the blocks they hold (0: no cap): 4096 full blocks would be GBs
+    # that a client which never reads keeps alive; 64 MiB is a minute of 500 KB blocks.
+    buffer_bytes: int = 64 << 20
+    # A connection must subscribe this soon after the upgrade: a client needs one round
+    # trip, and a socket that says nothing should not hold a place for long.
+    subscribe_timeout_ms: int = 3_000
+    # Upgraded connections not yet subscribed, from one address (0: no limit); they do not
+    # count under max_streams until they subscribe. A client opening its streams together
+    # (scripts/bench_stream.py opens 25 an address) is not refused; one that never
+    # subscribes holds at most this many sockets, each for subscribe_timeout_ms.
+    max_unsubscribed_per_address: int = 32
     # Pings go out this often; a client that does not answer within half of it is closed.
     ping_ms: int = 20_000
 
@@ -81,8 +105,11 @@ class StreamHub:
         self._cors_origin = cors_origin
         self._sessions: set[Session] = set()
         self._unsubscribed: set[web.WebSocketResponse] = set()  # waiting for their subscribe
-        self._open = 0  # upgraded connections, subscribed or not yet
-        self._by_address: dict[str, int] = {}
+        self._open = 0  # subscribed connections
+        self._by_address: dict[str, int] = {}  # subscribed connections by address
+        self._waiting: dict[str, int] = {}  # upgraded, not yet subscribed, by address
+        self._replays = ReplayCache()
+        self._trim: asyncio.TimerHandle | None = None
         self._popped: OrderedDict[BlockId, tuple[int, BlockId]] = OrderedDict()
         self._indexes = IndexCache()
         self._stopping = False
@@ -108,6 +135,8 @@ class StreamHub:
     async def shutdown(self, app: web.Application) -> None:
         """(on_shutdown) End every stream: the node is stopping."""
         self._stopping = True
+        if self._trim is not None:
+            self._trim.cancel()
         for session in self._sessions:
             session.fail("the node is stopping", WSCloseCode.GOING_AWAY)
         stopping = error_frame("the node is stopping")
@@ -131,25 +160,45 @@ class StreamHub:
             return _error(403, "cross_origin", "streams are not served to this origin")
         await ws.prepare(request)
         address = request.remote or ""
+        refusal = self._waiting_refusal(address)
+        if refusal is not None:
+            await _close(ws, error_frame(refusal), TRY_AGAIN_LATER)
+            return ws
+        _count(self._waiting, address, 1)
+        self._unsubscribed.add(ws)
+        try:
+            sub = await self._subscription(ws)
+        finally:
+            self._unsubscribed.discard(ws)
+            _count(self._waiting, address, -1)
+        if sub is None:
+            return ws
         refusal = self._refusal(address)
         if refusal is not None:
             await _close(ws, error_frame(refusal), TRY_AGAIN_LATER)
             return ws
         self._open += 1
-        self._by_address[address] = self._by_address.get(address, 0) + 1
+        _count(self._by_address, address, 1)
         try:
-            await self._serve(ws)
+            await self._serve(ws, sub)
         finally:
             self._open -= 1
-            left = self._by_address[address] - 1
-            if left:
-                self._by_address[address] = left
-            else:
-                del self._by_address[address]
+            _count(self._by_address, address, -1)
         return ws
 
     def _origin_allowed(self, origin: str, request: web.Request) -> bool:
         return self._cors_origin in ("*", origin) or origin == f"{request.scheme}://{request.host}"
+
+    def _waiting_refusal(self, address: str) -> str | None:
+        if self._stopping:
+            return "the node is stopping"
+        each = self.limits.max_unsubscribed_per_address
+        if each and self._waiting.get(address, 0) >= each:
+            return (
+                f"{each} streams from {address} have not subscribed yet; subscribe on those"
+                f" first (http-max-unsubscribed-streams-per-address = {each})"
+            )
+        return None
 
     def _refusal(self, address: str) -> str | None:
         if self._stopping:
@@ -164,28 +213,37 @@ class StreamHub:
             )
         return None
 
-    async def _serve(self, ws: web.WebSocketResponse) -> None:
-        self._unsubscribed.add(ws)
+    async def _subscription(self, ws: web.WebSocketResponse) -> Subscription | None:
+        """The subscription the client's first message asks for; None (the connection
+        closed, with an error frame where it is still open) if it sends none in time, or a
+        bad one."""
+        timeout_s = self.limits.subscribe_timeout_ms / 1000
         try:
-            message = await ws.receive(timeout=SUBSCRIBE_TIMEOUT_S)
+            message = await ws.receive(timeout=timeout_s)
         except TimeoutError:
-            what = f"no subscribe message within {SUBSCRIBE_TIMEOUT_S:g} s"
+            what = (
+                f"no subscribe message within {timeout_s:g} s"
+                f" (http-stream-subscribe-timeout-ms = {self.limits.subscribe_timeout_ms})"
+            )
             await _close(ws, error_frame(what), POLICY_VIOLATION)
-            return
-        finally:
-            self._unsubscribed.discard(ws)
+            return None
         if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED):
-            return
+            return None
         if message.type is not WSMsgType.TEXT:
             what = "the subscribe message must be a JSON text frame"
             await _close(ws, error_frame(what), POLICY_VIOLATION)
-            return
+            return None
         try:
-            sub = parse_subscribe(message.data)
+            return parse_subscribe(message.data)
         except Refused as refused:
             await _close(ws, error_frame(refused.reason), refused.code)
-            return
-        session = Session(sub, self.limits.buffer, self._indexes, self._popped)
+            return None
+
+    async def _serve(self, ws: web.WebSocketResponse, sub: Subscription) -> None:
+        limits = self.limits
+        session = Session(
+            sub, limits.buffer, self._indexes, self._popped, limits.buffer_bytes, self._replays
+        )
         self._sessions.add(session)
         self._metrics.stream_subscribers.set(len(self._sessions))
         try:
@@ -196,6 +254,20 @@ class StreamHub:
         finally:
             self._sessions.discard(session)
             self._metrics.stream_subscribers.set(len(self._sessions))
+            if session.heavy:
+                self._trim_soon()
+
+    def _trim_soon(self) -> None:
+        """Give the free memory back in TRIM_DELAY_S, unless that is already due."""
+        if self._trim is None and not self._stopping:
+            self._trim = asyncio.get_running_loop().call_later(TRIM_DELAY_S, self._trim_now)
+
+    def _trim_now(self) -> None:
+        self._trim = None
+        if self._replays.replaying:  # not yet: a session that ends after its replay trims
+            return
+        given = give_back_free_memory()
+        log.debug("stream_memory_trimmed", given_back=given)
 
     async def _write(self, ws: web.WebSocketResponse, session: Session) -> None:
         messages = self._metrics.stream_messages
@@ -213,6 +285,15 @@ class StreamHub:
             return  # the client is gone
         await _close(ws, frame, code)
         messages.inc()
+
+
+def _count(counts: dict[str, int], address: str, change: int) -> None:
+    """Add ``change`` to ``address``'s count, dropping it at zero."""
+    left = counts.get(address, 0) + change
+    if left:
+        counts[address] = left
+    else:
+        del counts[address]
 
 
 async def _read(ws: web.WebSocketResponse, session: Session) -> None:

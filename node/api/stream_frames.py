@@ -233,6 +233,9 @@ class BlockIndex:
         self._actions: dict[Key, bytes] = {}
         self._index: list[Entry] | None = None
         self._contract: dict[tuple[int, int], list[ActionTrace]] = {}
+        # The unfiltered frames, by stream and finality: the same bytes for every subscriber
+        # (a hundred replaying one block hold one copy of its frame, not a hundred).
+        self._frames: dict[tuple[str, bool], bytes | None] = {}
 
     def _entries(self) -> list[Entry]:
         if self._index is None:
@@ -266,6 +269,14 @@ class BlockIndex:
 
     def frame(self, sub: Subscription, irreversible: bool) -> bytes | None:
         """The frame ``sub`` gets for this block; None when its filters select nothing."""
+        if sub.filtered:
+            return self._frame(sub, irreversible)
+        key = (sub.stream, irreversible)
+        if key not in self._frames:
+            self._frames[key] = self._frame(sub, irreversible)
+        return self._frames[key]
+
+    def _frame(self, sub: Subscription, irreversible: bool) -> bytes | None:
         if sub.stream == "blocks":
             return self._block_frame(irreversible)
         selected = self.matching(sub)

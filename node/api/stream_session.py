@@ -17,19 +17,13 @@ every later update must leave it there too; if one does not, the session ends wi
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 
 import structlog
 
-from chain.controller import Chain
-from chain.core.actions import Call
-from chain.core.block import SignedBlock
-from chain.core.types import BlockId, TxId
+from chain.core.types import BlockId
 from chain.events import BlockStep, ChainUpdate
-from chain.view import ChainView
 from node.api.stream_frames import (
     INTERNAL_ERROR,
     TRY_AGAIN_LATER,
@@ -37,79 +31,29 @@ from node.api.stream_frames import (
     IndexCache,
     Refused,
     Subscription,
-    Traces,
     error_frame,
     lagged_frame,
     lib_frame,
     subscribed_frame,
     undo_frame,
 )
+from node.api.stream_replay import (
+    REPLAY_BATCH,
+    REPLAY_BATCH_BYTES,
+    REPLAY_BUDGET_S,
+    Batch,
+    ReplayCache,
+    read_after,
+)
 from node.runner import ChainRunner
 
 log = structlog.get_logger("stream")
 
-# A replay reads at most this many blocks per call on the chain thread, and stops sooner
-# once it has read for REPLAY_BUDGET_S: full blocks take milliseconds each to decode, and a
-# block to apply or a push to admit waits behind the call.
-REPLAY_BATCH = 100
-REPLAY_BUDGET_S = 0.01
 # Blocks above the cursor an irreversible-only session keeps from the updates, to send when
 # the LIB passes them without reading them again; past this it reads them from the store.
 MAX_AHEAD = 1024
 
 Send = Callable[[bytes], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """What one replay read found: where the cursor stands and the blocks after it."""
-
-    position: str  # "ours", "above_head", "above_lib", "below_first" or "elsewhere"
-    blocks: tuple[SignedBlock, ...]
-    head: Cursor
-    lib: Cursor
-    first_block: int
-    traces: dict[int, Traces] = field(default_factory=dict)  # of the blocks that ran contracts
-
-
-def read_after(
-    chain: Chain, cursor: Cursor, irreversible: bool, limit: int, budget_s: float
-) -> Batch:
-    """(On the chain thread.) Whether ``cursor`` is on our chain and, if it is, up to
-    ``limit`` blocks after it (to the LIB when ``irreversible``), for ``budget_s`` at most."""
-    view = chain.view()
-    head, lib = Cursor(view.head.num, view.head.id), Cursor(view.lib_num, view.lib_id)
-    position = _position(chain, view, cursor, irreversible)
-    if position != "ours":
-        return Batch(position, (), head, lib, view.first_block)
-    last = min(lib.num if irreversible else head.num, cursor.num + limit)
-    blocks = []
-    traces: dict[int, Traces] = {}
-    deadline = time.monotonic() + budget_s
-    for num in range(cursor.num + 1, last + 1):
-        block = chain.block_by_num(num)
-        blocks.append(block)
-        if any(a.CODE == Call.CODE for stx in block.transactions for a in stx.tx.actions):
-            traces[num] = tuple((TxId(t), trace) for t, trace in chain.traces(num))
-        if time.monotonic() >= deadline:
-            break
-    return Batch(position, tuple(blocks), head, lib, view.first_block, traces)
-
-
-def _position(chain: Chain, view: ChainView, cursor: Cursor, irreversible: bool) -> str:
-    if cursor.num > view.head.num:
-        return "above_head"
-    if irreversible and cursor.num > view.lib_num:
-        return "above_lib"
-    if cursor.num < view.first_block - 1:
-        return "below_first"
-    if cursor.num == view.head.num:
-        held = view.head.id
-    elif cursor.num == view.first_block - 1:  # named only by the first block held
-        held = chain.block_by_num(view.first_block).header.previous
-    else:
-        held = chain.block_by_num(cursor.num).id
-    return "ours" if held == cursor.id else "elsewhere"
 
 
 class Ended(Exception):
@@ -130,14 +74,24 @@ class Session:
         capacity: int,
         indexes: IndexCache,
         popped: Mapping[BlockId, tuple[int, BlockId]],
+        max_bytes: int = 0,
+        replays: ReplayCache | None = None,
     ) -> None:
+        """``capacity``: the messages the inbox may hold, ``max_bytes`` the encoded blocks
+        (0: no cap); ``replays``: the hub's cache of replayed blocks, shared by sessions."""
         self.sub = sub
         self.capacity = capacity
+        self.max_bytes = max_bytes
         self.cursor = sub.cursor
         self._indexes = indexes
+        self._replays = replays if replays is not None else ReplayCache()
         self._popped = popped  # the hub's memory of popped blocks: id -> (num, parent id)
-        self._inbox: deque[tuple[ChainUpdate, int]] = deque()
+        self._inbox: deque[tuple[ChainUpdate, int, int]] = deque()
         self._weight = 0  # messages the inbox may turn into
+        self._bytes = 0  # encoded blocks the inbox holds
+        # Whether this session held much memory (it replayed history, or was cut): the hub
+        # gives the allocator's free memory back to the system after such sessions end.
+        self.heavy = False
         self._wake = asyncio.Event()
         self._ending: Ended | None = None
         self._lagged_reason = ""
@@ -158,8 +112,17 @@ class Session:
             reason = f"more than {self.capacity} messages waited (http-stream-buffer)"
             self._end(Ended(b"", TRY_AGAIN_LATER), lagged=reason)
             return False
-        self._inbox.append((update, weight))
+        # The inbox shares its updates with the chain and the other sessions, but once they
+        # have moved on, what it holds is this session's alone: a subscriber that does not
+        # read must not keep thousands of full blocks alive.
+        size = sum(len(step.block.encode()) for step in update.events.steps)
+        if self.max_bytes and self._bytes + size > self.max_bytes:
+            reason = f"more than {self.max_bytes} bytes of blocks waited (http-stream-buffer-bytes)"
+            self._end(Ended(b"", TRY_AGAIN_LATER), lagged=reason)
+            return False
+        self._inbox.append((update, weight, size))
         self._weight += weight
+        self._bytes += size
         self._wake.set()
         return True
 
@@ -178,8 +141,10 @@ class Session:
             return
         self._ending = ending
         self._lagged_reason = lagged
+        self.heavy = self.heavy or bool(lagged)
         self._inbox.clear()
         self._weight = 0
+        self._bytes = 0
         self._wake.set()
 
     @property
@@ -198,8 +163,9 @@ class Session:
                 await self._wake.wait()
                 self._wake.clear()
                 while self._inbox and self._ending is None:
-                    update, weight = self._inbox.popleft()
+                    update, weight, size = self._inbox.popleft()
                     self._weight -= weight
+                    self._bytes -= size
                     await self._follow(update, runner, send)
                 self._check_end()
         except Ended as ending:
@@ -226,9 +192,7 @@ class Session:
         cursor = sub.cursor
         undos: list[bytes] = []
         while True:
-            batch = await runner.call(
-                read_after, cursor, sub.irreversible_only, REPLAY_BATCH, REPLAY_BUDGET_S
-            )
+            batch = await runner.call(read_after, cursor, sub.irreversible_only, *_batch())
             if batch.position == "ours":
                 break
             known = self._popped.get(cursor.id)
@@ -247,14 +211,36 @@ class Session:
     async def _replay(self, runner: ChainRunner, send: Send) -> None:
         """Send the blocks after the cursor, read from the store, up to the head (the LIB
         when irreversible only) as it stands when the last read is made."""
+        self._replays.replay_started()
+        try:
+            await self._replay_from_store(runner, send)
+        finally:
+            self._replays.replay_ended()
+
+    async def _replay_from_store(self, runner: ChainRunner, send: Send) -> None:
         sub = self.sub
+        replays = self._replays
         while True:
             self._check_end()
             assert self.cursor is not None
             cursor = self.cursor
-            batch = await runner.call(
-                read_after, cursor, sub.irreversible_only, REPLAY_BATCH, REPLAY_BUDGET_S
-            )
+            shared = replays.get(cursor.num + 1, cursor.id)
+            if shared is not None:  # final, read by this or another session
+                self.heavy = True
+                frame = shared.frame(sub, True)
+                if frame is not None:
+                    await send(frame)
+                self.cursor = shared.cursor
+                continue
+            other = replays.reading(cursor.num + 1)
+            if other is not None:  # another session is reading these blocks: share its read
+                await other.wait()
+                continue
+            done = replays.start_read(cursor.num + 1)
+            try:
+                batch = await runner.call(read_after, cursor, sub.irreversible_only, *_batch())
+            finally:
+                replays.end_read(cursor.num + 1, done)
             if batch.position == "ours":
                 if not batch.blocks:
                     return
@@ -269,9 +255,17 @@ class Session:
             await self._undo(known[0], cursor.id, known[1], send)
 
     async def _send_blocks(self, batch: Batch, send: Send) -> None:
-        for block in batch.blocks:
-            traces = batch.traces.get(block.num, ())
-            frame = self._indexes.index(block, traces).frame(self.sub, block.num <= batch.lib.num)
+        self.heavy = self.heavy or bool(batch.blocks)
+        # Index every final block first: sessions waiting on this read find them all.
+        indexes = [
+            self._replays.put(block, batch.traces.get(block.num, ()))
+            if block.num <= batch.lib.num
+            else self._indexes.index(block, batch.traces.get(block.num, ()))
+            for block in batch.blocks
+        ]
+        for index in indexes:
+            block = index.block
+            frame = index.frame(self.sub, block.num <= batch.lib.num)
             if frame is not None:
                 await send(frame)
             self.cursor = Cursor(block.num, block.id)
@@ -342,6 +336,11 @@ class Session:
             self.cursor = Cursor(final.num, final.id)
         for num in [n for n in ahead if n <= self.cursor.num]:
             del ahead[num]
+
+
+def _batch() -> tuple[int, float, int]:
+    """A replay read's bounds (the module's, read when called so that tests may shrink them)."""
+    return REPLAY_BATCH, REPLAY_BUDGET_S, REPLAY_BATCH_BYTES
 
 
 def _unusable(cursor: Cursor, batch: Batch, popped: bool) -> str:

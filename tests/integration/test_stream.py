@@ -319,12 +319,13 @@ def test_a_killed_client_resumes_from_its_cursor_a_minute_later(
         assert f["block"]["id"] == block_id(node, f["block"]["num"])
 
 
-def _handshake(port: int, subscribe: dict[str, Any]) -> socket.socket:
-    """A websocket opened by hand on a socket with a tiny receive buffer, its subscription
-    sent; the caller then reads nothing, so the node's writes soon block."""
+def _upgrade(port: int, source: str = "127.0.0.1") -> socket.socket:
+    """A websocket opened by hand from ``source`` on a socket with a tiny receive buffer,
+    nothing sent after the upgrade."""
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.settimeout(10 * SLOWDOWN)
+    sock.bind((source, 0))
     sock.connect(("127.0.0.1", port))
     key = base64.b64encode(os.urandom(16)).decode()
     sock.sendall(
@@ -337,6 +338,13 @@ def _handshake(port: int, subscribe: dict[str, Any]) -> socket.socket:
     while not head.endswith(b"\r\n\r\n"):  # a byte at a time: nothing of the stream is read
         head += sock.recv(1)
     assert head.startswith(b"HTTP/1.1 101"), head
+    return sock
+
+
+def _handshake(port: int, subscribe: dict[str, Any]) -> socket.socket:
+    """A websocket opened by hand on a socket with a tiny receive buffer, its subscription
+    sent; the caller then reads nothing, so the node's writes soon block."""
+    sock = _upgrade(port)
     payload, mask = json.dumps(subscribe).encode(), os.urandom(4)
     size = (
         bytes([0x80 | len(payload)])
@@ -541,3 +549,67 @@ def test_the_readme_consumer_resumes_where_it_stopped(
     assert json.loads(cursor_file.read_text()) == {"num": nums[-1], "id": blocks[-1]["id"]}
     for b in blocks:
         assert b["id"] == block_id(node, b["num"])
+
+
+def _rss_mib(node: NodeProcess) -> float:
+    """The node process's resident memory, in MiB."""
+    assert node.proc is not None
+    with open(f"/proc/{node.proc.pid}/status") as f:
+        line = next(line for line in f if line.startswith("VmRSS:"))
+    return int(line.split()[1]) / 1024
+
+
+def test_silent_sockets_are_closed_at_the_deadline_and_leave_room_for_subscribers(
+    nodes: Nodes, tmp_path: Path
+) -> None:
+    """Twelve upgraded sockets that never subscribe, from four addresses, do not take the
+    four places of http-max-streams: four subscribers from a fifth address are all served,
+    a fourth silent socket from one address is refused with 1013, and each silent one is
+    closed with 1008 at the subscribe deadline."""
+    node = one_producer(
+        nodes,
+        tmp_path,
+        "--http-max-streams", "4",
+        "--http-stream-subscribe-timeout-ms", "2000",
+        "--http-max-unsubscribed-streams-per-address", "3",
+    )  # fmt: skip
+    silent = [_upgrade(node.port, f"127.0.3.{a}") for a in range(1, 5) for _ in range(3)]
+    try:
+        over, code = _read_frames(_upgrade(node.port, "127.0.3.1"), 10)
+        assert code == 1013 and "http-max-unsubscribed-streams-per-address" in str(over)
+        honest = [Follower(node.url, {"stream": "blocks"}, source="127.0.4.1") for _ in range(4)]
+        assert all(f.subscribed for f in honest), [f.frames[:1] for f in honest]
+        for sock in silent:
+            frames, code = _read_frames(sock, 15)
+            assert code == 1008, frames
+            assert "no subscribe message within 2 s" in frames[-1]["reason"]
+        for f in honest:
+            f.stop()
+    finally:
+        for sock in silent:
+            sock.close()
+
+
+def test_subscribers_that_never_read_are_cut_and_their_memory_returned(
+    nodes: Nodes, tmp_path: Path
+) -> None:
+    """Twenty transactions subscribers that read nothing while blocks of transfers are made
+    are each cut with lagged naming http-stream-buffer-bytes, and once they are gone the
+    node holds under 64 MiB more than before them."""
+    node = one_producer(nodes, tmp_path, "--http-stream-buffer-bytes", str(256 << 10))
+    before = _rss_mib(node)
+    victims = [
+        _handshake(node.port, {"type": "subscribe", "stream": "transactions"}) for _ in range(20)
+    ]
+    try:
+        with Load(node, dev_keys(tmp_path), 0.0):
+            wait_for(lambda: _metric(node, "bor_stream_lagged_total") >= 20, 60, "all cut")
+        endings = [_read_frames(sock, 20) for sock in victims]
+    finally:
+        for sock in victims:
+            sock.close()
+    for frames, code in endings:
+        assert code == 1013 and frames[-1]["type"] == "lagged", frames[-1:]
+        assert "http-stream-buffer-bytes" in frames[-1]["reason"]
+    wait_for(lambda: _metric(node, "bor_stream_subscribers") == 0, 20, "the sessions gone")
+    wait_for(lambda: _rss_mib(node) - before < 64, 20, "the memory given back")

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -20,7 +19,6 @@ from chain.core.types import AccountName
 from chain.testing import now_ms
 from genesis.testing import DevNet
 from node.admission import Admitter
-from node.api import stream
 from node.api.http import HttpLimits, make_app
 from node.api.rpc import Api
 from node.api.stream import STREAM_PATH, StreamHub, StreamLimits
@@ -206,13 +204,15 @@ def test_a_cursor_not_on_the_chain_is_refused(tmp_path: Path) -> None:
 
 def test_streams_over_the_caps_are_refused_with_1013(tmp_path: Path) -> None:
     """With http-max-streams-per-address = 1, a second stream from the same client gets an
-    error naming the option and a 1013 close; once the first closes, a new one is served."""
+    error naming the option and a 1013 close when it subscribes; once the first closes, a new
+    one is served."""
 
     async def check(node: Node) -> None:
         async with node.client.ws_connect(STREAM_PATH) as first:
             await first.send_json({"type": "subscribe", "stream": "blocks"})
             await _next(first)
             async with node.client.ws_connect(STREAM_PATH) as second:
+                await second.send_json({"type": "subscribe", "stream": "blocks"})
                 reason, code = await _refused(second)
                 assert "(http-max-streams-per-address = 1)" in reason and code == 1013
             assert node.metrics.stream_subscribers._value.get() == 1
@@ -267,19 +267,41 @@ def test_the_asyncapi_document_describes_every_message(tmp_path: Path) -> None:
     _serve(tmp_path, check)
 
 
-def test_a_client_that_never_subscribes_is_closed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_client_that_never_subscribes_is_closed(tmp_path: Path) -> None:
     """A connection that sends no subscribe message within the time allowed gets an error
-    saying so and a 1008 close, and frees its place."""
-    monkeypatch.setattr(stream, "SUBSCRIBE_TIMEOUT_S", 0.2)
+    naming the option and a 1008 close."""
 
     async def check(node: Node) -> None:
         async with node.client.ws_connect(STREAM_PATH) as ws:
             reason, code = await _refused(ws)
             assert "no subscribe message within 0.2 s" in reason and code == 1008
+            assert "http-stream-subscribe-timeout-ms = 200" in reason
 
-    _serve(tmp_path, check, StreamLimits(max_streams=1))
+    _serve(tmp_path, check, StreamLimits(max_streams=1, subscribe_timeout_ms=200))
+
+
+def test_unsubscribed_sockets_do_not_hold_subscription_places(tmp_path: Path) -> None:
+    """With one stream allowed and two unsubscribed sockets per address, a silent socket
+    leaves the one place to a subscriber, and a third silent one is refused with 1013 naming
+    its own option."""
+
+    async def check(node: Node) -> None:
+        async with node.client.ws_connect(STREAM_PATH) as silent:
+            async with node.client.ws_connect(STREAM_PATH) as ws:
+                await ws.send_json({"type": "subscribe", "stream": "blocks"})
+                assert (await _next(ws))["type"] == "subscribed"
+                async with (
+                    node.client.ws_connect(STREAM_PATH) as second,
+                    node.client.ws_connect(STREAM_PATH) as third,
+                ):
+                    reason, code = await _refused(third)
+                    assert "http-max-unsubscribed-streams-per-address = 2" in reason
+                    assert code == 1013
+                    assert not second.closed
+            assert not silent.closed
+
+    limits = StreamLimits(max_streams=1, max_unsubscribed_per_address=2)
+    _serve(tmp_path, check, limits)
 
 
 def test_stopping_the_listener_closes_every_stream_at_once(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from chain.testing import now_ms
 from genesis.testing import DevNet
 from node.api import stream_session
 from node.api.stream_frames import TRY_AGAIN_LATER, Cursor, IndexCache, Refused, Subscription
+from node.api.stream_replay import ReplayCache, read_after
 from node.api.stream_session import Session
 from node.runner import ChainRunner
 
@@ -31,10 +32,17 @@ A, B, C = AccountName("alice"), AccountName("bob"), AccountName("carol")
 class Harness:
     """A session fed by a real chain thread the way the hub feeds it, and its frames."""
 
-    def __init__(self, runner: ChainRunner, sub: Subscription, capacity: int = 4096) -> None:
+    def __init__(
+        self,
+        runner: ChainRunner,
+        sub: Subscription,
+        capacity: int = 4096,
+        max_bytes: int = 0,
+        replays: ReplayCache | None = None,
+    ) -> None:
         self.runner = runner
         self.popped: OrderedDict[BlockId, tuple[int, BlockId]] = OrderedDict()
-        self.session = Session(sub, capacity, IndexCache(), self.popped)
+        self.session = Session(sub, capacity, IndexCache(), self.popped, max_bytes, replays)
         self.frames: list[dict[str, Any]] = []
         self.on_frame: Callable[[dict[str, Any]], Awaitable[None]] | None = None
         self.offers: list[bool] = []  # what each offer answered
@@ -275,5 +283,80 @@ def test_a_full_inbox_ends_the_session_lagged_without_blocking_the_hub(tmp_path:
         lagged = json.loads(ending.frame)
         first = harness.frames[1]
         assert lagged["type"] == "lagged" and lagged["cursor"] == first["cursor"]
+
+    _run(tmp_path, net, test)
+
+
+def test_an_inbox_over_its_bytes_ends_the_session_lagged(tmp_path: Path) -> None:
+    """A session whose client takes nothing is cut with lagged naming
+    http-stream-buffer-bytes once its inbox holds more bytes of blocks than allowed, though
+    far below its message capacity."""
+    net = DevNet.create(1)
+
+    async def test(runner: ChainRunner) -> None:
+        stuck = asyncio.Event()
+        await runner.call(net.produce)
+        size = len((await runner.call(lambda c: c.block_by_num(c.head.num))).encode())
+        harness = Harness(runner, Subscription("blocks"), capacity=4096, max_bytes=3 * size)
+
+        async def never_returns(frame: dict[str, Any]) -> None:
+            if frame["type"] == "block":
+                await stuck.wait()
+
+        harness.on_frame = never_returns
+        task = harness.start()
+        await harness.settle()
+        for _ in range(8):
+            await runner.call(net.produce)
+        await harness.settle()
+        assert harness.session.ended and False in harness.offers
+        stuck.set()
+        ending = await asyncio.wait_for(task, 5)
+        lagged = json.loads(ending.frame)
+        assert lagged["type"] == "lagged" and "http-stream-buffer-bytes" in lagged["reason"]
+        assert harness.session.heavy, "a cut session asks the hub to give memory back"
+
+    _run(tmp_path, net, test)
+
+
+def test_sessions_replaying_the_same_blocks_share_one_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four sessions resuming from block 1 together get the same frames as one alone, the
+    store is read about once for all of them, and the shared cache is empty once they end."""
+    monkeypatch.setattr(stream_session, "REPLAY_BATCH", 2)
+    read: list[int] = []
+    real = read_after
+
+    def counting(*args: Any) -> Any:
+        batch = real(*args)
+        read.extend(b.num for b in batch.blocks)
+        return batch
+
+    monkeypatch.setattr(stream_session, "read_after", counting)
+    net = DevNet.create(1)
+
+    async def test(runner: ChainRunner) -> None:
+        for _ in range(20):
+            await runner.call(net.produce)
+        first = await runner.call(lambda c: c.block_by_num(1))
+        replays = ReplayCache()
+        harnesses = [
+            Harness(runner, Subscription("blocks", cursor=Cursor(1, first.id)), replays=replays)
+            for _ in range(4)
+        ]
+        tasks = [h.start() for h in harnesses]
+        for _ in range(10):
+            await harnesses[0].settle()
+        for task in tasks:
+            task.cancel()
+        expected = harnesses[0].frames
+        head, lib = runner.view.head.num, runner.view.lib_num
+        assert [n for _, n in harnesses[0].blocks()] == list(range(2, head + 1))
+        assert all(h.frames == expected for h in harnesses)
+        assert lib > 10, lib
+        final_reads = [n for n in read if n <= lib]
+        assert len(final_reads) <= lib + 2 * 4, (lib, sorted(read))
+        assert len(replays) == 0 and replays.replaying == 0
 
     _run(tmp_path, net, test)
