@@ -58,7 +58,7 @@ from chain.core.types import AccountName, BlockId, BlockNum, PublicKey, TxId
 from chain.core.votes import DoubleVote, VoteOutcome, VotePool
 from chain.events import NO_EVENTS, BlockStep, ChainEvents
 from chain.fork_db import ForkBlock, ForkDatabase
-from chain.mempool import Mempool
+from chain.mempool import Mempool, tx_bytes
 from chain.signatures.signers import Recoverer, SignerKeys
 from chain.storage.state_cache import CachedState
 from chain.storage.store import BlockStore
@@ -126,7 +126,8 @@ class Chain:
         self._state = CachedState(store)
         self.params = initial.params
         self.chain_id = initial.chain_id
-        self.mempool = mempool or Mempool()
+        # Not ``mempool or``: an empty mempool is falsy, and the configured one was replaced.
+        self.mempool = Mempool() if mempool is None else mempool
         # The one runtime of this node: it caches compiled modules across blocks. Tests may
         # hand in another host.
         self.vm: ContractHost = ContractRuntime() if contracts is None else contracts
@@ -173,6 +174,7 @@ class Chain:
             and view.head is head
             and view.lib_num == lib
             and view.mempool_size == len(self.mempool)
+            and view.mempool_bytes == self.mempool.bytes
             and view.fork_db_size == len(self._fork)
         ):
             return view
@@ -187,6 +189,7 @@ class Chain:
             mempool_size=len(self.mempool),
             fork_db_size=len(self._fork),
             first_block=self._first,
+            mempool_bytes=self.mempool.bytes,
         )
         return self._view
 
@@ -343,16 +346,22 @@ class Chain:
         view = StateView(self._state)  # shared, so the batch reads each account once
         view.set_block_summary(self._head.num, self._head.id)
         results: list[TransactionError | TxTrace | None] = []
-        # What peers could not decode is refused before its signatures are recovered.
-        undecodable = [_wire_error(stx) for stx in txs]
-        well_formed = [t for t, e in zip(txs, undecodable, strict=True) if e is None]
+        # What peers could not decode, or the mempool has no room for, is refused before its
+        # signatures are recovered or it runs: 600 large setcodes pushed at once otherwise all
+        # ran on the chain thread, to be refused by the mempool after.
+        early = [_wire_error(stx) or self.mempool.refusal(stx) for stx in txs]
+        well_formed = [t for t, e in zip(txs, early, strict=True) if e is None]
         recovered = iter(self._signers.recover_each(well_formed))
-        for stx, error in zip(txs, undecodable, strict=True):
+        for stx, error in zip(txs, early, strict=True):
             keys = next(recovered) if error is None else error
             if isinstance(keys, TransactionError):
                 results.append(keys)
                 continue
             try:
+                # The batch's earlier transactions may have taken the room since.
+                refused = self.mempool.refusal(stx)
+                if refused is not None:
+                    raise refused
                 trace = apply_transaction(view.child(), stx, keys, ctx)
                 self.mempool.add(stx, keys)
             except TransactionError as err:
@@ -492,12 +501,16 @@ class Chain:
         Signer keys come from the cache when it has them; others (the node restarted since
         the block was applied, or applied it in light mode) are recovered in one batch. That
         costs one recovery per signature of what can still go in: not expired, not on the new
-        branch, not beyond the room left in the mempool, and only from popped blocks, which
-        were reversible: at most (head - LIB) * max_block_txs transactions.
+        branch, not beyond the room left in the mempool (in count and in bytes), and only
+        from popped blocks, which were reversible: at most (head - LIB) * max_block_txs
+        transactions. One that the mempool still refuses (its account's share is full, or
+        what came in since took the room) is dropped, as one that expired is: its sender
+        pushes it again if it still matters.
         """
         kept = {t.id for b in applied for t in b.transactions}
         now_s = slot_time_s(self._head.slot)
         room = self.mempool.max_txs - len(self.mempool)
+        room_bytes = self.mempool.max_bytes - self.mempool.bytes
         todo: dict[TxId, SignedTransaction] = {}
         for block in sorted(popped, key=lambda b: b.num):
             for stx in block.transactions:
@@ -505,7 +518,9 @@ class Chain:
                     break
                 if stx.id in kept or stx.id in self.mempool or stx.tx.expiration < now_s:
                     continue
-                todo.setdefault(stx.id, stx)
+                if stx.id not in todo and tx_bytes(stx) <= room_bytes:
+                    todo[stx.id] = stx
+                    room_bytes -= tx_bytes(stx)
         txs = list(todo.values())
         requeued = []
         for stx, keys in zip(txs, self._signers.recover_each(txs), strict=True):

@@ -26,6 +26,7 @@ class ChainView:
     mempool_size: int
     fork_db_size: int
     first_block: int = 1  # the lowest block held (a snapshot's, if one started us)
+    mempool_bytes: int = 0  # what the pending transactions count against the byte bound
 
     @property
     def producer_keys(self) -> frozenset[bytes]:

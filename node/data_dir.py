@@ -67,7 +67,12 @@ def open_chain(
         return Chain(
             store,
             genesis.to_initial_state(),
-            mempool=Mempool(config.chain.max_mempool_txs, config.chain.max_mempool_per_account),
+            mempool=Mempool(
+                config.chain.max_mempool_txs,
+                config.chain.max_mempool_per_account,
+                config.chain.max_mempool_bytes,
+                config.chain.max_mempool_account_bytes or None,  # 0: the default share
+            ),
             recoverer=recoverer or recover_many,
             contracts=contracts or contract_runtime(config.data_dir),
         )

@@ -19,6 +19,9 @@ class NodeMetrics:
         self.lib = Gauge("bor_last_irreversible_block_num", "Last irreversible block", registry=r)
         self.head_time = Gauge("bor_head_block_time_seconds", "Head block time", registry=r)
         self.mempool = Gauge("bor_mempool_transactions", "Transactions pending", registry=r)
+        self.mempool_bytes = Gauge(
+            "bor_mempool_bytes", "Bytes of the pending transactions (max-mempool-bytes)", registry=r
+        )
         self.fork_db = Gauge("bor_fork_db_blocks", "Blocks in the fork database", registry=r)
         self.produced = Counter("bor_blocks_produced", "Blocks this node produced", registry=r)
         self.block_txs = Counter(
@@ -211,6 +214,7 @@ class NodeMetrics:
         self.lib.set(view.lib_num)
         self.head_time.set(view.head.slot * 0.5 + 946_684_800)
         self.mempool.set(view.mempool_size)
+        self.mempool_bytes.set(view.mempool_bytes)
         self.fork_db.set(view.fork_db_size)
 
     def render(self) -> bytes:

@@ -9,6 +9,7 @@ import pytest
 from chain.core.actions import Transfer
 from chain.core.errors import StaleBlock
 from chain.core.types import AccountName
+from chain.mempool import tx_bytes
 from chain.testing import now_ms, state_dump
 from genesis.testing import DevNet
 
@@ -126,3 +127,26 @@ def test_a_block_abandoned_after_a_restart_gives_its_transactions_another_chance
     assert results[-1].popped == [x_block]
     assert to_bob.id in x.mempool, "the abandoned transaction gets another chance"
     assert [t.id for t in results[-1].requeued] == [to_bob.id], "and is reported to be relayed"
+
+
+def test_an_abandoned_transaction_that_no_longer_fits_the_mempool_is_dropped(
+    tmp_path: Path,
+) -> None:
+    """A transaction of a popped block that would pass the mempool's byte bound (filled since
+    by another account) is dropped, not requeued, and the branch switch goes through."""
+    net = DevNet.create(3, blocks_per_turn=1)
+    x, y = net.open(tmp_path / "x"), net.open(tmp_path / "y")
+    for _ in range(3):
+        y.push_block(net.produce(x), now_ms())
+    base_slot = x.head.slot
+    to_bob = net.tx(x, Transfer(A, B, 100))
+    x.admit_transaction(to_bob, now_ms())
+    x_block = net.produce(x, base_slot + 1)
+    y_blocks = [net.produce(y, base_slot + 2 + i) for i in range(3)]
+    filler = net.tx(x, Transfer(C, B, 1, "f" * 200))
+    x.mempool.max_bytes = x.mempool.max_account_bytes = tx_bytes(filler) + tx_bytes(to_bob) - 1
+    x.admit_transaction(filler, now_ms())
+    results = [x.push_block(b, now_ms()) for b in y_blocks]
+    assert results[-1].popped == [x_block] and x.head.id == y.head.id
+    assert to_bob.id not in x.mempool and results[-1].requeued == []
+    assert list(p.tx.id for p in x.mempool.pending()) == [filler.id]

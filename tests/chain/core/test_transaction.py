@@ -55,7 +55,20 @@ def test_the_transactions_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> N
     """No more than DECODED_KEPT transactions are kept, the oldest dropped first."""
     monkeypatch.setattr(transaction, "DECODED_KEPT", 3)
     monkeypatch.setattr(transaction, "_decoded", {})
+    monkeypatch.setattr(transaction, "_decoded_bytes", 0)
     txs = [signed(n) for n in range(1, 6)]
+    for stx in txs:
+        decode_signed_transaction(stx.encode())
+    assert list(transaction._decoded) == [t.packed for t in txs[2:]]
+
+
+def test_the_transactions_kept_are_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past DECODED_KEPT_BYTES of packed bytes the oldest kept transactions are dropped, so
+    large transactions decoded on their own are not all held after they are gone."""
+    txs = [signed(n) for n in range(1, 6)]
+    monkeypatch.setattr(transaction, "DECODED_KEPT_BYTES", 3 * len(txs[0].packed))
+    monkeypatch.setattr(transaction, "_decoded", {})
+    monkeypatch.setattr(transaction, "_decoded_bytes", 0)
     for stx in txs:
         decode_signed_transaction(stx.encode())
     assert list(transaction._decoded) == [t.packed for t in txs[2:]]

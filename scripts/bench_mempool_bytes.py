@@ -1,0 +1,246 @@
+"""Do many large pending transactions stay within the mempool's byte bound? Accounts push
+hundreds of ``setcode`` transactions as large as the chain admits (about 261 KB each) at once,
+and a producer's and a follower's memory and heads are watched (issue 39's attack).
+
+Starts a producer and a follower (real ``bor-node run`` processes on loopback), then pushes
+--txs ``setcode`` transactions (mode async, all at once) from --accounts accounts: a small
+valid contract padded with a data segment to ``max_code_bytes`` (a data segment costs no
+compile time, so what is measured is the mempool, not the compiler), each with a fresh custom
+section so that every one is a new transaction. Both heads are sampled every 50 ms over the
+RPC until the producer's mempool is empty and --settle seconds more; the figures are each
+node's peak RSS (``VmHWM``) and the longest time either head stood still.
+
+    python scripts/bench_mempool_bytes.py [--txs 600] [--accounts 3] [--max-mempool-bytes N]
+
+The nodes run whatever code ``bor-node`` imports: set PYTHONPATH to a worktree to measure
+another revision. The last line of output is a JSON object: the pushes' answers by status,
+each node's RSS before and at its peak (MiB), the longest stand-still of each head (s), and
+the mempool byte bound in force (null where the nodes have none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import wasmtime
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from chain.core.actions import SetCode
+from chain.core.crypto import PrivateKey, public_key_to_text
+from chain.core.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.types import AccountName, BlockId
+from node.config import OPTIONS
+from scripts import bench_apply
+from scripts.bench_setcode_stall import Heads, salted, start_node
+from scripts.benchtools import free_port, post_json, stop_node
+
+MIB = 1 << 20
+SALT_BYTES = 15  # what ``salted`` appends: a custom section of an 8-byte salt
+DRAIN_TIMEOUT_S = 300.0
+CONNECTIONS = 128
+QUIET_S = 3.0  # both mempools empty this long: everything pushed was included or refused
+
+
+def padded_module(size: int) -> bytes:
+    """A module that ``setcode`` admits, of ``size`` bytes once salted: an ``apply`` that does
+    nothing and one data segment of the rest."""
+
+    def build(data: int) -> bytes:
+        pages = data // 65536 + 1
+        return bytes(
+            wasmtime.wat2wasm(
+                f'(module (memory (export "memory") {pages})'
+                ' (func (export "apply") (param i64 i64 i64) nop)'
+                f' (data (i32.const 0) "{"a" * data}"))'
+            )
+        )
+
+    data = size - SALT_BYTES - len(build(0)) - 4  # the segment's length grows its prefix
+    code = build(data)
+    while len(code) + SALT_BYTES > size:
+        data -= len(code) + SALT_BYTES - size
+        code = build(data)
+    return code
+
+
+def vm_kib(pid: int, field: str) -> int:
+    """``field`` (``VmRSS``, ``VmHWM``) of ``pid``'s /proc status, in KiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} for {pid}")
+
+
+def counter(url: str, name: str) -> int:
+    """A counter of the node's /metrics (0 where it has none yet)."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    found = re.search(rf"^{name} (\S+)$", text, re.M)
+    return int(float(found.group(1))) if found else 0
+
+
+def refused(url: str) -> dict[str, int]:
+    """The node's refusals of transactions, by reason."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    found = re.findall(r'^bor_transactions_rejected_total\{reason="([^"]+)"\} (\S+)$', text, re.M)
+    return {reason: int(float(count)) for reason, count in found}
+
+
+def mempool_bound(args: argparse.Namespace) -> int | None:
+    """The byte bound the nodes run with: the one given, else the option's default (None
+    where this revision has no such option)."""
+    if args.max_mempool_bytes is not None:
+        return int(args.max_mempool_bytes)
+    declared = [o.default for o in OPTIONS if o.name == "max-mempool-bytes"]
+    return declared[0] if declared and isinstance(declared[0], int) else None
+
+
+async def push_all(url: str, bodies: list[bytes]) -> Counter[str]:
+    """Push every body at once; how many answers of each status (``200``,
+    ``429 mempool_full``, ...)."""
+    answers: Counter[str] = Counter()
+    # Below http-max-in-flight-requests (256), so that every push reaches admission rather
+    # than being turned away as busy: the mempool is what is measured.
+    limit = aiohttp.TCPConnector(limit=CONNECTIONS)
+    async with aiohttp.ClientSession(connector=limit) as session:
+
+        async def one(body: bytes) -> None:
+            try:
+                async with session.post(
+                    url + "/v1/chain/push_transaction",
+                    data=body,
+                    headers={"Content-Type": "application/json"},
+                    timeout=aiohttp.ClientTimeout(total=120),
+                ) as response:
+                    answer: dict[str, Any] = await response.json(content_type=None)
+                    name = answer.get("error", {}).get("name", "") if response.status != 200 else ""
+                    answers[f"{response.status} {name}".strip()] += 1
+            except (aiohttp.ClientError, TimeoutError) as err:
+                answers[type(err).__name__] += 1
+
+        await asyncio.gather(*(one(b) for b in bodies))
+    return answers
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--txs", type=int, default=600)
+    parser.add_argument("--accounts", type=int, default=3)
+    parser.add_argument("--settle", type=float, default=4.0)
+    parser.add_argument(
+        "--max-mempool-bytes", type=int, default=None, help="passed to both nodes if given"
+    )
+    args = parser.parse_args()
+    genesis, keys = bench_apply.bench_genesis(args.accounts)
+    users = [n for n in keys if n.startswith("user")][: args.accounts]
+    code = padded_module(genesis.params.max_code_bytes)
+    producer: PrivateKey = keys["producera"]
+    key_text = f"{public_key_to_text(producer.public_key)}=KEY:{producer.to_text()}"
+    extra = (
+        []
+        if args.max_mempool_bytes is None
+        else ["--max-mempool-bytes", str(args.max_mempool_bytes)]
+    )
+    p2p = free_port()
+    with tempfile.TemporaryDirectory(prefix="bor-mempool-") as tmp:
+        work = Path(tmp)
+        procs: list[subprocess.Popen[bytes]] = []
+        try:
+            for name in ("producer", "follower"):
+                (work / name).mkdir()
+                (work / name / "genesis.json").write_text(json.dumps(genesis.to_json()))
+            proc, producer_url = start_node(
+                work / "producer",
+                ["--producer-name", "producera", "--signature-provider", key_text,
+                 "--p2p-listen-endpoint", f"127.0.0.1:{p2p}", *extra],
+            )  # fmt: skip
+            procs.append(proc)
+            proc, follower_url = start_node(
+                work / "follower",
+                ["--p2p-listen-endpoint", f"127.0.0.1:{free_port()}",
+                 "--p2p-peer-address", f"127.0.0.1:{p2p}", *extra],
+            )  # fmt: skip
+            procs.append(proc)
+            time.sleep(2)
+            info = post_json(producer_url + "/v1/chain/get_info")
+            ref_num, ref_prefix = tapos_of(BlockId(bytes.fromhex(info["head_block_id"])))
+            bodies = []
+            for i in range(args.txs):
+                user = users[i % len(users)]
+                action = SetCode(AccountName(user), salted(code, i))
+                tx = Transaction(int(time.time()) + 600, ref_num, ref_prefix, (action,))
+                stx = SignedTransaction.sign(tx, genesis.chain_id, [keys[user]])
+                body = {
+                    "packed_trx": stx.packed.hex(),
+                    "signatures": [stx.signatures[0].hex()],
+                    "mode": "async",
+                }
+                bodies.append(json.dumps(body).encode())
+            tx_bytes = stx.size
+            print(f"{args.txs} setcode transactions of {tx_bytes} bytes from {len(users)} accounts")
+            before = [round(vm_kib(p.pid, "VmRSS") / 1024, 1) for p in procs]
+            urls = [producer_url, follower_url]
+            heads = Heads(urls)
+            heads.start()
+            started = time.monotonic()
+            answers = asyncio.run(push_all(producer_url, bodies))
+            print("answers:", dict(answers))
+            deadline = time.monotonic() + DRAIN_TIMEOUT_S
+            empty_since = None
+            while time.monotonic() < deadline:
+                sizes = [post_json(u + "/v1/chain/get_info")["mempool_size"] for u in urls]
+                if any(sizes):
+                    empty_since = None
+                elif empty_since is None:
+                    empty_since = time.monotonic()
+                elif time.monotonic() - empty_since >= QUIET_S:
+                    break
+                time.sleep(0.25)
+            time.sleep(args.settle)
+            ended = time.monotonic()
+            heads.stop()
+            peaks = [round(vm_kib(p.pid, "VmHWM") / 1024, 1) for p in procs]
+            still = [heads.longest_still(i, started, ended) for i in (0, 1)]
+            final = [post_json(u + "/v1/chain/get_info") for u in urls]
+            print("heads at the end:", [f["head_block_num"] for f in final])
+            included = counter(producer_url, "bor_block_transactions_total")
+            refusals = refused(producer_url)
+        finally:
+            for proc in procs:
+                stop_node(proc)
+    bound = mempool_bound(args)
+    result = {
+        "txs": args.txs,
+        "tx_bytes": tx_bytes,
+        "answers": dict(answers),
+        "included": included,
+        "refused": refusals,
+        "mempool_bytes_bound_mib": None if bound is None else round(bound / MIB, 1),
+        "producer_rss_before_mib": before[0],
+        "follower_rss_before_mib": before[1],
+        "producer_rss_peak_mib": peaks[0],
+        "follower_rss_peak_mib": peaks[1],
+        "producer_still_s": still[0],
+        "follower_still_s": still[1],
+        "drain_s": round(ended - started - args.settle - QUIET_S, 1),
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
