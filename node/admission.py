@@ -33,6 +33,11 @@ log = structlog.get_logger("admission")
 # enough that the producer loop (which shares the chain thread) is never held up for long.
 MAX_BATCH = 512
 QUEUE_SIZE = 20_000
+# Bytes of transactions waiting in the queue: each is held decoded and as bytes (about twice
+# its size) until the chain thread takes it. Counted only, 20,000 setcodes of 261 KB would be
+# 10 GB; 600 of them took a producer's queue to ~275 MiB (issue 39). 16 MiB is 8,000 typical
+# transfers of ~2 KB and far more than a batch the chain takes at once.
+QUEUE_BYTES = 16 << 20
 # Async refusals remembered for get_transaction: a client that pushed with ``mode: async``
 # learns nothing else. As many as the queue holds, so a full queue's worth of refusals stays
 # visible; about 200 bytes each.
@@ -55,6 +60,7 @@ class Admitter:
         runner: ChainRunner,
         metrics: NodeMetrics,
         queue_size: int = QUEUE_SIZE,
+        queue_bytes: int = QUEUE_BYTES,
         precompile: Callable[[bytes], None] | None = None,
     ) -> None:
         """``precompile(code)`` checks and compiles a module a transaction deploys, off the
@@ -63,6 +69,8 @@ class Admitter:
         self.metrics = metrics
         self._precompile = precompile
         self._queue: asyncio.Queue[_Item] = asyncio.Queue(queue_size)
+        self._queue_bytes = queue_bytes
+        self._queued_bytes = 0
         self._last_batch = -1e9  # time.monotonic() of the last batch handed over
         self._accepted: list[Callable[[SignedTransaction], None]] = []
         self._refused: OrderedDict[TxId, TransactionError] = OrderedDict()
@@ -117,17 +125,29 @@ class Admitter:
         return [r if isinstance(r, TransactionError) else None for r in results]
 
     def _put(self, item: _Item) -> None:
+        size = item.stx.size
+        if self._queued_bytes + size > self._queue_bytes and not self._queue.empty():
+            self.metrics.tx_rejected.labels(reason=MempoolFull.name).inc()
+            raise MempoolFull(
+                f"the admission queue holds {self._queued_bytes} bytes of transactions"
+                f" (at most {self._queue_bytes}); retry later"
+            )
         try:
             self._queue.put_nowait(item)
         except asyncio.QueueFull as err:
             self.metrics.tx_rejected.labels(reason=MempoolFull.name).inc()
             raise MempoolFull("the admission queue is full; retry later") from err
+        self._queued_bytes += size
+
+    def _take(self, item: _Item) -> _Item:
+        self._queued_bytes -= item.stx.size
+        return item
 
     async def run(self) -> None:
         while True:
-            batch = [await self._queue.get()]
+            batch = [self._take(await self._queue.get())]
             while len(batch) < MAX_BATCH and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
+                batch.append(self._take(self._queue.get_nowait()))
             txs = [item.stx for item in batch]
             await self.compile_code(txs)
             self._last_batch = time.monotonic()

@@ -188,3 +188,28 @@ def test_deployed_modules_are_compiled_off_the_chain_thread_before_admission(
         admitting.cancel()
 
     _with_runner(tmp_path, body)
+
+
+def test_the_queue_is_bounded_in_bytes_too(tmp_path: Path) -> None:
+    """Past its byte bound (here two transfers' worth) the admission queue refuses a
+    transaction with MempoolFull saying so, and takes one again once drained."""
+
+    async def body(runner: ChainRunner, net: DevNet) -> None:
+        txs = [await runner.call(net.tx, Transfer(A, B, n)) for n in (1, 2, 3, 4)]
+        admitter = Admitter(runner, NodeMetrics(), queue_bytes=txs[0].size + txs[1].size)
+        admitter.admit_later(txs[0])
+        admitter.admit_later(txs[1])
+        try:
+            admitter.admit_later(txs[2])
+        except MempoolFull as err:
+            assert "admission queue holds" in str(err)
+        else:
+            raise AssertionError("a third transaction fit in two transactions' bytes")
+        admitting = asyncio.create_task(admitter.run())
+        while len(await runner.call(_pending)) < 2:  # the two queued are admitted
+            await asyncio.sleep(0.01)
+        assert await admitter.admit(txs[3]) is None
+        admitting.cancel()
+        assert await runner.call(_pending) == {txs[0].id, txs[1].id, txs[3].id}
+
+    _with_runner(tmp_path, body)
