@@ -360,3 +360,36 @@ def test_sessions_replaying_the_same_blocks_share_one_read(
         assert len(replays) == 0 and replays.replaying == 0
 
     _run(tmp_path, net, test)
+
+
+def test_a_session_cancelled_mid_replay_keeps_no_frames_with_blocks(tmp_path: Path) -> None:
+    """A session cancelled while it replays (its client left) raises a CancelledError whose
+    traceback stops at ``run``, so no frame below it keeps a batch of blocks alive."""
+    net = DevNet.create(1)
+
+    async def test(runner: ChainRunner) -> None:
+        for _ in range(6):
+            await runner.call(net.produce)
+        first = await runner.call(lambda c: c.block_by_num(1))
+        harness = Harness(runner, Subscription("blocks", cursor=Cursor(1, first.id)))
+        sending = asyncio.Event()
+
+        async def stuck(frame: dict[str, Any]) -> None:
+            if frame["type"] == "block":
+                sending.set()
+                await asyncio.Event().wait()
+
+        harness.on_frame = stuck
+        task = harness.start()
+        await asyncio.wait_for(sending.wait(), 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError) as raised:
+            await task
+        names = []
+        tb = raised.value.__traceback__
+        while tb is not None:
+            names.append(tb.tb_frame.f_code.co_name)
+            tb = tb.tb_next
+        assert "run" in names and "_send_blocks" not in names and "_start" not in names, names
+
+    _run(tmp_path, net, test)
