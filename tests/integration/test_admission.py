@@ -37,11 +37,13 @@ def _gauge(node: NodeProcess, name: str) -> float:
 
 
 def _transfer(
-    producer: NodeProcess, amount: int, memo: str
+    producer: NodeProcess, amount: int, memo: str, ref_node: NodeProcess | None = None
 ) -> tuple[SignedTransaction, dict[str, Any]]:
-    """A transfer from alice to bob signed for ``producer``'s chain at its head, and the
-    body that pushes it."""
-    info = producer.info()
+    """A transfer from alice to bob signed for ``producer``'s chain at the head of
+    ``ref_node`` (by default the producer's), and the body that pushes it. A node that
+    receives it must hold the block it references: a follower a block behind refuses a
+    transaction of the producer's newest block (tapos_mismatch)."""
+    info = (ref_node or producer).info()
     keys = json.loads((producer.data_dir / "keys.json").read_text())
     ref = tapos_of(BlockId(bytes.fromhex(info["head_block_id"])))
     action = Transfer(AccountName("alice"), AccountName("bob"), amount, memo)
@@ -68,7 +70,7 @@ def test_a_relayed_transaction_is_counted_by_the_receivers_admission(
     )
     assert _accepted(producer) == _accepted(peer) == 0
 
-    stx, body = _transfer(producer, 7, "relayed")
+    stx, body = _transfer(producer, 7, "relayed", ref_node=peer)
     pushed = producer.rpc("/v1/chain/push_transaction", body | {"mode": "sync"})
     assert pushed["transaction_id"] == stx.id.hex(), pushed
 
@@ -103,7 +105,7 @@ def test_a_transaction_crosses_a_line_of_three_nodes_by_announcement(
         "the far node to follow the producer",
     )
 
-    _, body = _transfer(producer, 9, "two hops")
+    _, body = _transfer(producer, 9, "two hops", ref_node=far)
     producer.rpc("/v1/chain/push_transaction", body | {"mode": "async"})
     wait_for(lambda: _accepted(far) == 1, 15, "the far node to admit the announced transaction")
 
