@@ -74,10 +74,20 @@ def test_http_limits_carry_the_http_options_and_derive_the_caps_left_at_zero(
 
 
 def test_the_stream_limits_carry_the_stream_options(tmp_path: Path) -> None:
-    """The websocket stream's limits are its four options."""
+    """The websocket stream's limits are its seven options."""
     config = _load(
         tmp_path,
         "http-max-streams = 10\nhttp-max-streams-per-address = 2\n"
-        "http-stream-buffer = 16\nhttp-stream-ping-ms = 1000\n",
+        "http-stream-buffer = 16\nhttp-stream-ping-ms = 1000\n"
+        "http-stream-buffer-bytes = 4096\nhttp-stream-subscribe-timeout-ms = 500\n"
+        "http-max-unsubscribed-streams-per-address = 3\n",
     )
-    assert stream_limits(config.stream) == StreamLimits(10, 2, 16, 1000)
+    assert stream_limits(config.stream) == StreamLimits(
+        max_streams=10,
+        max_streams_per_address=2,
+        buffer=16,
+        buffer_bytes=4096,
+        subscribe_timeout_ms=500,
+        max_unsubscribed_per_address=3,
+        ping_ms=1000,
+    )
