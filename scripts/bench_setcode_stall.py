@@ -68,31 +68,36 @@ def start_node(data: Path, args: list[str]) -> tuple[subprocess.Popen[bytes], st
 
 
 class Heads:
-    """Samples each node's head; ``longest_still`` is the longest time between two samples
+    """Samples each node's head, each from its own thread (a node slow to answer must not
+    delay the other's samples); ``longest_still`` is the longest time between two samples
     that saw different heads (or since the last change, at the end)."""
 
     def __init__(self, urls: list[str]) -> None:
         self.urls = urls
         self.samples: list[list[tuple[float, int]]] = [[] for _ in urls]
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._threads = [
+            threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(len(urls))
+        ]
 
-    def _run(self) -> None:
+    def _run(self, node: int) -> None:
+        url = self.urls[node]
         while not self._stop.is_set():
-            for i, url in enumerate(self.urls):
-                try:
-                    head = int(post_json(url + "/v1/chain/get_info", timeout=5)["head_block_num"])
-                except OSError:
-                    continue
-                self.samples[i].append((time.monotonic(), head))
+            try:
+                head = int(post_json(url + "/v1/chain/get_info", timeout=5)["head_block_num"])
+            except OSError:
+                continue
+            self.samples[node].append((time.monotonic(), head))
             self._stop.wait(SAMPLE_S)
 
     def start(self) -> None:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join()
+        for thread in self._threads:
+            thread.join()
 
     def longest_still(self, node: int, since: float, until: float) -> float:
         longest, changed, last = 0.0, since, None
