@@ -44,8 +44,8 @@ from chain.core.transaction import SignedTransaction, Transaction, tapos_of
 from chain.core.types import AccountName, BlockId
 from node.config import OPTIONS
 from scripts import bench_apply
-from scripts.bench_setcode_stall import Heads, salted, start_node
-from scripts.benchtools import free_port, post_json, stop_node
+from scripts.bench_setcode_stall import Heads, salted, start_pair
+from scripts.benchtools import post_json, stop_node
 
 MIB = 1 << 20
 SALT_BYTES = 15  # what ``salted`` appends: a custom section of an 8-byte salt
@@ -156,26 +156,10 @@ def main() -> None:
         if args.max_mempool_bytes is None
         else ["--max-mempool-bytes", str(args.max_mempool_bytes)]
     )
-    p2p = free_port()
     with tempfile.TemporaryDirectory(prefix="bor-mempool-") as tmp:
-        work = Path(tmp)
         procs: list[subprocess.Popen[bytes]] = []
         try:
-            for name in ("producer", "follower"):
-                (work / name).mkdir()
-                (work / name / "genesis.json").write_text(json.dumps(genesis.to_json()))
-            proc, producer_url = start_node(
-                work / "producer",
-                ["--producer-name", "producera", "--signature-provider", key_text,
-                 "--p2p-listen-endpoint", f"127.0.0.1:{p2p}", *extra],
-            )  # fmt: skip
-            procs.append(proc)
-            proc, follower_url = start_node(
-                work / "follower",
-                ["--p2p-listen-endpoint", f"127.0.0.1:{free_port()}",
-                 "--p2p-peer-address", f"127.0.0.1:{p2p}", *extra],
-            )  # fmt: skip
-            procs.append(proc)
+            procs, producer_url, follower_url = start_pair(Path(tmp), genesis, key_text, extra)
             time.sleep(2)
             info = post_json(producer_url + "/v1/chain/get_info")
             ref_num, ref_prefix = tapos_of(BlockId(bytes.fromhex(info["head_block_id"])))

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -33,10 +34,10 @@ from chain.core.crypto import public_key_to_text
 from chain.core.transaction import SignedTransaction, Transaction, tapos_of
 from chain.core.types import AccountName, BlockId
 from chain.vm import structure
+from genesis.model import Genesis
 from scripts import bench_apply, bench_compile
-from scripts.benchtools import free_port, post_json, stop_node
+from scripts.benchtools import free_port, post_json, start_node, stop_node
 
-BIN = Path(sys.executable).parent / "bor-node"
 SAMPLE_S = 0.05
 SETTLE_S = 4.0  # sampled after the last deployment, so a late stall is seen too
 
@@ -48,23 +49,31 @@ def salted(code: bytes, salt: int) -> bytes:
     return code + b"\x00" + bytes([len(payload)]) + payload
 
 
-def start_node(data: Path, args: list[str]) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    cmd = [
-        str(BIN), "run", "--data-dir", str(data),
-        "--http-server-address", f"127.0.0.1:{port}",
-        "--admin-http-server-address", "", "--log-level", "warning", *args,
-    ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            post_json(url + "/v1/chain/get_info", timeout=2)
-            return proc, url
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("bench_setcode_stall: a node did not start")
+def start_pair(
+    work: Path, genesis: Genesis, key_text: str, extra: Sequence[str] = ()
+) -> tuple[list[subprocess.Popen[bytes]], str, str]:
+    """A producer (producera, signing with ``key_text``) and a follower dialing it, each in
+    its own data dir under ``work`` with ``extra`` flags; their processes (stop them) and RPC
+    URLs. If the second does not start, the first is stopped."""
+    for name in ("producer", "follower"):
+        (work / name).mkdir()
+        (work / name / "genesis.json").write_text(json.dumps(genesis.to_json()))
+    p2p = free_port()
+    producer, producer_url = start_node(
+        work / "producer",
+        ["--producer-name", "producera", "--signature-provider", key_text,
+         "--p2p-listen-endpoint", f"127.0.0.1:{p2p}", *extra],
+    )  # fmt: skip
+    try:
+        follower, follower_url = start_node(
+            work / "follower",
+            ["--p2p-listen-endpoint", f"127.0.0.1:{free_port()}",
+             "--p2p-peer-address", f"127.0.0.1:{p2p}", *extra],
+        )  # fmt: skip
+    except BaseException:
+        stop_node(producer)
+        raise
+    return [producer, follower], producer_url, follower_url
 
 
 class Heads:
@@ -126,26 +135,10 @@ def main() -> None:
     print(f"module: {args.shape}, {len(code)} bytes, compile cost {cost}")
     producer = keys["producera"]
     key_text = f"{public_key_to_text(producer.public_key)}=KEY:{producer.to_text()}"
-    p2p = free_port()
     with tempfile.TemporaryDirectory(prefix="bor-setcode-") as tmp:
-        work = Path(tmp)
-        procs = []
+        procs: list[subprocess.Popen[bytes]] = []
         try:
-            for name in ("producer", "follower"):
-                (work / name).mkdir()
-                (work / name / "genesis.json").write_text(json.dumps(genesis.to_json()))
-            proc, producer_url = start_node(
-                work / "producer",
-                ["--producer-name", "producera", "--signature-provider", key_text,
-                 "--p2p-listen-endpoint", f"127.0.0.1:{p2p}"],
-            )  # fmt: skip
-            procs.append(proc)
-            proc, follower_url = start_node(
-                work / "follower",
-                ["--p2p-listen-endpoint", f"127.0.0.1:{free_port()}",
-                 "--p2p-peer-address", f"127.0.0.1:{p2p}"],
-            )  # fmt: skip
-            procs.append(proc)
+            procs, producer_url, follower_url = start_pair(Path(tmp), genesis, key_text)
             heads = Heads([producer_url, follower_url])
             heads.start()
             time.sleep(2)

@@ -34,7 +34,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scripts.benchtools import free_port, post_json, stop_node
+from scripts.benchtools import free_port, post_json, start_node, stop_node
 from scripts.make_history import make_history
 
 STREAM = "/v1/chain/stream"
@@ -120,26 +120,8 @@ async def replay_all(
 
 def start_history_node(data: Path) -> tuple[subprocess.Popen[bytes], str]:
     """``bor-node run`` serving the history in ``data`` (not producing); waits for get_info."""
-    port = free_port()
-    cmd = [
-        str(Path(sys.executable).parent / "bor-node"),
-        "run",
-        "--data-dir", str(data),
-        "--http-server-address", f"127.0.0.1:{port}",
-        "--admin-http-server-address", "",
-        "--p2p-listen-endpoint", f"127.0.0.1:{free_port()}",
-        "--log-level", "warning",
-    ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            post_json(url + "/v1/chain/get_info", timeout=2)
-            return proc, url
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("the history node did not start")
+    args = ["--p2p-listen-endpoint", f"127.0.0.1:{free_port()}"]
+    return start_node(data, args, "the history node")
 
 
 def main() -> None:

@@ -173,10 +173,12 @@ def stop_node(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
 
 
-def start_producer(data: Path, name: str, key_text: str) -> tuple[subprocess.Popen[bytes], str]:
-    """``bor-node run`` on ``data`` producing as ``name`` (signing key ``key_text``, as in
-    ``PUB=KEY:PVT``) with the mempool limits lifted; returns the process and its RPC URL once
-    get_info answers (the process is killed if it never does)."""
+def start_node(
+    data: Path, args: list[str], what: str = "the node"
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``bor-node run`` on ``data`` with ``args`` (its RPC on a free loopback port, no admin
+    listener, warnings only); returns the process and its RPC URL once get_info answers
+    (the process is killed if it does not within 30 s)."""
     port = free_port()
     cmd = [
         str(Path(sys.executable).parent / "bor-node"),
@@ -184,19 +186,26 @@ def start_producer(data: Path, name: str, key_text: str) -> tuple[subprocess.Pop
         "--data-dir", str(data),
         "--http-server-address", f"127.0.0.1:{port}",
         "--admin-http-server-address", "",
-        "--producer-name", name,
-        "--signature-provider", key_text,
-        "--max-mempool-txs", "200000",
-        "--max-mempool-per-account", "200000",
         "--log-level", "warning",
+        *args,
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    for _ in range(100):
+    for _ in range(300):
         try:
             post_json(url + "/v1/chain/get_info", timeout=2)
             return proc, url
         except OSError:
             time.sleep(0.1)
     proc.kill()
-    raise RuntimeError("the node did not start")
+    raise RuntimeError(f"{what} did not start")
+
+
+def start_producer(data: Path, name: str, key_text: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``start_node`` producing as ``name`` (signing key ``key_text``, as in
+    ``PUB=KEY:PVT``) with the mempool limits lifted."""
+    return start_node(
+        data,
+        ["--producer-name", name, "--signature-provider", key_text,
+         "--max-mempool-txs", "200000", "--max-mempool-per-account", "200000"],
+    )  # fmt: skip
