@@ -58,7 +58,7 @@ from chain.core.types import AccountName, BlockId, BlockNum, PublicKey, TxId
 from chain.core.votes import DoubleVote, VoteOutcome, VotePool
 from chain.events import NO_EVENTS, BlockStep, ChainEvents
 from chain.fork_db import ForkBlock, ForkDatabase
-from chain.mempool import Mempool, tx_bytes
+from chain.mempool import Mempool
 from chain.signatures.signers import Recoverer, SignerKeys
 from chain.storage.state_cache import CachedState
 from chain.storage.store import BlockStore
@@ -518,9 +518,9 @@ class Chain:
                     break
                 if stx.id in kept or stx.id in self.mempool or stx.tx.expiration < now_s:
                     continue
-                if stx.id not in todo and tx_bytes(stx) <= room_bytes:
+                if stx.id not in todo and stx.size <= room_bytes:
                     todo[stx.id] = stx
-                    room_bytes -= tx_bytes(stx)
+                    room_bytes -= stx.size
         txs = list(todo.values())
         requeued = []
         for stx, keys in zip(txs, self._signers.recover_each(txs), strict=True):

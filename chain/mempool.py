@@ -33,11 +33,6 @@ DEFAULT_MAX_BYTES = 64 * MIB
 ACCOUNT_SHARE = 4
 
 
-def tx_bytes(stx: SignedTransaction) -> int:
-    """What ``stx`` counts against the byte bounds: its packed bytes and its signatures."""
-    return stx.size
-
-
 @dataclass(frozen=True, slots=True)
 class PendingTx:
     tx: SignedTransaction
@@ -72,7 +67,8 @@ class Mempool:
 
     @property
     def bytes(self) -> int:
-        """The bytes of every pending transaction (``tx_bytes``), together."""
+        """The bytes of every pending transaction together (``SignedTransaction.size``: its
+        packed bytes and signatures)."""
         return self._bytes
 
     def refusal(self, stx: SignedTransaction) -> DuplicateTransaction | MempoolFull | None:
@@ -85,7 +81,7 @@ class Mempool:
             return MempoolFull(
                 f"mempool holds {self.max_txs} transactions (option max-mempool-txs)"
             )
-        size = tx_bytes(stx)
+        size = stx.size
         if self._bytes + size > self.max_bytes:
             return MempoolFull(
                 f"mempool holds {self._bytes} bytes; {size} more would pass"
@@ -111,7 +107,7 @@ class Mempool:
         if error is not None:
             raise error
         owner = stx.tx.actors()[0]
-        size = tx_bytes(stx)
+        size = stx.size
         self._txs[stx.id] = PendingTx(stx, keys)
         self._per_account[owner] = self._per_account.get(owner, 0) + 1
         self._account_bytes[owner] = self._account_bytes.get(owner, 0) + size
@@ -123,7 +119,7 @@ class Mempool:
             if pending is None:
                 continue
             owner = pending.tx.tx.actors()[0]
-            size = tx_bytes(pending.tx)
+            size = pending.tx.size
             self._bytes -= size
             left = self._per_account[owner] - 1
             if left:

@@ -9,7 +9,6 @@ import pytest
 from chain.core.actions import Transfer
 from chain.core.errors import StaleBlock
 from chain.core.types import AccountName
-from chain.mempool import tx_bytes
 from chain.testing import now_ms, state_dump
 from genesis.testing import DevNet
 
@@ -144,7 +143,7 @@ def test_an_abandoned_transaction_that_no_longer_fits_the_mempool_is_dropped(
     x_block = net.produce(x, base_slot + 1)
     y_blocks = [net.produce(y, base_slot + 2 + i) for i in range(3)]
     filler = net.tx(x, Transfer(C, B, 1, "f" * 200))
-    x.mempool.max_bytes = x.mempool.max_account_bytes = tx_bytes(filler) + tx_bytes(to_bob) - 1
+    x.mempool.max_bytes = x.mempool.max_account_bytes = filler.size + to_bob.size - 1
     x.admit_transaction(filler, now_ms())
     results = [x.push_block(b, now_ms()) for b in y_blocks]
     assert results[-1].popped == [x_block] and x.head.id == y.head.id

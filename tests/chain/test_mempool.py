@@ -9,7 +9,7 @@ from chain.core.crypto import PrivateKey
 from chain.core.errors import DuplicateTransaction, MempoolFull
 from chain.core.transaction import SignedTransaction, Transaction
 from chain.core.types import AccountName
-from chain.mempool import Mempool, tx_bytes
+from chain.mempool import Mempool
 
 KEY = PrivateKey(b"\x03" * 32)
 
@@ -67,13 +67,13 @@ def test_byte_bound_in_all() -> None:
     """A transaction that would take the pending bytes past max_bytes is refused with a
     message naming max-mempool-bytes, though the count bounds have room."""
     first = _memo_tx("alice", 1, 200)
-    pool = Mempool(max_bytes=2 * tx_bytes(first) + 100, max_account_bytes=10_000)
+    pool = Mempool(max_bytes=2 * first.size + 100, max_account_bytes=10_000)
     pool.add(first, frozenset())
     pool.add(_memo_tx("carol", 1, 200), frozenset())
-    assert pool.bytes == 2 * tx_bytes(first)
+    assert pool.bytes == 2 * first.size
     with pytest.raises(MempoolFull, match="max-mempool-bytes"):
         pool.add(_memo_tx("dave", 1, 200), frozenset())
-    assert len(pool) == 2 and pool.bytes == 2 * tx_bytes(first)
+    assert len(pool) == 2 and pool.bytes == 2 * first.size
     pool.add(_tx("dave", 1), frozenset())  # a small one still fits the bytes left
 
 
@@ -82,7 +82,7 @@ def test_byte_share_per_account() -> None:
     max-mempool-account-bytes) while another account still gets in; by default the share
     is a quarter of max_bytes."""
     one = _memo_tx("alice", 1, 200)
-    pool = Mempool(max_bytes=100 * tx_bytes(one), max_account_bytes=2 * tx_bytes(one) + 10)
+    pool = Mempool(max_bytes=100 * one.size, max_account_bytes=2 * one.size + 10)
     pool.add(one, frozenset())
     pool.add(_memo_tx("alice", 2, 200), frozenset())
     with pytest.raises(MempoolFull, match=r"alice.*max-mempool-account-bytes"):
@@ -106,12 +106,12 @@ def test_remove_and_expire_release_bytes() -> None:
     """Removing or expiring transactions gives their bytes back, in all and to their
     account's share, so the account can fill its share again."""
     one = _memo_tx("alice", 1, 200, expiration=10)
-    pool = Mempool(max_bytes=100 * tx_bytes(one), max_account_bytes=2 * tx_bytes(one) + 10)
+    pool = Mempool(max_bytes=100 * one.size, max_account_bytes=2 * one.size + 10)
     pool.add(one, frozenset())
     later = _memo_tx("alice", 2, 200, expiration=20)
     pool.add(later, frozenset())
     assert pool.expire(15) == 1
-    assert pool.bytes == tx_bytes(later)
+    assert pool.bytes == later.size
     pool.add(_memo_tx("alice", 3, 200), frozenset())  # the expired one's share is free again
     pool.remove([later.id, _memo_tx("alice", 3, 200).id])
     assert pool.bytes == 0 and len(pool) == 0
