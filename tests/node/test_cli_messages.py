@@ -100,3 +100,20 @@ def test_an_address_in_use_names_the_option_that_moves_it(
         f"bor-node: cannot {what} on 127.0.0.1:{taken}: the address is in use (another"
         f" node?); choose another with {option}"
     )
+
+
+def test_a_mempool_share_above_the_whole_is_one_line_naming_both_options(
+    tmp_path: Path,
+) -> None:
+    """``run`` with max-mempool-account-bytes above max-mempool-bytes stops before it opens
+    anything, in one line naming both options, with no traceback."""
+    done = _cli(
+        "run", "--data-dir", tmp_path / "data",
+        "--max-mempool-bytes", str(2 << 20), "--max-mempool-account-bytes", str(4 << 20),
+    )  # fmt: skip
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "max-mempool-account-bytes" in lines[0] and "max-mempool-bytes" in lines[0]
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "data").exists()
