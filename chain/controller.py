@@ -20,7 +20,7 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from chain.core.block import BLOCK_ENVELOPE_BYTES, BlockHeader, SignedBlock, encoded_tx_size
+from chain.core.block import BlockHeader, SignedBlock
 from chain.core.block_transition import (
     BlockTransition,
     Evidence,
@@ -51,6 +51,7 @@ from chain.core.initial_state import InitialState
 from chain.core.merkle import merkle_root
 from chain.core.params import slot_of_ms, slot_time_s
 from chain.core.qc import QcClaim, QuorumCertificate, Vote, VoteResult
+from chain.core.sizes import BLOCK_ENVELOPE_BYTES, encoded_tx_size
 from chain.core.state import Account, Producer, StateView
 from chain.core.transaction import MAX_SIGNATURES, SignedTransaction, decode_transaction
 from chain.core.transition import Context, apply_transaction, settle

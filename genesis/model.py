@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from chain.core.block import ProducerKey, Schedule, min_block_bytes
+from chain.core.block import ProducerKey, Schedule
 from chain.core.crypto import public_key_from_text, public_key_to_text, sha256
 from chain.core.encoding import pack
 from chain.core.errors import ChainError
@@ -26,6 +26,7 @@ from chain.core.params import (
     slot_of_ms,
 )
 from chain.core.qc import MAX_FINALIZERS
+from chain.core.sizes import min_block_bytes
 from chain.core.state import Account, Producer
 from chain.core.types import MAX_AMOUNT, AccountName, PublicKey, is_valid_name
 from genesis.errors import GenesisError

@@ -18,7 +18,7 @@ from chain.core.crypto import SIGNATURE_SIZE, PrivateKey, check_public_key, sha2
 from chain.core.encoding import check_bytes, check_int, check_list, check_str, pack, unpack
 from chain.core.errors import ChainError, EncodingError
 from chain.core.qc import QcClaim, QuorumCertificate, qc_claim_from_wire, qc_from_wire
-from chain.core.transaction import MAX_SIGNATURES, SignedTransaction, signed_transaction_from_wire
+from chain.core.transaction import SignedTransaction, signed_transaction_from_wire
 from chain.core.types import AccountName, BlockId, BlockNum, PublicKey, is_valid_name
 
 MAX_SCHEDULE = 125  # EOSIO's protocol cap on producers in a schedule
@@ -243,39 +243,6 @@ def header_of_encoded_block(data: bytes) -> bytes:
         if index != 2:  # the transactions
             parts.append(data[start : fields.tell()])
     return bytes([0x90 | len(parts)]) + b"".join(parts)
-
-
-# --- size ------------------------------------------------------------------------------------
-
-# What a block holds besides its transactions, at most: the header with a full schedule of
-# MAX_SCHEDULE producers (6.3 KB), the signature and a QC signed by 125 finalizers (8.5 KB)
-# come to 14.8 KB (tests/chain/core/test_block_size.py builds that block); 16 KiB leaves room.
-BLOCK_ENVELOPE_BYTES = 16 * 1024
-
-
-def _bin_header(size: int) -> int:
-    """The bytes msgpack puts before a bin of ``size`` bytes."""
-    return 2 if size < 1 << 8 else 3 if size < 1 << 16 else 5
-
-
-def _array_header(count: int) -> int:
-    """The bytes msgpack puts before an array of ``count`` items."""
-    return 1 if count < 16 else 3 if count < 1 << 16 else 5
-
-
-def encoded_tx_size(stx: SignedTransaction) -> int:
-    """The bytes ``stx`` takes in an encoded block: ``len(stx.encode())``, without encoding."""
-    packed, sigs = len(stx.packed), len(stx.signatures)
-    return 1 + _bin_header(packed) + packed + _array_header(sigs) + sigs * (2 + SIGNATURE_SIZE)
-
-
-def min_block_bytes(max_tx_bytes: int) -> int:
-    """The smallest block size limit under which a block can hold any one transaction a
-    chain with ``max_tx_bytes`` admits (its most signatures included): below it, such a
-    transaction would wait in the mempool and hold the ones behind it back."""
-    sigs = MAX_SIGNATURES * (2 + SIGNATURE_SIZE)
-    largest_tx = 1 + _bin_header(max_tx_bytes) + max_tx_bytes + _array_header(MAX_SIGNATURES) + sigs
-    return BLOCK_ENVELOPE_BYTES + largest_tx
 
 
 def decode_block(data: bytes) -> SignedBlock:

@@ -30,7 +30,6 @@ from chain.core.actions import (
     UpdateKey,
     VoteProducer,
 )
-from chain.core.block import min_block_bytes
 from chain.core.contracts import ContractCall, ContractHost, TxTrace
 from chain.core.encoding import pack, unpack
 from chain.core.errors import (
@@ -49,6 +48,7 @@ from chain.core.errors import (
     UnknownAccount,
 )
 from chain.core.params import ChainParams
+from chain.core.sizes import min_block_bytes
 from chain.core.state import Account, Producer, StateView
 from chain.core.transaction import SignedTransaction
 from chain.core.types import MAX_AMOUNT, AccountName, PublicKey

@@ -10,21 +10,13 @@ import pytest
 
 from chain.controller import Chain
 from chain.core.actions import Transfer
-from chain.core.block import (
-    BLOCK_ENVELOPE_BYTES,
-    MAX_SCHEDULE,
-    BlockHeader,
-    ProducerKey,
-    Schedule,
-    SignedBlock,
-    encoded_tx_size,
-    min_block_bytes,
-)
+from chain.core.block import MAX_SCHEDULE, BlockHeader, ProducerKey, Schedule, SignedBlock
 from chain.core.block_transition import process_block_header
 from chain.core.crypto import PrivateKey
 from chain.core.errors import InvalidBlock, OversizedBlock
 from chain.core.merkle import merkle_root
 from chain.core.qc import MAX_FINALIZERS, QcClaim, QuorumCertificate
+from chain.core.sizes import BLOCK_ENVELOPE_BYTES, encoded_tx_size, min_block_bytes
 from chain.core.transaction import MAX_SIGNATURES, SignedTransaction, Transaction
 from chain.core.types import AccountName, BlockId, BlockNum
 from chain.testing import now_ms
