@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from node import fds
-from node.api.http import HttpLimits
+from node.api.listener import HttpLimits
 from node.api.stream import StreamLimits
 from node.config import NodeConfig, P2pConfig, StreamConfig
 from node.errors import ConfigError

@@ -13,7 +13,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from genesis.testing import DevNet
 from node.admission import Admitter
-from node.api.http import HttpLimits, make_app
+from node.api.http import make_app
+from node.api.listener import HttpLimits
 from node.api.rpc import Api
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner, InclusionWatch

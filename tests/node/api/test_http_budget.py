@@ -20,7 +20,8 @@ from chain.core.types import AccountName
 from chain.testing import now_ms
 from genesis.testing import DevNet
 from node.admission import Admitter
-from node.api.http import HttpLimits, make_app, serve
+from node.api.http import make_app, serve
+from node.api.listener import HttpLimits
 from node.api.rpc import Api
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner, InclusionWatch

@@ -18,7 +18,8 @@ from aiohttp import web
 
 from genesis.testing import DevNet
 from node.admission import Admitter
-from node.api.http import HttpLimits, make_admin_app, make_app, serve
+from node.api.http import make_admin_app, make_app, serve
+from node.api.listener import HttpLimits
 from node.api.rpc import Api
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner, InclusionWatch

@@ -20,7 +20,8 @@ from chain.core.transaction import SignedTransaction
 from chain.core.types import AccountName
 from genesis.testing import DevNet
 from node.admission import Admitter
-from node.api.http import HttpLimits, make_admin_app, make_app
+from node.api.http import make_admin_app, make_app
+from node.api.listener import HttpLimits
 from node.api.reads import ChainReads
 from node.api.rpc import Api, NetworkApi
 from node.api.views import block_json

@@ -19,7 +19,8 @@ from chain.core.types import AccountName
 from chain.testing import now_ms
 from genesis.testing import DevNet
 from node.admission import Admitter
-from node.api.http import HttpLimits, make_app
+from node.api.http import make_app
+from node.api.listener import HttpLimits
 from node.api.rpc import Api
 from node.api.stream import STREAM_PATH, StreamHub, StreamLimits
 from node.metrics import NodeMetrics
