@@ -11,9 +11,6 @@ rebuilt and checked, never started afresh.
 
 from __future__ import annotations
 
-import fcntl
-import os
-import struct
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +31,7 @@ from chain.core.state_hash import StateHash
 from chain.core.types import BlockId, BlockNum, TxId, block_num_of
 from chain.core.votes import DoubleVote
 from chain.storage.commit_mark import CommitMark, Mark, holds_a_store, rebuild
+from chain.storage.leveldb import FrozenReader, lock_owner, status_text
 from chain.storage.snapshot import SnapshotHead
 
 __all__ = ["MAX_VOTE_EVIDENCE_PER_FINALIZER", "BlockStore", "Changes"]
@@ -41,34 +39,6 @@ __all__ = ["MAX_VOTE_EVIDENCE_PER_FINALIZER", "BlockStore", "Changes"]
 # Double votes kept per finalizer (each ~300 bytes). A hundred prove the misbehaviour as well
 # as more would; a finalizer double-voting at every slot must not fill the disk.
 MAX_VOTE_EVIDENCE_PER_FINALIZER = 100
-
-
-def _reason(err: Exception) -> str:
-    """plyvel passes LevelDB's status as bytes."""
-    arg = err.args[0] if err.args else err
-    return arg.decode(errors="replace") if isinstance(arg, bytes) else str(arg)
-
-
-def _lock_owner(directory: Path, reason: str) -> int | None:
-    """The process holding LevelDB's lock on ``directory``: LevelDB takes a POSIX record
-    lock on its LOCK file, whose holder F_GETLK names; a lock this process holds is
-    invisible to F_GETLK, and LevelDB then says so itself. None where it cannot be told."""
-    if "already held by process" in reason:
-        return os.getpid()
-    try:
-        fd = os.open(directory / "LOCK", os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        # struct flock on Linux: l_type, l_whence (short), l_start, l_len (off_t), l_pid.
-        layout = "hhqqi4x"
-        probe = struct.pack(layout, fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
-        kind, _, _, _, pid = struct.unpack(layout, fcntl.fcntl(fd, fcntl.F_GETLK, probe))
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return int(pid) if kind != fcntl.F_UNLCK and pid > 0 else None
 
 
 class BlockStore:
@@ -108,9 +78,9 @@ class BlockStore:
                 compression=None,
             )
         except (plyvel.Error, OSError) as err:  # IOError when another process holds the lock
-            reason = _reason(err)
+            reason = status_text(err)
             if "LOCK" in reason and ("unavailable" in reason or "already held" in reason):
-                raise StoreInUse(path, _lock_owner(self._dir, reason)) from err
+                raise StoreInUse(path, lock_owner(self._dir, reason)) from err
             raise StoreError(f"cannot open block store at {path}: {reason}") from err
         self._mark = CommitMark(self._dir)
         try:
@@ -553,31 +523,6 @@ class BlockStore:
         value = pack([evidence.slot, evidence.first.to_wire(), evidence.second.to_wire()])
         self._write([(schema.vote_evidence_key(evidence.key, evidence.slot), value)], [])
         return True
-
-
-class FrozenReader:
-    """A ``KVReader`` over a LevelDB snapshot (``BlockStore.frozen``); safe on any thread."""
-
-    __slots__ = ("_snap",)
-
-    def __init__(self, snap: Any) -> None:
-        self._snap = snap
-
-    def get(self, key: bytes) -> bytes | None:
-        try:
-            return self._snap.get(key)  # type: ignore[no-any-return]
-        except (plyvel.Error, RuntimeError) as err:  # RuntimeError: the store was closed
-            raise StoreError(f"read failed: {err}") from err
-
-    def iterate(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]:
-        try:
-            with self._snap.iterator(start=start, stop=stop) as entries:
-                yield from entries
-        except (plyvel.Error, RuntimeError) as err:
-            raise StoreError(f"iteration failed: {err}") from err
-
-    def close(self) -> None:
-        self._snap.close()
 
 
 def _decode_double_vote(raw: bytes) -> DoubleVote:

@@ -38,7 +38,7 @@ from node.api.views import BOOLEAN, COUNT, STRING, json_object, nullable
 
 if TYPE_CHECKING:
     from chain.controller import Chain
-    from chain.storage.store import FrozenReader
+    from chain.storage.leveldb import FrozenReader
 
 T = TypeVar("T")
 
