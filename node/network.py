@@ -304,8 +304,8 @@ class Network:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.switch.run(), name="switch")
             tg.create_task(self.transport.run(list(self.config.peers)), name="transport")
-            while not (self.switch.running and self.transport.running):
-                await asyncio.sleep(0)
+            await self.switch.started.wait()
+            await self.transport.started.wait()
             self.ready.set()
 
     # --- what the node tells the network ----------------------------------------------------
