@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from enum import Enum
 
 from chain.core.block import BlockHeader, SignedBlock
 from chain.core.block_transition import (
@@ -66,23 +66,17 @@ from chain.storage.store import BlockStore
 from chain.view import ChainView
 from chain.vm import ContractRuntime
 
-__all__ = ["Chain", "PushResult", "WrongProducerKey"]
+__all__ = ["Chain", "Pushed", "WrongProducerKey"]
 
 
-@dataclass(slots=True)
-class PushResult:
-    """What a pushed block did to the head."""
+class Pushed(Enum):
+    """What ``push_block`` made of a block: all its caller needs to judge the peer that sent
+    it. What the block changed (blocks applied and popped, transactions requeued) is told
+    once, by ``take_events``."""
 
-    applied: list[SignedBlock] = field(default_factory=list)
-    popped: list[SignedBlock] = field(default_factory=list)
-    added: bool = True  # False when the block was already known
-    # Transactions of popped blocks put back into the mempool: the node offers them to its
-    # peers again, since they may have been on that branch only (ours, made while cut off).
-    requeued: list[SignedTransaction] = field(default_factory=list)
-
-    @property
-    def forked(self) -> bool:
-        return bool(self.popped)
+    DUPLICATE = "duplicate"  # held already, or already irreversible: nothing changed
+    ADDED = "added"  # kept in the fork database; the head did not move
+    APPLIED = "applied"  # the head moved onto a branch that holds it
 
 
 def _wire_error(stx: SignedTransaction) -> MalformedTransaction | None:
@@ -381,7 +375,7 @@ class Chain:
         irreversible (an export file, a peer's LIB) and only when the operator asks for it."""
         self._light_upto = upto
 
-    def push_block(self, block: SignedBlock, now_ms: int) -> PushResult:
+    def push_block(self, block: SignedBlock, now_ms: int) -> Pushed:
         """Validate ``block`` (from a peer or from us), add it, and switch to the best branch.
 
         Link it to a known parent, judge its header, record the evidence if its producer
@@ -390,10 +384,10 @@ class Chain:
         """
         num = block.num
         if block.id in self._fork:
-            return PushResult(added=False)
+            return Pushed.DUPLICATE
         if num <= self._lib:
             if self.store.block_id_at(num) == block.id:
-                return PushResult(added=False)
+                return Pushed.DUPLICATE
             raise StaleBlock(num, f"conflicts with the irreversible chain (LIB {self._lib})")
         parent = self._fork.get(block.header.previous)
         if parent is None:
@@ -412,7 +406,8 @@ class Chain:
                 num, f"{block.header.producer} signed two blocks for slot {block.header.slot}"
             )
         self._fork.add(verdict.state, block)
-        return self._switch_to_best()
+        _, applied = self._switch_to_best()
+        return Pushed.APPLIED if applied else Pushed.ADDED
 
     def _same_slot(self, block: SignedBlock) -> SignedBlock | None:
         """The block we already hold from ``block``'s producer for its slot, if any."""
@@ -423,11 +418,14 @@ class Chain:
     def _record_evidence(self, evidence: Evidence) -> None:
         self.store.put_evidence(evidence.first, evidence.second)
 
-    def _switch_to_best(self) -> PushResult:
-        result = PushResult()
+    def _switch_to_best(self) -> tuple[list[SignedBlock], list[SignedBlock]]:
+        """Make the fork database's best block the head; the blocks popped (highest first)
+        and applied (lowest first) on the way."""
+        popped: list[SignedBlock] = []
+        applied: list[SignedBlock] = []
         best = self._fork.best()
         if best.id == self._head.id:
-            return result
+            return popped, applied
         ancestor = self._fork.common_ancestor(best.id, self._head.id)
         for fb in reversed(self._fork.branch(self._head.id, ancestor)):
             assert fb.block is not None
@@ -435,7 +433,7 @@ class Chain:
             self._state.clear()
             if self._recording:
                 self._steps.append(BlockStep(fb.block, undo=True))
-            result.popped.append(fb.block)
+            popped.append(fb.block)
             self._head = self._fork_state(fb.block.header.previous)
         for fb in self._fork.branch(best.id, ancestor):
             try:
@@ -443,14 +441,14 @@ class Chain:
             except InvalidBlock:
                 # A store failure propagates as it is: the block may be fine, the disk is not.
                 self._fork.remove(fb.state.id)
-                restored = self._switch_to_best()  # back to the best valid branch
-                self._requeue(result.popped + restored.popped, restored.applied)
+                back_popped, back_applied = self._switch_to_best()  # the best valid branch
+                self._requeue(popped + back_popped, back_applied)
                 raise
             assert fb.block is not None
-            result.applied.append(fb.block)
-        result.requeued = self._requeue(result.popped, result.applied)
+            applied.append(fb.block)
+        self._requeue(popped, applied)
         self._advance_lib(self._head.lib)
-        return result
+        return popped, applied
 
     def _fork_state(self, block_id: BlockId) -> HeaderState:
         fb = self._fork.get(block_id)
@@ -493,11 +491,10 @@ class Chain:
         if self._recording:
             self._steps.append(BlockStep(block, traces=done.traces))
 
-    def _requeue(
-        self, popped: list[SignedBlock], applied: list[SignedBlock]
-    ) -> list[SignedTransaction]:
+    def _requeue(self, popped: list[SignedBlock], applied: list[SignedBlock]) -> None:
         """Give transactions of abandoned blocks another chance in the mempool, oldest block
-        first (a transfer may spend what an earlier one brought); those that went in.
+        first (a transfer may spend what an earlier one brought); those that went in are
+        recorded, for the node to offer its peers again.
 
         Signer keys come from the cache when it has them; others (the node restarted since
         the block was applied, or applied it in light mode) are recovered in one batch. That
@@ -523,16 +520,13 @@ class Chain:
                     todo[stx.id] = stx
                     room_bytes -= stx.size
         txs = list(todo.values())
-        requeued = []
         for stx, keys in zip(txs, self._signers.recover_each(txs), strict=True):
             if isinstance(keys, BadSignature):
                 continue  # only possible for a block applied without checking signatures
             with contextlib.suppress(TransactionError):
                 self.mempool.add(stx, keys)
-                requeued.append(stx)
-        if self._recording:
-            self._requeued.extend(requeued)
-        return requeued
+                if self._recording:
+                    self._requeued.append(stx)
 
     def _advance_lib(self, new_lib: BlockNum) -> None:
         """Make the blocks up to ``new_lib`` (on our chain) irreversible."""

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from chain.controller import Chain
+from chain.controller import Chain, Pushed
 from chain.core.block import SignedBlock
 from chain.core.crypto import PrivateKey
 from chain.core.errors import (
@@ -130,6 +130,14 @@ def _encoded(chain: Chain, start: int, end: int) -> list[bytes]:
     return out
 
 
+# The chain's verdict on a block as the peer layer names it.
+_OUTCOMES = {
+    Pushed.APPLIED: Outcome.APPLIED,
+    Pushed.ADDED: Outcome.ADDED,
+    Pushed.DUPLICATE: Outcome.DUPLICATE,
+}
+
+
 def _push(
     chain: Chain,
     blocks: Sequence[SignedBlock],
@@ -140,11 +148,11 @@ def _push(
 ) -> PushOutcome:
     """On the chain thread: push each block, recovering the next blocks' signatures ahead,
     into ``ahead`` (the next call's blocks: the workers need not wait for it), and telling
-    ``taken`` of each block done with. What the blocks did to the chain (applied, popped,
-    requeued) leaves with the chain's events, not here."""
+    ``taken`` of each block done with. Only a verdict per block comes back, for block sync to
+    judge its peers; what the blocks changed (applied, popped, requeued) the chain thread
+    publishes as the chain's events after this job, as after any other."""
     chain.set_light_validation(light_upto)
     results: list[BlockResult] = []
-    applied: list[SignedBlock] = []
 
     def prefetch(block: SignedBlock) -> None:
         if block.num > light_upto:
@@ -161,19 +169,13 @@ def _push(
         for i, block in enumerate(blocks):
             if i + PREFETCH_BLOCKS < len(queue):
                 prefetch(queue[i + PREFETCH_BLOCKS])
-            results.append(_push_one(chain, block, now, applied))
+            results.append(_push_one(chain, block, now))
             if taken is not None:
                 taken(block.num)
-    return PushOutcome(results, applied)
+    return PushOutcome(results)
 
 
-def _push_one(
-    chain: Chain,
-    block: SignedBlock,
-    now: int,
-    applied: list[SignedBlock],
-) -> BlockResult:
-    """Push ``block``; the blocks it applied go to ``applied``."""
+def _push_one(chain: Chain, block: SignedBlock, now: int) -> BlockResult:
     try:
         pushed = chain.push_block(block, now)
     except UnlinkableBlock as err:
@@ -188,10 +190,7 @@ def _push_one(
         # the chain try to apply it again.
         log.error("contract_runtime_fault", num=block.num, id=block.id.hex()[:16], why=str(err))
         return BlockResult(block, Outcome.ADDED, f"not applied: {err}")
-    applied.extend(pushed.applied)
-    if pushed.applied:
-        return BlockResult(block, Outcome.APPLIED)
-    return BlockResult(block, Outcome.ADDED if pushed.added else Outcome.DUPLICATE)
+    return BlockResult(block, _OUTCOMES[pushed])
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,8 +304,8 @@ class Network:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.switch.run(), name="switch")
             tg.create_task(self.transport.run(list(self.config.peers)), name="transport")
-            while not (self.switch.running and self.transport.running):
-                await asyncio.sleep(0)
+            await self.switch.started.wait()
+            await self.transport.started.wait()
             self.ready.set()
 
     # --- what the node tells the network ----------------------------------------------------

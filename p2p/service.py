@@ -42,11 +42,10 @@ class BlockResult:
 
 @dataclass(frozen=True, slots=True)
 class PushOutcome:
-    """One result per pushed block, and every block that joined our chain on the way (in
-    order; a fork switch may apply blocks that were pushed earlier)."""
+    """One result per pushed block, in order. Which blocks joined or left our chain on the
+    way is not here: the chain's events tell every subscriber (``chain.events``)."""
 
     results: list[BlockResult]
-    applied: list[SignedBlock]
 
 
 class ChainService(Protocol):

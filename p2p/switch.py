@@ -88,10 +88,9 @@ class Switch:
         self._peers: dict[str, Peer] = {}
         self._bans: dict[bytes, tuple[float, int]] = {}
         self._tg: asyncio.TaskGroup | None = None
-
-    @property
-    def running(self) -> bool:
-        return self._tg is not None
+        # Set while ``run``'s task group is open (reactors may start peer tasks), so that
+        # whoever needs that waits for it instead of polling.
+        self.started = asyncio.Event()
 
     # --- PeerSet ---------------------------------------------------------------------------
 
@@ -151,11 +150,13 @@ class Switch:
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
+                self.started.set()
                 for reactor in self.reactors:
                     tg.create_task(reactor.run(), name=type(reactor).__name__)
                 await asyncio.Event().wait()
         finally:
             self._tg = None
+            self.started.clear()
             for peer in list(self._peers.values()):
                 await peer.channel.close()
 

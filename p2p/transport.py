@@ -220,6 +220,9 @@ class Transport:
         self.listen_port: int | None = None
         self._server: asyncio.Server | None = None
         self._tg: asyncio.TaskGroup | None = None
+        # Set while ``run``'s task group is open (``dial`` works), so that whoever needs that
+        # waits for it instead of polling.
+        self.started = asyncio.Event()
         self._dialing: set[tuple[str, int]] = set()
         self._connected: set[tuple[str, int]] = set()
         self._errors: dict[tuple[str, int], str] = {}  # why a dialled address is not connected
@@ -232,10 +235,6 @@ class Transport:
         )
         self._refused: dict[str, int] = {}  # refusals not logged yet, by reason
         self._refusals_logged = 0.0
-
-    @property
-    def running(self) -> bool:
-        return self._tg is not None
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -253,11 +252,13 @@ class Transport:
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
+                self.started.set()
                 for address in peers:
                     self.dial(address)
                 await asyncio.Event().wait()
         finally:
             self._tg = None
+            self.started.clear()
             if self._server is not None:
                 self._server.close()
 

@@ -45,12 +45,6 @@ class Schedule:
     def names(self) -> tuple[AccountName, ...]:
         return tuple(p.name for p in self.producers)
 
-    def key_of(self, name: AccountName) -> PublicKey | None:
-        for p in self.producers:
-            if p.name == name:
-                return p.key
-        return None
-
 
 def schedule_from_wire(raw: Any) -> Schedule:
     if type(raw) is not list or len(raw) != 2:

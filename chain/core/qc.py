@@ -22,7 +22,7 @@ from enum import Enum
 from typing import Any
 
 from chain.core.crypto import SIGNATURE_SIZE, check_public_key, recover, sha256
-from chain.core.encoding import check_bytes, check_list, check_str
+from chain.core.encoding import check_bytes, check_list
 from chain.core.errors import (
     BadSignature,
     ChainError,
@@ -32,7 +32,7 @@ from chain.core.errors import (
     MalformedQc,
     QcBelowThreshold,
 )
-from chain.core.types import AccountName, BlockId, BlockNum, PublicKey, block_num_of, is_valid_name
+from chain.core.types import AccountName, BlockId, BlockNum, PublicKey, block_num_of
 
 __all__ = [
     "MAX_FINALIZERS",
@@ -327,10 +327,6 @@ class VoteAggregator:
         held = None if index is None else self._sigs.get(index)
         return None if held is None else Vote(self.block_id, held[0], key, held[1])
 
-    def has_voted(self, key: bytes) -> bool:
-        index = self.policy.index_of(key)
-        return index is not None and index in self._sigs
-
     @property
     def quorum(self) -> bool:
         return self._weight >= self.policy.threshold
@@ -357,15 +353,3 @@ class VoteAggregator:
     def voters(self) -> dict[PublicKey, bool]:
         """The key of every finalizer counted so far, and whether its vote was strong."""
         return {self.policy.finalizers[i].key: st for i, (st, _) in self._sigs.items()}
-
-
-def finalizer_from_wire(raw: Any) -> Finalizer:
-    """``[name, key, weight]``, as genesis and header states store a finalizer."""
-    if type(raw) is not list or len(raw) != 3:
-        raise EncodingError("finalizer", "expected [name, key, weight]")
-    name = check_str(raw[0], 12, "finalizer.name")
-    if not is_valid_name(name):
-        raise EncodingError("finalizer.name", "not an account name")
-    if type(raw[2]) is not int or not 1 <= raw[2] < 2**32:
-        raise EncodingError("finalizer.weight", "expected a positive integer")
-    return Finalizer(AccountName(name), PublicKey(check_bytes(raw[1], 33, "finalizer.key")), raw[2])

@@ -56,10 +56,6 @@ class Account(NamedTuple):
     def encode(self) -> bytes:
         return pack(self)
 
-    @property
-    def unbonding_total(self) -> int:
-        return sum(amount for _, amount in self.unbonding)
-
 
 def decode_account(data: bytes) -> Account:
     return Account(*unpack_tuples(data))

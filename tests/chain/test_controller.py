@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from chain.controller import Chain
+from chain.controller import Chain, Pushed
 from chain.core.actions import Transfer
 from chain.core.block import BlockHeader, SignedBlock
 from chain.core.errors import (
@@ -66,11 +66,10 @@ def test_block_from_a_peer_is_applied_like_our_own(net: DevNet, tmp_path: Path) 
     x, y = _pair(net, tmp_path)
     x.admit_transaction(net.tx(x, Transfer(A, B, 5)), now_ms())
     block = net.produce(x)
-    result = y.push_block(block, now_ms())
-    assert result.applied == [block]
+    assert y.push_block(block, now_ms()) is Pushed.APPLIED
     assert y.head.id == x.head.id
     assert state_dump(y) == state_dump(x)
-    assert y.push_block(block, now_ms()).added is False
+    assert y.push_block(block, now_ms()) is Pushed.DUPLICATE
 
 
 def test_bad_producer_signature(net: DevNet, tmp_path: Path) -> None:

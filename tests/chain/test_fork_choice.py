@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from chain.controller import Pushed
 from chain.core.actions import Transfer
 from chain.core.errors import StaleBlock
 from chain.core.types import AccountName
+from chain.events import NO_EVENTS
 from chain.testing import now_ms, state_dump
 from genesis.testing import DevNet
 
@@ -36,9 +38,12 @@ def test_switch_to_branch_with_higher_lib_and_rewind_state_exactly(tmp_path: Pat
     y_blocks = [net.produce(y, base_slot + 2 + i) for i in range(3)]
     assert y.lib > x.lib  # three more producers built on y's branch
 
-    results = [x.push_block(b, now_ms()) for b in y_blocks]
-    assert all(not r.forked for r in results[:-1]), "x keeps its branch until y's LIB is higher"
-    switch = results[-1]
+    x.take_events()
+    verdicts = [x.push_block(b, now_ms()) for b in y_blocks[:-1]]
+    assert verdicts == [Pushed.ADDED] * 2, "x keeps its branch until y's LIB is higher"
+    assert x.take_events() is NO_EVENTS
+    assert x.push_block(y_blocks[-1], now_ms()) is Pushed.APPLIED
+    switch = x.take_events()
     assert switch.popped == [x_block]
     assert switch.applied == y_blocks
     assert x.head.id == y.head.id
@@ -68,10 +73,14 @@ def test_longer_branch_wins_when_lib_is_equal(tmp_path: Path) -> None:
     y_blocks = [net.produce(y, slot) for slot in slots[1:3]]  # y: two blocks, later slots
     assert x.lib == y.lib == 1, "neither branch moves the LIB"
 
-    results = [x.push_block(b, now_ms()) for b in y_blocks]
-    assert [b for r in results for b in r.popped] == [x_block]
-    assert [b for r in results for b in r.applied] == y_blocks
-    assert results[-1].applied, "the second block, making y's branch longer, decides"
+    x.take_events()
+    assert x.push_block(y_blocks[0], now_ms()) is Pushed.ADDED
+    assert x.push_block(y_blocks[1], now_ms()) is Pushed.APPLIED, (
+        "the second block, making y's branch longer, decides"
+    )
+    events = x.take_events()
+    assert events.popped == [x_block]
+    assert events.applied == y_blocks
     assert x.head.id == y.head.id and x.lib == 1
     assert state_dump(x) == state_dump(y), "x's transfer to bob was rewound exactly"
 
@@ -122,10 +131,13 @@ def test_a_block_abandoned_after_a_restart_gives_its_transactions_another_chance
     y_blocks = [net.produce(y, base_slot + 2 + i) for i in range(3)]
     x.store.close()
     x = net.open(tmp_path / "x")  # the node restarts: its signer key cache is empty
-    results = [x.push_block(b, now_ms()) for b in y_blocks]
-    assert results[-1].popped == [x_block]
+    x.take_events()
+    for b in y_blocks:
+        x.push_block(b, now_ms())
+    events = x.take_events()
+    assert events.popped == [x_block]
     assert to_bob.id in x.mempool, "the abandoned transaction gets another chance"
-    assert [t.id for t in results[-1].requeued] == [to_bob.id], "and is reported to be relayed"
+    assert [t.id for t in events.requeued] == [to_bob.id], "and is reported to be relayed"
 
 
 def test_an_abandoned_transaction_that_no_longer_fits_the_mempool_is_dropped(
@@ -145,7 +157,10 @@ def test_an_abandoned_transaction_that_no_longer_fits_the_mempool_is_dropped(
     filler = net.tx(x, Transfer(C, B, 1, "f" * 200))
     x.mempool.max_bytes = x.mempool.max_account_bytes = filler.size + to_bob.size - 1
     x.admit_transaction(filler, now_ms())
-    results = [x.push_block(b, now_ms()) for b in y_blocks]
-    assert results[-1].popped == [x_block] and x.head.id == y.head.id
-    assert to_bob.id not in x.mempool and results[-1].requeued == []
+    x.take_events()
+    for b in y_blocks:
+        x.push_block(b, now_ms())
+    events = x.take_events()
+    assert events.popped == [x_block] and x.head.id == y.head.id
+    assert to_bob.id not in x.mempool and events.requeued == ()
     assert list(p.tx.id for p in x.mempool.pending()) == [filler.id]

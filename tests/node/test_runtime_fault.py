@@ -48,7 +48,7 @@ def _stx(n: int) -> SignedTransaction:
 def test_a_block_that_meets_a_runtime_fault_is_kept_not_rejected() -> None:
     """A peer's block whose application met a runtime fault is reported ADDED (kept in the
     fork database, the peer not struck), never INVALID."""
-    result = _push_one(_FaultingChain(), _FakeBlock(), 0, [])  # type: ignore[arg-type]
+    result = _push_one(_FaultingChain(), _FakeBlock(), 0)  # type: ignore[arg-type]
     assert result.outcome == Outcome.ADDED
     assert "could not instantiate" in result.detail
 

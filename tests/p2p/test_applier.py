@@ -57,15 +57,14 @@ class FakeChain:
         self.light.append(light_upto)
         self.ahead.append([b.num for b in ahead])
         self.told.append(taken is not None)
-        results, applied = [], []
+        results = []
         for block in blocks:
             if block.num == self.head + 1:
                 self.head += 1
-                applied.append(block)
                 results.append(BlockResult(block, Outcome.APPLIED))
             else:
                 results.append(BlockResult(block, Outcome.DUPLICATE))
-        return PushOutcome(results, applied)
+        return PushOutcome(results)
 
     async def admit_transactions(
         self, txs: Sequence[SignedTransaction]

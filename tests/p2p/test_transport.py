@@ -99,8 +99,7 @@ async def running(
 ) -> AsyncIterator[Transport]:
     transport = Transport(config, os.urandom(32), PrivateKey.generate(), Chain(), gate)
     task = asyncio.create_task(transport.run(list(peers)))
-    while not transport.running:
-        await asyncio.sleep(0.01)
+    await transport.started.wait()
     try:
         yield transport
     finally:
