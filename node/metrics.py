@@ -6,6 +6,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from chain.core.params import slot_start_s
 from chain.view import ChainView
 from node.network import NetworkStatus
 from p2p.sync import Stage
@@ -212,7 +213,7 @@ class NodeMetrics:
     def observe_chain(self, view: ChainView) -> None:
         self.head.set(view.head.num)
         self.lib.set(view.lib_num)
-        self.head_time.set(view.head.slot * 0.5 + 946_684_800)
+        self.head_time.set(slot_start_s(view.head.slot))
         self.mempool.set(view.mempool_size)
         self.mempool_bytes.set(view.mempool_bytes)
         self.fork_db.set(view.fork_db_size)

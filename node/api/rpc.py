@@ -23,6 +23,7 @@ from chain.controller import Chain
 from chain.core import errors as ce
 from chain.core.encoding import pack
 from chain.core.errors import ChainError, EncodingError
+from chain.core.params import slot_start_s
 from chain.core.transaction import SignedTransaction, decode_signed_transaction
 from chain.core.types import AccountName, BlockId, BlockNum, TxId
 from chain.events import ChainUpdate
@@ -247,7 +248,7 @@ class Api:
 
     async def health(self, args: dict[str, Any]) -> dict[str, Any]:
         head = self.runner.view.head
-        age = time.time() - (head.slot * 0.5 + 946_684_800)
+        age = time.time() - slot_start_s(head.slot)
         return {"status": "ok", "head_block_num": head.num, "head_age_s": round(age, 3)}
 
     # --- node and net API -------------------------------------------------------------------
