@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -52,14 +52,30 @@ from p2p.transport import Transport, TransportConfig
 from p2p.tx_relay import TxRelay
 from p2p.vote_relay import OnCounted, VoteRelay
 
-if TYPE_CHECKING:  # node.metrics reads the network, and the admitter counts into metrics
-    from node.admission import Admitter
-
 log = structlog.get_logger("chain")
 
 
+class Admission(Protocol):
+    """What the network asks of the node's admission queue (``node.admission.Admitter``),
+    named here: the admitter counts into the metrics, which read the network."""
+
+    def subscribe(self, callback: Callable[[SignedTransaction], None]) -> None:
+        """Call ``callback(tx)`` for each transaction of our own RPC that was admitted."""
+        ...
+
+    async def admit_relayed(
+        self, txs: Sequence[SignedTransaction]
+    ) -> list[TransactionError | None]:
+        """Admit a peer's transactions: for each, None or the error that refused it."""
+        ...
+
+    async def compile_code(self, txs: Sequence[SignedTransaction]) -> None:
+        """Compile the modules ``txs`` deploy, off the chain thread."""
+        ...
+
+
 class NodeChainService:
-    def __init__(self, runner: ChainRunner, admitter: Admitter) -> None:
+    def __init__(self, runner: ChainRunner, admitter: Admission) -> None:
         self.runner = runner
         self.admitter = admitter
         self.chain_id = runner.view.chain_id
@@ -232,7 +248,7 @@ class Network:
     def __init__(
         self,
         runner: ChainRunner,
-        admitter: Admitter,
+        admitter: Admission,
         config: NetConfig,
         node_key: PrivateKey,
         rdma: RdmaDevice | None = None,

@@ -22,17 +22,15 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from blake3 import blake3
 
 from chain.core.header_chain import HeaderChain
 from chain.core.types import BlockId
 from p2p.codec import MAX_CHUNK, MAX_CHUNKS, MIN_CHUNK
+from p2p.header_sync import HeaderCheckpoints
 from p2p.messages import SnapshotChunk, SnapshotOffer
-
-if TYPE_CHECKING:
-    from p2p.header_sync import HeaderCheckpoints
 
 # The largest snapshot fetched. The codec lets an offer claim 200,000 chunks of 4 MiB
 # (800 GB, and a disk's worth of sparse file); a snapshot holds the state only, about 0.5 KB

@@ -201,7 +201,7 @@ class Api:
         self.exports = exports
         self._export_running = False
         self.contracts = ContractApi(self.read, call_fuel=call_fuel)
-        self.routes: dict[str, Route] = route_table(self) | contract_routes(
+        self.routes: dict[str, Route] = route_table(self, runner.view.params) | contract_routes(
             self.contracts, self.paced, runner.view.params.max_tx_bytes
         )
 
