@@ -56,6 +56,7 @@ from node.node_file import (
 from node.producer import ProducerLoop
 from node.runner import ChainRunner, InclusionWatch
 from node.snapshot_schedule import SnapshotSchedule
+from node.snapshot_writer import SnapshotWriter
 from node.snapshots import (
     FileDownload,
     SnapshotDir,
@@ -216,6 +217,7 @@ class Node:
         # A commit-mode push answers "pending" before the HTTP time limit would cut it off.
         commit_cap = limits.max_response_s * 0.9 if limits.max_response_s else None
         self.watch = watch = InclusionWatch()
+        snapshot_writer = SnapshotWriter(runner, config.data_dir / "snapshots")
         self.api = api = Api(
             runner,
             metrics,
@@ -224,7 +226,7 @@ class Node:
             network,
             commit_wait_cap_s=commit_cap,
             call_fuel=config.http.call_fuel,
-            snapshots_dir=config.data_dir / "snapshots",
+            snapshot_writer=snapshot_writer,
             exports=(config.data_dir / "exports" / "history.log", config.genesis_json),
             finality=lambda: {
                 "local_finalizers": finalizer.status(),
@@ -268,7 +270,7 @@ class Node:
         self.snapshots = SnapshotSchedule(
             config.snapshots.interval_blocks,
             start.lib_num,
-            lambda: api.create_snapshot({}),
+            snapshot_writer.write,
             config.data_dir / "snapshots",
             config.snapshots.keep,
             paused=lambda: network.fetching,

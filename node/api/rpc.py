@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,7 +28,6 @@ from chain.core.transaction import SignedTransaction, decode_signed_transaction
 from chain.core.types import AccountName, BlockId, BlockNum, TxId
 from chain.events import ChainUpdate
 from chain.storage.snapshot import VERSION as SNAPSHOT_VERSION
-from chain.storage.snapshot import SnapshotHead
 from chain.storage.store import BlockStore
 from chain.vm.errors import RuntimeFault
 from node.admission import Admitter
@@ -51,7 +50,7 @@ from node.history import ExportPlan, NothingToExport, export_history, export_pla
 from node.metrics import NodeMetrics
 from node.options import parse_endpoint
 from node.runner import ChainRunner, InclusionWatch
-from node.snapshots import create_snapshot, snapshot_name
+from node.snapshot_writer import SnapshotBusy, SnapshotWriter
 
 log = structlog.get_logger("rpc")
 
@@ -149,10 +148,6 @@ def _export_plan(chain: Chain) -> tuple[ExportPlan, BlockStore]:
     return export_plan(chain), chain.store
 
 
-def _lib_state(chain: Chain) -> tuple[SnapshotHead, Iterator[tuple[bytes, bytes]]]:
-    return chain.store.lib_state(chain.chain_id)
-
-
 @dataclass(frozen=True, slots=True)
 class EncodedJson:
     """A handler's result that is JSON already (the HTTP shell sends the bytes as they are)."""
@@ -173,7 +168,7 @@ class Api:
         pacer: ReadPacer | None = None,
         commit_wait_cap_s: float | None = None,
         finality: Callable[[], dict[str, Any]] | None = None,
-        snapshots_dir: Path | None = None,
+        snapshot_writer: SnapshotWriter | None = None,
         exports: tuple[Path, Path] | None = None,
         call_fuel: int = DEFAULT_CALL_FUEL,
     ) -> None:
@@ -182,7 +177,7 @@ class Api:
         ``commit_wait_cap_s`` (the HTTP layer's time limit less a margin), then answers
         ``pending``. ``finality`` gives the node's side of get_finalizer_info (its own
         finalizers, whether production is paused). Snapshots that the admin RPC asks for
-        are written into ``snapshots_dir``; the history it exports goes to ``exports[0]``,
+        are written by ``snapshot_writer``; the history it exports goes to ``exports[0]``,
         with a copy of the genesis ``exports[1]`` beside it. A read-only contract call uses
         ``call_fuel`` at most."""
         self.runner = runner
@@ -196,8 +191,7 @@ class Api:
         self._producers: tuple[BlockId, bytes] | None = None  # head id, get_producers JSON
         self.commit_wait_cap_s = commit_wait_cap_s
         self.finality = finality
-        self.snapshots_dir = snapshots_dir
-        self._snapshot_running = False
+        self.snapshot_writer = snapshot_writer
         self.exports = exports
         self._export_running = False
         self.contracts = ContractApi(self.read, call_fuel=call_fuel)
@@ -285,36 +279,21 @@ class Api:
         return {"peer": peer, "status": "disconnected"}
 
     async def create_snapshot(self, args: dict[str, Any]) -> dict[str, Any]:
-        """Write the LIB's state to a snapshot file (nodeos' producer API name). The state is
-        pinned on the chain thread (a LevelDB snapshot, a moment's work); the file is written
-        on a worker thread while the chain goes on, with progress in the log."""
-        if self.snapshots_dir is None:
+        """Write the LIB's state to a snapshot file (nodeos' producer API name), by the
+        node's one snapshot writer."""
+        if self.snapshot_writer is None:
             raise RpcError(404, "not_found", "this node writes no snapshots")
-        if self._snapshot_running:
-            raise RpcError(409, "snapshot_in_progress", "a snapshot is being written already")
-        self._snapshot_running = True
         try:
-            head, entries = await self.runner.call(_lib_state)
-            path = self.snapshots_dir / snapshot_name(head.num, head.block.id)
-            log.info("snapshot_writing", block=head.num, file=str(path))
-            last = [time.monotonic()]
-
-            def report(count: int, size: int) -> None:
-                if time.monotonic() - last[0] >= 5:
-                    last[0] = time.monotonic()
-                    log.info("snapshot_writing", block=head.num, entries=count, bytes=size)
-
-            summary = await asyncio.to_thread(create_snapshot, head, entries, path, report)
-        finally:
-            self._snapshot_running = False
-        log.info("snapshot_written", block=head.num, file=str(path), entries=summary.entries)
-        block = head.block
+            written = await self.snapshot_writer.write()
+        except SnapshotBusy as err:
+            raise RpcError(409, "snapshot_in_progress", str(err)) from err
+        block, summary = written.head.block, written.summary
         return {
             "head_block_id": block.id.hex(),
             "head_block_num": block.num,
             "head_block_time": slot_iso(block.header.slot),
             "version": SNAPSHOT_VERSION,
-            "snapshot_name": str(path),
+            "snapshot_name": str(written.path),
             "entries": summary.entries,
             "bytes": summary.size,
             "content_hash": summary.content_hash.hex(),

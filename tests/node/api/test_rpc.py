@@ -27,6 +27,7 @@ from node.api.views import block_json
 from node.metrics import NodeMetrics
 from node.producer import ProducerLoop
 from node.runner import ChainRunner, InclusionWatch
+from node.snapshot_writer import SnapshotWriter
 
 A, B = AccountName("alice"), AccountName("bob")
 Client = TestClient[web.Request, web.Application]
@@ -82,7 +83,7 @@ def _run(
             admitter,
             network,
             reads=None if make_reads is None else make_reads(runner, metrics),
-            snapshots_dir=tmp_path / "snapshots",
+            snapshot_writer=SnapshotWriter(runner, tmp_path / "snapshots"),
             exports=(tmp_path / "exports" / "history.log", tmp_path / "genesis-copy.json"),
         )
         (tmp_path / "genesis-copy.json").write_text("{}")  # what the export copies beside
