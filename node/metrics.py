@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from chain.core.params import slot_start_s
 from chain.view import ChainView
 from node.network import NetworkStatus
+from p2p.snapshot_fetch import StateSyncStatus
 from p2p.sync import Stage
 
 
@@ -175,10 +174,10 @@ class NodeMetrics:
         if status is None:
             return
         self.peers.set(status.peer_count)
-        self.sync_target.set(status.sync_target)
-        self.sync_rate.set(status.sync_blocks_per_s)
+        self.sync_target.set(status.sync.target)
+        self.sync_rate.set(status.sync.blocks_per_s)
         for stage in Stage:
-            self.sync_stage.labels(stage=str(stage)).set(1 if stage == status.sync_stage else 0)
+            self.sync_stage.labels(stage=str(stage)).set(1 if stage == status.sync.stage else 0)
         self.rdma_available.set(1 if status.rdma_available else 0)
         if status.state_sync is not None:
             self.observe_state_sync(status.state_sync)
@@ -194,17 +193,17 @@ class NodeMetrics:
                 self.rdma_writes.labels(peer).set(stats.rdma_writes)
                 self.rdma_completions.labels(peer).set(stats.rdma_completions)
 
-    def observe_state_sync(self, status: dict[str, Any]) -> None:
+    def observe_state_sync(self, status: StateSyncStatus) -> None:
         """Take the fetcher's progress (``p2p.snapshot_fetch.Fetcher.status``)."""
-        self.state_sync_chunks.set(status["chunks"])
-        self.state_sync_chunks_total.set(status["chunks_total"])
-        self.state_sync_bytes.set(status["bytes"])
-        self.state_sync_bytes_total.set(status["bytes_total"])
-        self.state_sync_rate.set(status["bytes_per_s"])
-        headers = status["headers"] or {"tip": 0, "lib": 0}
-        self.state_sync_headers_tip.set(headers["tip"])
-        self.state_sync_headers_lib.set(headers["lib"])
-        for reason, count in status["peers_banned"].items():
+        self.state_sync_chunks.set(status.chunks)
+        self.state_sync_chunks_total.set(status.chunks_total)
+        self.state_sync_bytes.set(status.bytes)
+        self.state_sync_bytes_total.set(status.bytes_total)
+        self.state_sync_rate.set(status.bytes_per_s)
+        tip, lib = status.headers or (0, 0)
+        self.state_sync_headers_tip.set(tip)
+        self.state_sync_headers_lib.set(lib)
+        for reason, count in status.peers_banned.items():
             seen = self._banned_seen.get(reason, 0)
             if count > seen:
                 self.state_sync_banned.labels(reason=reason).inc(count - seen)

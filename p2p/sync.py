@@ -36,14 +36,21 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from p2p.messages import GoAwayReason
-from p2p.sync_actions import Action, DropPeer, FetchRange, Stage, SyncConfig
+from p2p.sync_actions import Action, DropPeer, FetchRange, Stage, SyncConfig, SyncStatus
 from p2p.sync_peers import HeldBlocks, PeerId, PeerRecord, pick
 from p2p.sync_progress import Progress, SyncProgress
 
-__all__ = ["Action", "DropPeer", "FetchRange", "Stage", "SyncConfig", "SyncManager"]
+__all__ = [
+    "Action",
+    "DropPeer",
+    "FetchRange",
+    "Stage",
+    "SyncConfig",
+    "SyncManager",
+    "SyncStatus",
+]
 
 # A peer whose head is at most this many blocks ahead is in step with us (0.5 s blocks, a
 # network hop and an apply each way).
@@ -324,22 +331,22 @@ class SyncManager:
             self.stage != Stage.IN_SYNC and self.clock() - self._backed_at < self.config.pause_grace
         )
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> SyncStatus:
         progress = self.progress()
-        return {
-            "stage": str(self.stage),
-            "head": self.head,
-            "lib": self.lib,
-            "target": self.target,
-            "next_expected": self.head + 1,
-            "sources": sorted({r.peer for r in self.ranges}),
-            "ranges_in_flight": len(self.ranges),
-            "blocks_per_s": progress.blocks_per_s,
-            "txs_per_s": progress.txs_per_s,
-            "eta_s": progress.eta_s,
-            "peers": self.peer_count(),
-            "holds_production": self.holds_production(),
-        }
+        return SyncStatus(
+            stage=self.stage,
+            head=self.head,
+            lib=self.lib,
+            target=self.target,
+            next_expected=self.head + 1,
+            sources=tuple(sorted({r.peer for r in self.ranges})),
+            ranges_in_flight=len(self.ranges),
+            blocks_per_s=progress.blocks_per_s,
+            txs_per_s=progress.txs_per_s,
+            eta_s=progress.eta_s,
+            peers=self.peer_count(),
+            holds_production=self.holds_production(),
+        )
 
     def progress(self) -> Progress:
         """How fast our head climbs (over the last seconds) and when it reaches the target."""

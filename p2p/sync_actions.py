@@ -1,5 +1,6 @@
-"""What the sync manager (``p2p.sync``) is told to work with and what it asks for: its
-configuration, its stages, and the actions the block-sync reactor carries out."""
+"""What the sync manager (``p2p.sync``) is told to work with, what it asks for and what it
+reports: its configuration, its stages, the actions the block-sync reactor carries out, and
+its status."""
 
 from __future__ import annotations
 
@@ -31,6 +32,25 @@ class DropPeer:
 
 
 Action = FetchRange | DropPeer
+
+
+@dataclass(frozen=True, slots=True)
+class SyncStatus:
+    """Where block sync stands (``SyncManager.status``): a copy that the node's metrics and
+    its RPC (/v1/node/sync) both read."""
+
+    stage: Stage
+    head: int
+    lib: int
+    target: int
+    next_expected: int
+    sources: tuple[PeerId, ...]  # peers with a range in flight, sorted
+    ranges_in_flight: int
+    blocks_per_s: float
+    txs_per_s: float
+    eta_s: float | None
+    peers: int  # peers whose claims we still hear
+    holds_production: bool
 
 
 @dataclass(slots=True)

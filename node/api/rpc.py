@@ -44,6 +44,9 @@ from node.api.views import (
     producer_json,
     schedule_json,
     slot_iso,
+    state_sync_json,
+    sync_json,
+    sync_summary_json,
 )
 from node.errors import ConfigError
 from node.history import ExportPlan, NothingToExport, export_history, export_plan, genesis_beside
@@ -51,6 +54,8 @@ from node.metrics import NodeMetrics
 from node.options import parse_endpoint
 from node.runner import ChainRunner, InclusionWatch
 from node.snapshot_writer import SnapshotBusy, SnapshotWriter
+from p2p.snapshot_fetch import StateSyncStatus
+from p2p.sync import SyncStatus
 
 log = structlog.get_logger("rpc")
 
@@ -117,20 +122,28 @@ class NetworkApi(Protocol):
     of it made on the event loop, and the two actions an operator may take)."""
 
     def status(self) -> dict[str, Any]:
-        """The /v1/net/peers JSON."""
+        """The /v1/net/peers JSON but its ``sync``: node id, peers, dialling."""
         ...
 
-    def sync_status(self) -> dict[str, Any]:
-        """The /v1/node/sync JSON."""
+    def block_sync_status(self) -> SyncStatus:
+        """Where block sync stands."""
+        ...
+
+    def state_sync_status(self) -> StateSyncStatus | None:
+        """Where the snapshot download stands, while the node fetches one (else None)."""
         ...
 
     def snapshots(self) -> dict[str, Any]:
         """The /v1/node/snapshots JSON: the snapshots this node serves to state sync."""
         ...
 
-    def summary(self) -> dict[str, Any]:
-        """What get_info adds: peer_count, sync_stage, sync_target, sync_blocks_per_s,
-        sync_txs_per_s, sync_eta_s, rdma."""
+    def peer_count(self) -> int:
+        """Peers connected."""
+        ...
+
+    @property
+    def rdma_status(self) -> dict[str, object]:
+        """What the node found of RDMA at start (get_info's ``rdma``)."""
         ...
 
     def connect(self, address: tuple[str, int]) -> bool:
@@ -238,7 +251,19 @@ class Api:
             "token_precision": p.token_precision,
             "mempool_size": view.mempool_size,
             "fork_db_size": view.fork_db_size,
-        } | ({} if self.network is None else self.network.summary())
+        } | self._network_summary()
+
+    def _network_summary(self) -> dict[str, Any]:
+        """What get_info adds from the peer layer, when the node has one."""
+        network = self.network
+        if network is None:
+            return {}
+        fetching = network.state_sync_status() is not None
+        return (
+            {"peer_count": network.peer_count()}
+            | sync_summary_json(None if fetching else network.block_sync_status())
+            | {"rdma": network.rdma_status}
+        )
 
     async def health(self, args: dict[str, Any]) -> dict[str, Any]:
         head = self.runner.view.head
@@ -253,13 +278,18 @@ class Api:
         return self.network
 
     async def sync_status(self, args: dict[str, Any]) -> dict[str, Any]:
-        return self._require_network().sync_status()
+        network = self._require_network()
+        state_sync = network.state_sync_status()
+        if state_sync is not None:
+            return {"stage": "state_sync", "state_sync": state_sync_json(state_sync)}
+        return sync_json(network.block_sync_status())
 
     async def snapshots(self, args: dict[str, Any]) -> dict[str, Any]:
         return self._require_network().snapshots()
 
     async def net_peers(self, args: dict[str, Any]) -> dict[str, Any]:
-        return self._require_network().status()
+        network = self._require_network()
+        return network.status() | {"sync": sync_json(network.block_sync_status())}
 
     async def net_connect(self, args: dict[str, Any]) -> dict[str, Any]:
         network = self._require_network()

@@ -74,7 +74,7 @@ def test_ranges_from_lib_plus_one_spread_over_peers() -> None:
     assert sync.peer_position("d", lib=450, head=460) == [], "at most three ranges in flight"
     actions = deliver(sync, "a", 1, 100)
     assert FetchRange("d", 301, 400) in actions
-    assert sync.status()["sources"] == ["b", "c", "d"]
+    assert sync.status().sources == ("b", "c", "d")
 
 
 def test_last_range_stops_at_the_target_then_head_catchup_then_in_sync() -> None:

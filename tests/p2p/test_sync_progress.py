@@ -113,11 +113,11 @@ def test_the_sync_manager_reports_progress_of_a_catch_up_towards_its_target() ->
     assert 85 <= reading.blocks_per_s <= 100 and 170 <= reading.txs_per_s <= 200
     assert reading.eta_s is not None and 5.0 <= reading.eta_s <= 6.0
     status = sync.status()
-    assert (status["blocks_per_s"], status["txs_per_s"]) == (
+    assert (status.blocks_per_s, status.txs_per_s) == (
         reading.blocks_per_s,
         reading.txs_per_s,
     )
-    assert (status["eta_s"], status["peers"]) == (reading.eta_s, 1)
+    assert (status.eta_s, status.peers) == (reading.eta_s, 1)
     for num in range(501, 1003):
         sync.block_received("a", num)
         sync.chain_advanced(num, num - 2)

@@ -28,6 +28,8 @@ from node.metrics import NodeMetrics
 from node.producer import ProducerLoop
 from node.runner import ChainRunner, InclusionWatch
 from node.snapshot_writer import SnapshotWriter
+from p2p.snapshot_fetch import StateSyncStatus
+from p2p.sync import Stage, SyncStatus
 
 A, B = AccountName("alice"), AccountName("bob")
 Client = TestClient[web.Request, web.Application]
@@ -287,18 +289,22 @@ class FakeNetwork:
 
     def __init__(self) -> None:
         self.dialled: list[tuple[str, int]] = []
+        self.rdma_status: dict[str, object] = {"available": False}
 
     def status(self) -> dict[str, Any]:
         return {"peers": [{"id": "p1"}]}
 
-    def sync_status(self) -> dict[str, Any]:
-        return {"stage": "in_sync", "target": 3}
+    def block_sync_status(self) -> SyncStatus:
+        return SyncStatus(Stage.IN_SYNC, 2, 1, 3, 3, (), 0, 0.0, 0.0, None, 1, False)
+
+    def state_sync_status(self) -> StateSyncStatus | None:
+        return None
 
     def snapshots(self) -> dict[str, Any]:
         return {"snapshots": []}
 
-    def summary(self) -> dict[str, Any]:
-        return {"peer_count": 1, "sync_stage": "in_sync", "rdma": {"available": False}}
+    def peer_count(self) -> int:
+        return 1
 
     def connect(self, address: tuple[str, int]) -> bool:
         self.dialled.append(address)
