@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Callable, Collection, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import structlog
@@ -211,16 +211,16 @@ def _push_one(
     return BlockResult(block, Outcome.ADDED if pushed.added else Outcome.DUPLICATE)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class NetConfig:
     """The peer layer's parts' own configs, made from the node's by
     ``node.config_builders.net_config``, and the peers to dial."""
 
-    transport: TransportConfig = field(default_factory=TransportConfig)
-    switch: SwitchConfig = field(default_factory=SwitchConfig)
-    sync: SyncConfig = field(default_factory=SyncConfig)
-    peers: tuple[tuple[str, int], ...] = ()
-    light_validation: bool = False  # validation-mode = light, during LIB catch-up only
+    transport: TransportConfig
+    switch: SwitchConfig
+    sync: SyncConfig
+    peers: tuple[tuple[str, int], ...]
+    light_validation: bool  # validation-mode = light, during LIB catch-up only
 
 
 @dataclass(frozen=True, slots=True)

@@ -73,7 +73,7 @@ class _Range:
 
 @dataclass(slots=True)
 class SyncManager:
-    config: SyncConfig = field(default_factory=SyncConfig)
+    config: SyncConfig
     clock: Callable[[], float] = time.monotonic
     head: int = 0
     lib: int = 0
@@ -103,7 +103,7 @@ class SyncManager:
     _met_ahead: bool = False
 
     def __post_init__(self) -> None:
-        self._progress = SyncProgress(self.config.progress_interval)
+        self._progress = SyncProgress(self.config.sync_progress_interval_ms / 1000)
 
     # --- events ---------------------------------------------------------------------------
 
@@ -439,7 +439,7 @@ class SyncManager:
         ]
 
     def _end_for(self, p: PeerRecord, start: int, end: int) -> int:
-        return min(end, start + p.span(self.config.span) - 1)
+        return min(end, start + p.span(self.config.sync_fetch_span) - 1)
 
     def _finish(self, r: _Range, now: float) -> None:
         self.ranges.remove(r)
@@ -531,7 +531,7 @@ class SyncManager:
             self.next_request = max(self.next_request, self.head + 1)
             self.gaps = [(max(s, self.head + 1), e) for s, e in self.gaps if e > self.head]
         limit = self.head + self.config.window
-        while len(self.ranges) < self.config.max_ranges:
+        while len(self.ranges) < self.config.sync_ranges:
             if self.gaps:
                 start, gap_end = self.gaps[0]
                 end = min(gap_end, limit)  # our head may have gone back since (fork switch)
@@ -564,7 +564,7 @@ class SyncManager:
 
     def _free(self, start: int) -> list[PeerRecord]:
         """Usable peers holding no range, if another range may go out."""
-        if len(self.ranges) >= self.config.max_ranges:
+        if len(self.ranges) >= self.config.sync_ranges:
             return []
         busy = {r.peer for r in self.ranges}
         return [p for p in self._usable(start) if p.id not in busy]

@@ -53,10 +53,16 @@ class SyncStatus:
     holds_production: bool
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class SyncConfig:
-    span: int = 500
-    max_ranges: int = 3
+    # Options (node.config's sync-*, same names): declared there once, with their defaults,
+    # and handed over by node.config_builders.sync_config.
+    sync_fetch_span: int  # blocks per range request
+    sync_ranges: int  # ranges in flight at once, each from a different peer
+    sync_progress_interval_ms: (
+        int  # between ``sync_progress`` log lines while catching up (0: none)
+    )
+    # Tuning, not options.
     window: int = 2000  # blocks above our head that may be requested (the memory bound)
     timeout: float = 5.0
     peer_limit: int = 3
@@ -70,5 +76,3 @@ class SyncConfig:
     # finalizers quiet) for good. Twice ``timeout``: an honest source asked for a range
     # delivers well within one, and one not asked is replaced by those that deliver.
     claim_trust: float = 10.0
-    # Seconds between ``sync_progress`` log lines while catching up (0: none).
-    progress_interval: float = 5.0
