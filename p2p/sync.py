@@ -353,7 +353,7 @@ class SyncManager:
         return self._progress.reading(self.clock(), self.head, self.target)
 
     def progress_due(self) -> Progress | None:
-        """A reading when a progress line is due (every ``progress_interval`` seconds of a
+        """A reading when a progress line is due (every ``sync_progress_interval_ms`` of a
         catch-up), else None."""
         if not self._progress.due(self.clock(), self.stage != Stage.IN_SYNC):
             return None
