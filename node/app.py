@@ -32,6 +32,7 @@ from chain.core.types import BlockId
 from chain.core.votes import VoteOutcome
 from chain.signatures.sigpool import ParallelRecoverer
 from chain.view import ChainView
+from chain.vm import ContractRuntime
 from node import fds
 from node.admission import Admitter
 from node.api.http import bind_error, make_admin_app, make_app, serve
@@ -56,6 +57,7 @@ from node.node_file import (
 from node.producer import ProducerLoop
 from node.runner import ChainRunner, InclusionWatch
 from node.snapshot_schedule import SnapshotSchedule
+from node.snapshot_writer import SnapshotWriter
 from node.snapshots import (
     FileDownload,
     SnapshotDir,
@@ -160,8 +162,41 @@ class Node:
             self._opened = opened.pop_all()  # closed by run, last first
 
     def _build(self, config: NodeConfig, opened: contextlib.ExitStack) -> None:
+        """Each part, by the builder of its group, in the order they depend on each other."""
         gc.set_threshold(*GC_THRESHOLDS)
-        self.metrics = metrics = NodeMetrics()
+        self.metrics = NodeMetrics()
+        contracts = self._build_chain(config, opened)
+        self._build_network(config, contracts)
+        writer = SnapshotWriter(self.runner, config.data_dir / "snapshots")
+        self._build_rpc(config, writer)
+        self._build_producer(config)
+        self.snapshots = SnapshotSchedule(
+            config.snapshots.interval_blocks,
+            self.runner.view.lib_num,
+            writer.write,
+            config.data_dir / "snapshots",
+            config.snapshots.keep,
+            paused=lambda: self.network.fetching,
+        )
+        self.blocks = BlockLog(
+            self.metrics, lambda: self.network.in_sync, GC_THRESHOLDS, GC_THRESHOLDS_CATCHING_UP
+        )
+        # The block cache before the inclusion watch: a client told its transaction is in
+        # block N finds block N.
+        for subscriber in (
+            self.api.chain_updated,
+            self.watch.chain_updated,
+            self.progress.chain_updated,
+            self.finalizer.chain_updated,
+            self.snapshots.chain_updated,
+            self.blocks.chain_updated,
+            self.stream.chain_updated,
+        ):
+            self.runner.subscribe(subscriber)
+
+    def _build_chain(self, config: NodeConfig, opened: contextlib.ExitStack) -> ContractRuntime:
+        """The chain and its runner, the finality watch and the RDMA device (each closed by
+        ``opened``); the contract runtime, which admission precompiles with."""
         recoverer = (
             ParallelRecoverer(config.chain.signature_workers)
             if config.chain.signature_workers
@@ -172,38 +207,47 @@ class Node:
         contracts = contract_runtime(config.data_dir)
         self.runner = runner = ChainRunner(open_chain(config, recoverer, contracts=contracts))
         opened.callback(runner.close)  # the chain is the runner's from here on
-        start = runner.view
-        votes_chain = start.params.finality == FINALITY_VOTES
-        self.progress = progress = FinalityProgress(
-            config.producer.pause_vote_timeout_ms, votes_chain, on_final=self._on_final
+        self.votes_chain = runner.view.params.finality == FINALITY_VOTES
+        self.progress = FinalityProgress(
+            config.producer.pause_vote_timeout_ms, self.votes_chain, on_final=self._on_final
         )
-        self.rdma, rdma_status = open_rdma(config)
+        self.rdma, self.rdma_status = open_rdma(config)
         if self.rdma is not None:
             opened.callback(self.rdma.close)  # after the network task: its channels are closed
+        return contracts
+
+    def _build_network(self, config: NodeConfig, contracts: ContractRuntime) -> None:
+        """Admission, the peer layer (it subscribes its reactors: block sync, block relay,
+        tx and vote relay) with state sync, and the finalizer that votes once in sync."""
+        runner, start = self.runner, self.runner.view
         self.fetcher = self._state_sync_fetcher(config, start)
         snapshots = SnapshotDir(config.data_dir / "snapshots", config.snapshots.chunk_bytes)
-        self.admitter = admitter = Admitter(
-            runner, metrics, precompile=functools.partial(contracts.precompile, params=start.params)
+        self.admitter = Admitter(
+            runner,
+            self.metrics,
+            precompile=functools.partial(contracts.precompile, params=start.params),
         )
-        # The network subscribes its reactors (block sync, block relay, tx and vote relay).
         self.network = network = Network(
             runner,
-            admitter,
+            self.admitter,
             net_config(config.p2p),
             node_key(config),
             self.rdma,
-            rdma_status,
+            self.rdma_status,
             self._on_vote,
             StateSync(snapshots, self.fetcher),
-            progress.peer_joined,
+            self.progress.peer_joined,
         )
-        self.finalizer = finalizer = FinalizerService(
-            config.producer.finalizer_keys if votes_chain else {},
+        self.finalizer = FinalizerService(
+            config.producer.finalizer_keys if self.votes_chain else {},
             config.data_dir / "finalizer",
             lambda: runner.view,
             self._vote_cast,
             may_vote=lambda: network.in_sync,
         )
+
+    def _build_rpc(self, config: NodeConfig, writer: SnapshotWriter) -> None:
+        """The RPC, its listeners' limits, the stream and the HTTP apps."""
         nofile = fds.fd_limit()
         self.limits, self.admin_limits = limits, admin_limits = http_limits(config, nofile)
         log.info(
@@ -215,16 +259,17 @@ class Node:
         )
         # A commit-mode push answers "pending" before the HTTP time limit would cut it off.
         commit_cap = limits.max_response_s * 0.9 if limits.max_response_s else None
-        self.watch = watch = InclusionWatch()
+        self.watch = InclusionWatch()
+        finalizer, progress, network = self.finalizer, self.progress, self.network
         self.api = api = Api(
-            runner,
-            metrics,
-            watch,
-            admitter,
+            self.runner,
+            self.metrics,
+            self.watch,
+            self.admitter,
             network,
             commit_wait_cap_s=commit_cap,
             call_fuel=config.http.call_fuel,
-            snapshots_dir=config.data_dir / "snapshots",
+            snapshot_writer=writer,
             exports=(config.data_dir / "exports" / "history.log", config.genesis_json),
             finality=lambda: {
                 "local_finalizers": finalizer.status(),
@@ -234,14 +279,11 @@ class Node:
             },
         )
         self.stream = StreamHub(
-            runner,
-            stream_limits(config.stream),
-            metrics,
-            config.http.cors_origin,
+            self.runner, stream_limits(config.stream), self.metrics, config.http.cors_origin
         )
         self.app = make_app(
             api,
-            metrics,
+            self.metrics,
             limits,
             lambda: self.metrics.observe_network(network.observed()),
             cors_origin=config.http.cors_origin,
@@ -252,12 +294,16 @@ class Node:
             if config.http.admin_address is None
             else make_admin_app(api, admin_limits, config.http.admin_token)
         )
+
+    def _build_producer(self, config: NodeConfig) -> None:
+        """The producer loop, when the node produces for someone."""
+        network = self.network
         self.producer = (
             ProducerLoop(
-                runner,
+                self.runner,
                 config.producer.names,
                 config.producer.signing_keys,
-                metrics,
+                self.metrics,
                 may_produce=lambda: not network.holds_production,
                 votes_missing=self._votes_missing,
                 probe_every=config.producer.pause_vote_timeout_ms / 1000,
@@ -265,29 +311,6 @@ class Node:
             if config.producer.names
             else None
         )
-        self.snapshots = SnapshotSchedule(
-            config.snapshots.interval_blocks,
-            start.lib_num,
-            lambda: api.create_snapshot({}),
-            config.data_dir / "snapshots",
-            config.snapshots.keep,
-            paused=lambda: network.fetching,
-        )
-        self.blocks = BlockLog(
-            metrics, lambda: network.in_sync, GC_THRESHOLDS, GC_THRESHOLDS_CATCHING_UP
-        )
-        # The block cache before the inclusion watch: a client told its transaction is in
-        # block N finds block N.
-        for subscriber in (
-            api.chain_updated,
-            watch.chain_updated,
-            progress.chain_updated,
-            finalizer.chain_updated,
-            self.snapshots.chain_updated,
-            self.blocks.chain_updated,
-            self.stream.chain_updated,
-        ):
-            runner.subscribe(subscriber)
 
     def _state_sync_fetcher(self, config: NodeConfig, start: ChainView) -> Fetcher | None:
         """The snapshot fetcher, when state sync is on and the chain holds genesis only."""

@@ -276,6 +276,8 @@ class P2pConfig:
         " plaintext. Both ends must agree",
     )
     max_clients: int = number("max-clients", 25, "inbound peers at most (0: no limit)")
+    # A handshake takes milliseconds, so a few dozen slots serve a restart of every peer at
+    # once; each slot holds at most a handshake-sized frame plus the stream's read buffer.
     max_unauthenticated: int = number(
         "p2p-max-unauthenticated",
         32,

@@ -46,9 +46,9 @@ def switch_config(p2p: P2pConfig) -> SwitchConfig:
 
 def sync_config(p2p: P2pConfig) -> SyncConfig:
     return SyncConfig(
-        span=p2p.sync_fetch_span,
-        max_ranges=p2p.sync_ranges,
-        progress_interval=p2p.sync_progress_interval_ms / 1000,
+        sync_fetch_span=p2p.sync_fetch_span,
+        sync_ranges=p2p.sync_ranges,
+        sync_progress_interval_ms=p2p.sync_progress_interval_ms,
     )
 
 

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from chain.core.params import slot_start_s
 from chain.view import ChainView
 from node.network import NetworkStatus
+from p2p.snapshot_fetch import StateSyncStatus
 from p2p.sync import Stage
 
 
 class NodeMetrics:
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        r = self.registry
+        self.registry = r = CollectorRegistry()
+        self._chain_metrics(r)
+        self._rpc_metrics(r)
+        self._production_metrics(r)
+        self._finality_metrics(r)
+        self._stream_metrics(r)
+        self._peers_metrics(r)
+        self._state_sync_metrics(r)
+
+    def _chain_metrics(self, r: CollectorRegistry) -> None:
+        """The chain: head, LIB, mempool, fork database, blocks and transactions."""
         self.head = Gauge("bor_head_block_num", "Number of the head block", registry=r)
         self.lib = Gauge("bor_last_irreversible_block_num", "Last irreversible block", registry=r)
         self.head_time = Gauge("bor_head_block_time_seconds", "Head block time", registry=r)
@@ -33,6 +42,9 @@ class NodeMetrics:
         self.tx_rejected = Counter(
             "bor_transactions_rejected", "Transactions refused", ["reason"], registry=r
         )
+
+    def _rpc_metrics(self, r: CollectorRegistry) -> None:
+        """The RPC's reads of the chain thread."""
         self.rpc_chain_reads = Counter(
             "bor_rpc_chain_reads", "RPC reads answered on the chain thread", registry=r
         )
@@ -42,6 +54,9 @@ class NodeMetrics:
         self.rpc_reads_refused = Counter(
             "bor_rpc_reads_refused", "RPC reads refused (503) while too many waited", registry=r
         )
+
+    def _production_metrics(self, r: CollectorRegistry) -> None:
+        """Block production and the latency of peers' blocks."""
         self.produce_seconds = Histogram(
             "bor_block_production_seconds",
             "Time to build, sign and commit one block",
@@ -55,6 +70,9 @@ class NodeMetrics:
             buckets=(0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.5, 1.0, 2.0, 5.0),
             registry=r,
         )
+
+    def _finality_metrics(self, r: CollectorRegistry) -> None:
+        """Finality: its latency, the votes and the finalizers."""
         self.finality_latency = Histogram(
             "bor_finality_latency_seconds",
             "From a block's slot start to the LIB reaching it here (the newest final block of"
@@ -89,6 +107,9 @@ class NodeMetrics:
         self.production_paused = Gauge(
             "bor_production_paused", "1 while production waits for finality votes", registry=r
         )
+
+    def _stream_metrics(self, r: CollectorRegistry) -> None:
+        """The websocket stream's subscribers."""
         self.stream_subscribers = Gauge(
             "bor_stream_subscribers", "Open subscriptions of /v1/chain/stream", registry=r
         )
@@ -100,6 +121,9 @@ class NodeMetrics:
             "Subscriptions cut off with 'lagged' (their buffer of messages filled)",
             registry=r,
         )
+
+    def _peers_metrics(self, r: CollectorRegistry) -> None:
+        """The peer layer: peers, block sync, RDMA and each peer's traffic."""
         self.peers = Gauge("bor_p2p_peers", "Connected peers", registry=r)
         self.sync_target = Gauge("bor_sync_target_block_num", "Block the node syncs to", registry=r)
         self.sync_rate = Gauge(
@@ -125,6 +149,9 @@ class NodeMetrics:
             ["peer"],
             registry=r,
         )
+
+    def _state_sync_metrics(self, r: CollectorRegistry) -> None:
+        """State sync's download."""
         # State sync, as /v1/node/sync's "state_sync" says (0 unless the node fetches a
         # snapshot); the ETA is (snapshot_bytes - bytes_done) / bytes_per_second.
         self.state_sync_chunks = Gauge(
@@ -174,10 +201,10 @@ class NodeMetrics:
         if status is None:
             return
         self.peers.set(status.peer_count)
-        self.sync_target.set(status.sync_target)
-        self.sync_rate.set(status.sync_blocks_per_s)
+        self.sync_target.set(status.sync.target)
+        self.sync_rate.set(status.sync.blocks_per_s)
         for stage in Stage:
-            self.sync_stage.labels(stage=str(stage)).set(1 if stage == status.sync_stage else 0)
+            self.sync_stage.labels(stage=str(stage)).set(1 if stage == status.sync.stage else 0)
         self.rdma_available.set(1 if status.rdma_available else 0)
         if status.state_sync is not None:
             self.observe_state_sync(status.state_sync)
@@ -193,17 +220,17 @@ class NodeMetrics:
                 self.rdma_writes.labels(peer).set(stats.rdma_writes)
                 self.rdma_completions.labels(peer).set(stats.rdma_completions)
 
-    def observe_state_sync(self, status: dict[str, Any]) -> None:
+    def observe_state_sync(self, status: StateSyncStatus) -> None:
         """Take the fetcher's progress (``p2p.snapshot_fetch.Fetcher.status``)."""
-        self.state_sync_chunks.set(status["chunks"])
-        self.state_sync_chunks_total.set(status["chunks_total"])
-        self.state_sync_bytes.set(status["bytes"])
-        self.state_sync_bytes_total.set(status["bytes_total"])
-        self.state_sync_rate.set(status["bytes_per_s"])
-        headers = status["headers"] or {"tip": 0, "lib": 0}
-        self.state_sync_headers_tip.set(headers["tip"])
-        self.state_sync_headers_lib.set(headers["lib"])
-        for reason, count in status["peers_banned"].items():
+        self.state_sync_chunks.set(status.chunks)
+        self.state_sync_chunks_total.set(status.chunks_total)
+        self.state_sync_bytes.set(status.bytes)
+        self.state_sync_bytes_total.set(status.bytes_total)
+        self.state_sync_rate.set(status.bytes_per_s)
+        tip, lib = status.headers or (0, 0)
+        self.state_sync_headers_tip.set(tip)
+        self.state_sync_headers_lib.set(lib)
+        for reason, count in status.peers_banned.items():
             seen = self._banned_seen.get(reason, 0)
             if count > seen:
                 self.state_sync_banned.labels(reason=reason).inc(count - seen)
@@ -212,7 +239,7 @@ class NodeMetrics:
     def observe_chain(self, view: ChainView) -> None:
         self.head.set(view.head.num)
         self.lib.set(view.lib_num)
-        self.head_time.set(view.head.slot * 0.5 + 946_684_800)
+        self.head_time.set(slot_start_s(view.head.slot))
         self.mempool.set(view.mempool_size)
         self.mempool_bytes.set(view.mempool_bytes)
         self.fork_db.set(view.fork_db_size)

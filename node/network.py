@@ -14,8 +14,8 @@ import os
 import time
 from collections.abc import Callable, Collection, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import structlog
 
@@ -45,21 +45,38 @@ from p2p.rdma.device import RdmaDevice
 from p2p.rdma.upgrade import RdmaUpgrade
 from p2p.reactor import Reactor
 from p2p.service import BlockResult, Outcome, PushOutcome
+from p2p.snapshot_fetch import StateSyncStatus
 from p2p.statesync import StateSync
 from p2p.switch import Switch, SwitchConfig
-from p2p.sync import Stage, SyncConfig
+from p2p.sync import SyncConfig, SyncStatus
 from p2p.transport import Transport, TransportConfig
 from p2p.tx_relay import TxRelay
 from p2p.vote_relay import OnCounted, VoteRelay
 
-if TYPE_CHECKING:  # node.metrics reads the network, and the admitter counts into metrics
-    from node.admission import Admitter
-
 log = structlog.get_logger("chain")
 
 
+class Admission(Protocol):
+    """What the network asks of the node's admission queue (``node.admission.Admitter``),
+    named here: the admitter counts into the metrics, which read the network."""
+
+    def subscribe(self, callback: Callable[[SignedTransaction], None]) -> None:
+        """Call ``callback(tx)`` for each transaction of our own RPC that was admitted."""
+        ...
+
+    async def admit_relayed(
+        self, txs: Sequence[SignedTransaction]
+    ) -> list[TransactionError | None]:
+        """Admit a peer's transactions: for each, None or the error that refused it."""
+        ...
+
+    async def compile_code(self, txs: Sequence[SignedTransaction]) -> None:
+        """Compile the modules ``txs`` deploy, off the chain thread."""
+        ...
+
+
 class NodeChainService:
-    def __init__(self, runner: ChainRunner, admitter: Admitter) -> None:
+    def __init__(self, runner: ChainRunner, admitter: Admission) -> None:
         self.runner = runner
         self.admitter = admitter
         self.chain_id = runner.view.chain_id
@@ -193,16 +210,16 @@ def _push_one(chain: Chain, block: SignedBlock, now: int) -> BlockResult:
     return BlockResult(block, _OUTCOMES[pushed])
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class NetConfig:
     """The peer layer's parts' own configs, made from the node's by
     ``node.config_builders.net_config``, and the peers to dial."""
 
-    transport: TransportConfig = field(default_factory=TransportConfig)
-    switch: SwitchConfig = field(default_factory=SwitchConfig)
-    sync: SyncConfig = field(default_factory=SyncConfig)
-    peers: tuple[tuple[str, int], ...] = ()
-    light_validation: bool = False  # validation-mode = light, during LIB catch-up only
+    transport: TransportConfig
+    switch: SwitchConfig
+    sync: SyncConfig
+    peers: tuple[tuple[str, int], ...]
+    light_validation: bool  # validation-mode = light, during LIB catch-up only
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,11 +234,9 @@ class NetworkStatus:
     a copy, so that the metrics never reach into the switch, the sync manager or a channel."""
 
     peer_count: int
-    sync_stage: Stage
-    sync_target: int
-    sync_blocks_per_s: float
+    sync: SyncStatus
+    state_sync: StateSyncStatus | None  # while fetching a snapshot
     rdma_available: bool
-    state_sync: dict[str, Any] | None  # the fetcher's progress, as /v1/node/sync gives it
     traffic: tuple[PeerTraffic, ...]
 
 
@@ -231,7 +246,7 @@ class Network:
     def __init__(
         self,
         runner: ChainRunner,
-        admitter: Admitter,
+        admitter: Admission,
         config: NetConfig,
         node_key: PrivateKey,
         rdma: RdmaDevice | None = None,
@@ -344,27 +359,26 @@ class Network:
             "node_id": self.node_id.hex(),
             "peers": peers,
             "dialing": self.transport.status(),
-            "sync": self.blocks.sync.status(),
         }
 
+    def block_sync_status(self) -> SyncStatus:
+        return self.blocks.sync.status()
+
+    def state_sync_status(self) -> StateSyncStatus | None:
+        fetcher = None if self.state_sync is None else self.state_sync.fetcher
+        return None if fetcher is None else fetcher.status()
+
+    def peer_count(self) -> int:
+        return len(self.switch)
+
     def observed(self) -> NetworkStatus:
-        sync = self.blocks.sync.status()
-        state_sync = self.sync_status().get("state_sync")
         return NetworkStatus(
             peer_count=len(self.switch),
-            sync_stage=Stage(sync["stage"]),
-            sync_target=sync["target"],
-            sync_blocks_per_s=sync["blocks_per_s"],
+            sync=self.block_sync_status(),
+            state_sync=self.state_sync_status(),
             rdma_available=self.rdma is not None,
-            state_sync=state_sync,
             traffic=tuple(PeerTraffic(p.id, p.channel.stats()) for p in self.switch.peers()),
         )
-
-    def sync_status(self) -> dict[str, Any]:
-        fetcher = None if self.state_sync is None else self.state_sync.fetcher
-        if fetcher is not None:
-            return {"stage": "state_sync", "state_sync": fetcher.status()}
-        return self.blocks.sync.status()
 
     def snapshots(self) -> dict[str, Any]:
         if self.state_sync is None:
@@ -381,26 +395,6 @@ class Network:
                 }
                 for o in self.state_sync.provider.offers()
             ]
-        }
-
-    def summary(self) -> dict[str, Any]:
-        sync = self.blocks.sync.status()
-        if self.fetching:
-            sync = {
-                "stage": "state_sync",
-                "target": 0,
-                "blocks_per_s": 0,
-                "txs_per_s": 0,
-                "eta_s": None,
-            }
-        return {
-            "peer_count": len(self.switch),
-            "sync_stage": sync["stage"],
-            "sync_target": sync["target"],
-            "sync_blocks_per_s": sync["blocks_per_s"],
-            "sync_txs_per_s": sync["txs_per_s"],
-            "sync_eta_s": sync["eta_s"],
-            "rdma": self.rdma_status,
         }
 
     def connect(self, address: tuple[str, int]) -> bool:

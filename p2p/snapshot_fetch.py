@@ -22,17 +22,15 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from blake3 import blake3
 
 from chain.core.header_chain import HeaderChain
 from chain.core.types import BlockId
 from p2p.codec import MAX_CHUNK, MAX_CHUNKS, MIN_CHUNK
+from p2p.header_sync import HeaderCheckpoints
 from p2p.messages import SnapshotChunk, SnapshotOffer
-
-if TYPE_CHECKING:
-    from p2p.header_sync import HeaderCheckpoints
 
 # The largest snapshot fetched. The codec lets an offer claim 200,000 chunks of 4 MiB
 # (800 GB, and a disk's worth of sparse file); a snapshot holds the state only, about 0.5 KB
@@ -129,6 +127,31 @@ class Source:
 
     offer: SnapshotOffer
     in_flight: set[int] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
+class StateSyncStatus:
+    """Where a snapshot download stands (``Fetcher.status``): a copy that the node's metrics
+    and its RPC (/v1/node/sync's ``state_sync``) both read."""
+
+    done: bool
+    block_id: BlockId | None  # the trusted block, once one is chosen
+    headers: tuple[int, int] | None  # (tip, LIB) of the header chain followed, if one is
+    chunks: int  # held, verified and written (those resumed with included)
+    chunks_total: int
+    chunks_fetched: int  # by this run (the rest it resumed with)
+    chunks_resumed: int
+    bytes: int
+    bytes_total: int
+    bytes_per_s: int  # on average since this run began
+    eta_s: float | None
+    sources: tuple[str, ...]  # peers serving the snapshot being fetched, sorted
+    dropped: tuple[str, ...]  # sorted
+    peers_banned: dict[str, int]  # by what they served: "chunk", "manifest", "snapshot"…
+
+    @property
+    def block_num(self) -> int | None:
+        return None if self.block_id is None else int.from_bytes(self.block_id[:4], "big")
 
 
 class Fetcher:
@@ -236,31 +259,32 @@ class Fetcher:
         self.manifest_asked = None
         self.sourceless_since = None
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> StateSyncStatus:
         offer = self.offer
         total = 0 if offer is None else offer.chunks
         held = len(self.download.held()) if offer is not None else 0
         elapsed = max(self.clock() - self.started_at, 1e-9)
         rate = self.fetched_bytes / elapsed
         left = 0 if offer is None else max(offer.size - held * offer.chunk_size, 0)
-        trusted, headers = self.trusted, self.headers
-        return {
-            "stage": "done" if self.done else "state_sync",
-            "block_id": None if trusted is None else trusted.hex(),
-            "block_num": None if trusted is None else int.from_bytes(trusted[:4], "big"),
-            "headers": None if headers is None else {"tip": headers.tip.num, "lib": headers.lib},
-            "chunks": held,
-            "chunks_total": total,
-            "chunks_fetched": self.fetched_chunks,  # by this run (the rest it resumed with)
-            "chunks_resumed": self.resumed_chunks,
-            "bytes": min(held * (offer.chunk_size if offer else 0), offer.size if offer else 0),
-            "bytes_total": 0 if offer is None else offer.size,
-            "bytes_per_s": round(rate),
-            "eta_s": round(left / rate, 1) if rate > 0 and offer is not None else None,
-            "sources": sorted(p for p, s in self.sources.items() if s.offer.root == self._root()),
-            "dropped": sorted(self.dropped),
-            "peers_banned": dict(self.banned),
-        }
+        headers = self.headers
+        return StateSyncStatus(
+            done=self.done,
+            block_id=self.trusted,
+            headers=None if headers is None else (headers.tip.num, headers.lib),
+            chunks=held,
+            chunks_total=total,
+            chunks_fetched=self.fetched_chunks,
+            chunks_resumed=self.resumed_chunks,
+            bytes=min(held * (offer.chunk_size if offer else 0), offer.size if offer else 0),
+            bytes_total=0 if offer is None else offer.size,
+            bytes_per_s=round(rate),
+            eta_s=round(left / rate, 1) if rate > 0 and offer is not None else None,
+            sources=tuple(
+                sorted(p for p, s in self.sources.items() if s.offer.root == self._root())
+            ),
+            dropped=tuple(sorted(self.dropped)),
+            peers_banned=dict(self.banned),
+        )
 
     def next_missing(self, held: set[int]) -> int | None:
         """The next chunk to ask (``todo`` is built): neither held nor asked."""

@@ -400,11 +400,11 @@ class StateSync(Reactor):
         status = f.status()
         log.info(
             "state_sync_progress",
-            chunks=status["chunks"],
-            of=status["chunks_total"],
-            bytes_per_s=status["bytes_per_s"],
-            eta_s=status["eta_s"],
-            sources=len(status["sources"]),
+            chunks=status.chunks,
+            of=status.chunks_total,
+            bytes_per_s=status.bytes_per_s,
+            eta_s=status.eta_s,
+            sources=len(status.sources),
         )
 
     async def _refuse(self, f: Fetcher, offer: SnapshotOffer, why: str) -> None:

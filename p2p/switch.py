@@ -47,9 +47,10 @@ BURST_BYTES = 64 * 1024
 BURST_MESSAGES = 256
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class SwitchConfig:
-    max_clients: int = 25  # inbound peers at most (0: no limit)
+    # An option (node.config's max-clients), declared there with its default.
+    max_clients: int  # inbound peers at most (0: no limit)
     keepalive: float = 2.0  # seconds between pings; silent for 3 of them drops the peer
 
 

@@ -36,14 +36,21 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from p2p.messages import GoAwayReason
-from p2p.sync_actions import Action, DropPeer, FetchRange, Stage, SyncConfig
+from p2p.sync_actions import Action, DropPeer, FetchRange, Stage, SyncConfig, SyncStatus
 from p2p.sync_peers import HeldBlocks, PeerId, PeerRecord, pick
 from p2p.sync_progress import Progress, SyncProgress
 
-__all__ = ["Action", "DropPeer", "FetchRange", "Stage", "SyncConfig", "SyncManager"]
+__all__ = [
+    "Action",
+    "DropPeer",
+    "FetchRange",
+    "Stage",
+    "SyncConfig",
+    "SyncManager",
+    "SyncStatus",
+]
 
 # A peer whose head is at most this many blocks ahead is in step with us (0.5 s blocks, a
 # network hop and an apply each way).
@@ -66,7 +73,7 @@ class _Range:
 
 @dataclass(slots=True)
 class SyncManager:
-    config: SyncConfig = field(default_factory=SyncConfig)
+    config: SyncConfig
     clock: Callable[[], float] = time.monotonic
     head: int = 0
     lib: int = 0
@@ -96,7 +103,7 @@ class SyncManager:
     _met_ahead: bool = False
 
     def __post_init__(self) -> None:
-        self._progress = SyncProgress(self.config.progress_interval)
+        self._progress = SyncProgress(self.config.sync_progress_interval_ms / 1000)
 
     # --- events ---------------------------------------------------------------------------
 
@@ -324,29 +331,29 @@ class SyncManager:
             self.stage != Stage.IN_SYNC and self.clock() - self._backed_at < self.config.pause_grace
         )
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> SyncStatus:
         progress = self.progress()
-        return {
-            "stage": str(self.stage),
-            "head": self.head,
-            "lib": self.lib,
-            "target": self.target,
-            "next_expected": self.head + 1,
-            "sources": sorted({r.peer for r in self.ranges}),
-            "ranges_in_flight": len(self.ranges),
-            "blocks_per_s": progress.blocks_per_s,
-            "txs_per_s": progress.txs_per_s,
-            "eta_s": progress.eta_s,
-            "peers": self.peer_count(),
-            "holds_production": self.holds_production(),
-        }
+        return SyncStatus(
+            stage=self.stage,
+            head=self.head,
+            lib=self.lib,
+            target=self.target,
+            next_expected=self.head + 1,
+            sources=tuple(sorted({r.peer for r in self.ranges})),
+            ranges_in_flight=len(self.ranges),
+            blocks_per_s=progress.blocks_per_s,
+            txs_per_s=progress.txs_per_s,
+            eta_s=progress.eta_s,
+            peers=self.peer_count(),
+            holds_production=self.holds_production(),
+        )
 
     def progress(self) -> Progress:
         """How fast our head climbs (over the last seconds) and when it reaches the target."""
         return self._progress.reading(self.clock(), self.head, self.target)
 
     def progress_due(self) -> Progress | None:
-        """A reading when a progress line is due (every ``progress_interval`` seconds of a
+        """A reading when a progress line is due (every ``sync_progress_interval_ms`` of a
         catch-up), else None."""
         if not self._progress.due(self.clock(), self.stage != Stage.IN_SYNC):
             return None
@@ -432,7 +439,7 @@ class SyncManager:
         ]
 
     def _end_for(self, p: PeerRecord, start: int, end: int) -> int:
-        return min(end, start + p.span(self.config.span) - 1)
+        return min(end, start + p.span(self.config.sync_fetch_span) - 1)
 
     def _finish(self, r: _Range, now: float) -> None:
         self.ranges.remove(r)
@@ -524,7 +531,7 @@ class SyncManager:
             self.next_request = max(self.next_request, self.head + 1)
             self.gaps = [(max(s, self.head + 1), e) for s, e in self.gaps if e > self.head]
         limit = self.head + self.config.window
-        while len(self.ranges) < self.config.max_ranges:
+        while len(self.ranges) < self.config.sync_ranges:
             if self.gaps:
                 start, gap_end = self.gaps[0]
                 end = min(gap_end, limit)  # our head may have gone back since (fork switch)
@@ -557,7 +564,7 @@ class SyncManager:
 
     def _free(self, start: int) -> list[PeerRecord]:
         """Usable peers holding no range, if another range may go out."""
-        if len(self.ranges) >= self.config.max_ranges:
+        if len(self.ranges) >= self.config.sync_ranges:
             return []
         busy = {r.peer for r in self.ranges}
         return [p for p in self._usable(start) if p.id not in busy]

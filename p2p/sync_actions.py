@@ -1,5 +1,6 @@
-"""What the sync manager (``p2p.sync``) is told to work with and what it asks for: its
-configuration, its stages, and the actions the block-sync reactor carries out."""
+"""What the sync manager (``p2p.sync``) is told to work with, what it asks for and what it
+reports: its configuration, its stages, the actions the block-sync reactor carries out, and
+its status."""
 
 from __future__ import annotations
 
@@ -33,10 +34,35 @@ class DropPeer:
 Action = FetchRange | DropPeer
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
+class SyncStatus:
+    """Where block sync stands (``SyncManager.status``): a copy that the node's metrics and
+    its RPC (/v1/node/sync) both read."""
+
+    stage: Stage
+    head: int
+    lib: int
+    target: int
+    next_expected: int
+    sources: tuple[PeerId, ...]  # peers with a range in flight, sorted
+    ranges_in_flight: int
+    blocks_per_s: float
+    txs_per_s: float
+    eta_s: float | None
+    peers: int  # peers whose claims we still hear
+    holds_production: bool
+
+
+@dataclass(kw_only=True, slots=True)
 class SyncConfig:
-    span: int = 500
-    max_ranges: int = 3
+    # Options (node.config's sync-*, same names): declared there once, with their defaults,
+    # and handed over by node.config_builders.sync_config.
+    sync_fetch_span: int  # blocks per range request
+    sync_ranges: int  # ranges in flight at once, each from a different peer
+    sync_progress_interval_ms: (
+        int  # between ``sync_progress`` log lines while catching up (0: none)
+    )
+    # Tuning, not options.
     window: int = 2000  # blocks above our head that may be requested (the memory bound)
     timeout: float = 5.0
     peer_limit: int = 3
@@ -50,5 +76,3 @@ class SyncConfig:
     # finalizers quiet) for good. Twice ``timeout``: an honest source asked for a range
     # delivers well within one, and one not asked is replaced by those that deliver.
     claim_trust: float = 10.0
-    # Seconds between ``sync_progress`` log lines while catching up (0: none).
-    progress_interval: float = 5.0

@@ -54,17 +54,19 @@ REFUSAL_LOG_SECONDS = 10.0  # refused inbound connections are logged as one coun
 MAX_WAITING = 256
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class TransportConfig:
-    listen: tuple[str, int] | None = None
-    p2p_address: str = ""  # the address we tell peers to reach us at
-    policy: AuthPolicy = field(default_factory=AuthPolicy)
-    handshake_timeout: float = 5.0
+    # Made from options (node.config's p2p-*, declared there with their defaults) by
+    # node.config_builders.transport_config.
+    listen: tuple[str, int] | None
+    p2p_address: str  # the address we tell peers to reach us at (p2p-server-address)
+    policy: AuthPolicy  # allowed-connection, peer-key
+    handshake_timeout: float  # p2p-handshake-timeout-ms, in seconds
+    max_unauthenticated: int  # inbound connections in their handshake (0: no limit)
+    max_per_address: int  # inbound connections from one IP address (0: no limit)
+    tls: TlsIdentity | None  # p2p-tls = on: TLS 1.3 on every connection (``p2p.tls``)
+    # Tuning, not options.
     rdma_probe_timeout: float = 5.0
-    # A handshake takes milliseconds, so a few dozen slots serve a restart of every peer at
-    # once; each slot holds at most a handshake-sized frame plus the stream's read buffer.
-    max_unauthenticated: int = 32  # inbound connections in their handshake (0: no limit)
-    max_per_address: int = 8  # inbound connections from one IP address (0: no limit)
     # Of the handshake slots, one address may hold this many: a host of strangers needs many
     # addresses to fill them all.
     max_unauthenticated_per_address: int = 4  # (0: no limit)
@@ -77,7 +79,6 @@ class TransportConfig:
     max_waiting_per_address: int = 32
     # An honest dialler writes its preamble as it connects; 2 s is for a lossy link.
     preamble_timeout: float = 2.0
-    tls: TlsIdentity | None = None  # p2p-tls = on: TLS 1.3 on every connection (``p2p.tls``)
 
 
 @dataclass(eq=False, slots=True)

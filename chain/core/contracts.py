@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from chain.core.encoding import pack, unpack
 from chain.core.errors import EncodingError
+from chain.core.params import ChainParams
+from chain.core.state import StateView
 from chain.core.types import _NAME_RE, AccountName
-
-if TYPE_CHECKING:
-    from chain.core.params import ChainParams
-    from chain.core.state import StateView
 
 _CHARMAP = ".12345abcdefghijklmnopqrstuvwxyz"
 

@@ -27,6 +27,11 @@ def slot_start_ms(slot: int) -> int:
     return SLOT_EPOCH_MS + slot * SLOT_MS
 
 
+def slot_start_s(slot: int) -> float:
+    """When a slot begins, in unix seconds (what clocks and Prometheus gauges read)."""
+    return slot_start_ms(slot) / 1000
+
+
 def slot_time_s(slot: int) -> int:
     """Block time in whole unix seconds, the unit of transaction expirations."""
     return slot_start_ms(slot) // 1000

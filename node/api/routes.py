@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from chain.core.crypto import SIGNATURE_SIZE
+from chain.core.params import ChainParams
 from chain.core.transaction import MAX_SIGNATURES
 from node.api.fields import AnyOf, Choice, Field, Hex, Integer, ListOf, Text
 from node.api.views import (
@@ -24,9 +25,6 @@ from node.api.views import (
     TX_STATUS_SCHEMA,
     json_object,
 )
-
-if TYPE_CHECKING:
-    from node.api.rpc import Api
 
 DEFAULT_COMMIT_TIMEOUT_MS = 30_000
 MAX_COMMIT_TIMEOUT_MS = 600_000
@@ -49,10 +47,35 @@ class Route:
     admin: bool = False  # changes the node: served on the admin listener only
 
 
-def route_table(api: Api) -> dict[str, Route]:
+class Handlers(Protocol):
+    """What the route table serves: ``node.api.rpc.Api``'s handlers, named here so that the
+    table need not import the dispatcher that builds it."""
+
+    def paced(self, handler: Handler) -> Handler:
+        """``handler`` behind the read pacer."""
+        ...
+
+    async def get_info(self, args: dict[str, Any]) -> Any: ...
+    async def get_block(self, args: dict[str, Any]) -> Any: ...
+    async def get_account(self, args: dict[str, Any]) -> Any: ...
+    async def get_producers(self, args: dict[str, Any]) -> Any: ...
+    async def get_transaction(self, args: dict[str, Any]) -> Any: ...
+    async def push_transaction(self, args: dict[str, Any]) -> Any: ...
+    async def get_finalizer_info(self, args: dict[str, Any]) -> Any: ...
+    async def get_evidence(self, args: dict[str, Any]) -> Any: ...
+    async def health(self, args: dict[str, Any]) -> Any: ...
+    async def sync_status(self, args: dict[str, Any]) -> Any: ...
+    async def snapshots(self, args: dict[str, Any]) -> Any: ...
+    async def net_peers(self, args: dict[str, Any]) -> Any: ...
+    async def create_snapshot(self, args: dict[str, Any]) -> Any: ...
+    async def export_history(self, args: dict[str, Any]) -> Any: ...
+    async def net_connect(self, args: dict[str, Any]) -> Any: ...
+    async def net_disconnect(self, args: dict[str, Any]) -> Any: ...
+
+
+def route_table(api: Handlers, params: ChainParams) -> dict[str, Route]:
     """Every route of ``api``; pushes are limited to the chain's ``max_tx_bytes``, plus
     ``max_code_bytes`` (a setcode transaction; the chain checks which a transaction is)."""
-    params = api.runner.view.params
     max_tx_bytes = params.max_tx_bytes + params.max_code_bytes
     paced = api.paced
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -23,11 +23,11 @@ from chain.controller import Chain
 from chain.core import errors as ce
 from chain.core.encoding import pack
 from chain.core.errors import ChainError, EncodingError
+from chain.core.params import slot_start_s
 from chain.core.transaction import SignedTransaction, decode_signed_transaction
 from chain.core.types import AccountName, BlockId, BlockNum, TxId
 from chain.events import ChainUpdate
 from chain.storage.snapshot import VERSION as SNAPSHOT_VERSION
-from chain.storage.snapshot import SnapshotHead
 from chain.storage.store import BlockStore
 from chain.vm.errors import RuntimeFault
 from node.admission import Admitter
@@ -44,13 +44,18 @@ from node.api.views import (
     producer_json,
     schedule_json,
     slot_iso,
+    state_sync_json,
+    sync_json,
+    sync_summary_json,
 )
 from node.errors import ConfigError
 from node.history import ExportPlan, NothingToExport, export_history, export_plan, genesis_beside
 from node.metrics import NodeMetrics
 from node.options import parse_endpoint
 from node.runner import ChainRunner, InclusionWatch
-from node.snapshots import create_snapshot, snapshot_name
+from node.snapshot_writer import SnapshotBusy, SnapshotWriter
+from p2p.snapshot_fetch import StateSyncStatus
+from p2p.sync import SyncStatus
 
 log = structlog.get_logger("rpc")
 
@@ -117,20 +122,28 @@ class NetworkApi(Protocol):
     of it made on the event loop, and the two actions an operator may take)."""
 
     def status(self) -> dict[str, Any]:
-        """The /v1/net/peers JSON."""
+        """The /v1/net/peers JSON but its ``sync``: node id, peers, dialling."""
         ...
 
-    def sync_status(self) -> dict[str, Any]:
-        """The /v1/node/sync JSON."""
+    def block_sync_status(self) -> SyncStatus:
+        """Where block sync stands."""
+        ...
+
+    def state_sync_status(self) -> StateSyncStatus | None:
+        """Where the snapshot download stands, while the node fetches one (else None)."""
         ...
 
     def snapshots(self) -> dict[str, Any]:
         """The /v1/node/snapshots JSON: the snapshots this node serves to state sync."""
         ...
 
-    def summary(self) -> dict[str, Any]:
-        """What get_info adds: peer_count, sync_stage, sync_target, sync_blocks_per_s,
-        sync_txs_per_s, sync_eta_s, rdma."""
+    def peer_count(self) -> int:
+        """Peers connected."""
+        ...
+
+    @property
+    def rdma_status(self) -> dict[str, object]:
+        """What the node found of RDMA at start (get_info's ``rdma``)."""
         ...
 
     def connect(self, address: tuple[str, int]) -> bool:
@@ -146,10 +159,6 @@ def _export_plan(chain: Chain) -> tuple[ExportPlan, BlockStore]:
     # The store goes with the plan: the blocks up to the LIB are never rewritten, so a
     # worker thread reads them while the chain thread goes on (as a snapshot's state is).
     return export_plan(chain), chain.store
-
-
-def _lib_state(chain: Chain) -> tuple[SnapshotHead, Iterator[tuple[bytes, bytes]]]:
-    return chain.store.lib_state(chain.chain_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +181,7 @@ class Api:
         pacer: ReadPacer | None = None,
         commit_wait_cap_s: float | None = None,
         finality: Callable[[], dict[str, Any]] | None = None,
-        snapshots_dir: Path | None = None,
+        snapshot_writer: SnapshotWriter | None = None,
         exports: tuple[Path, Path] | None = None,
         call_fuel: int = DEFAULT_CALL_FUEL,
     ) -> None:
@@ -181,7 +190,7 @@ class Api:
         ``commit_wait_cap_s`` (the HTTP layer's time limit less a margin), then answers
         ``pending``. ``finality`` gives the node's side of get_finalizer_info (its own
         finalizers, whether production is paused). Snapshots that the admin RPC asks for
-        are written into ``snapshots_dir``; the history it exports goes to ``exports[0]``,
+        are written by ``snapshot_writer``; the history it exports goes to ``exports[0]``,
         with a copy of the genesis ``exports[1]`` beside it. A read-only contract call uses
         ``call_fuel`` at most."""
         self.runner = runner
@@ -195,12 +204,11 @@ class Api:
         self._producers: tuple[BlockId, bytes] | None = None  # head id, get_producers JSON
         self.commit_wait_cap_s = commit_wait_cap_s
         self.finality = finality
-        self.snapshots_dir = snapshots_dir
-        self._snapshot_running = False
+        self.snapshot_writer = snapshot_writer
         self.exports = exports
         self._export_running = False
         self.contracts = ContractApi(self.read, call_fuel=call_fuel)
-        self.routes: dict[str, Route] = route_table(self) | contract_routes(
+        self.routes: dict[str, Route] = route_table(self, runner.view.params) | contract_routes(
             self.contracts, self.paced, runner.view.params.max_tx_bytes
         )
 
@@ -243,11 +251,23 @@ class Api:
             "token_precision": p.token_precision,
             "mempool_size": view.mempool_size,
             "fork_db_size": view.fork_db_size,
-        } | ({} if self.network is None else self.network.summary())
+        } | self._network_summary()
+
+    def _network_summary(self) -> dict[str, Any]:
+        """What get_info adds from the peer layer, when the node has one."""
+        network = self.network
+        if network is None:
+            return {}
+        fetching = network.state_sync_status() is not None
+        return (
+            {"peer_count": network.peer_count()}
+            | sync_summary_json(None if fetching else network.block_sync_status())
+            | {"rdma": network.rdma_status}
+        )
 
     async def health(self, args: dict[str, Any]) -> dict[str, Any]:
         head = self.runner.view.head
-        age = time.time() - (head.slot * 0.5 + 946_684_800)
+        age = time.time() - slot_start_s(head.slot)
         return {"status": "ok", "head_block_num": head.num, "head_age_s": round(age, 3)}
 
     # --- node and net API -------------------------------------------------------------------
@@ -258,13 +278,18 @@ class Api:
         return self.network
 
     async def sync_status(self, args: dict[str, Any]) -> dict[str, Any]:
-        return self._require_network().sync_status()
+        network = self._require_network()
+        state_sync = network.state_sync_status()
+        if state_sync is not None:
+            return {"stage": "state_sync", "state_sync": state_sync_json(state_sync)}
+        return sync_json(network.block_sync_status())
 
     async def snapshots(self, args: dict[str, Any]) -> dict[str, Any]:
         return self._require_network().snapshots()
 
     async def net_peers(self, args: dict[str, Any]) -> dict[str, Any]:
-        return self._require_network().status()
+        network = self._require_network()
+        return network.status() | {"sync": sync_json(network.block_sync_status())}
 
     async def net_connect(self, args: dict[str, Any]) -> dict[str, Any]:
         network = self._require_network()
@@ -284,36 +309,21 @@ class Api:
         return {"peer": peer, "status": "disconnected"}
 
     async def create_snapshot(self, args: dict[str, Any]) -> dict[str, Any]:
-        """Write the LIB's state to a snapshot file (nodeos' producer API name). The state is
-        pinned on the chain thread (a LevelDB snapshot, a moment's work); the file is written
-        on a worker thread while the chain goes on, with progress in the log."""
-        if self.snapshots_dir is None:
+        """Write the LIB's state to a snapshot file (nodeos' producer API name), by the
+        node's one snapshot writer."""
+        if self.snapshot_writer is None:
             raise RpcError(404, "not_found", "this node writes no snapshots")
-        if self._snapshot_running:
-            raise RpcError(409, "snapshot_in_progress", "a snapshot is being written already")
-        self._snapshot_running = True
         try:
-            head, entries = await self.runner.call(_lib_state)
-            path = self.snapshots_dir / snapshot_name(head.num, head.block.id)
-            log.info("snapshot_writing", block=head.num, file=str(path))
-            last = [time.monotonic()]
-
-            def report(count: int, size: int) -> None:
-                if time.monotonic() - last[0] >= 5:
-                    last[0] = time.monotonic()
-                    log.info("snapshot_writing", block=head.num, entries=count, bytes=size)
-
-            summary = await asyncio.to_thread(create_snapshot, head, entries, path, report)
-        finally:
-            self._snapshot_running = False
-        log.info("snapshot_written", block=head.num, file=str(path), entries=summary.entries)
-        block = head.block
+            written = await self.snapshot_writer.write()
+        except SnapshotBusy as err:
+            raise RpcError(409, "snapshot_in_progress", str(err)) from err
+        block, summary = written.head.block, written.summary
         return {
             "head_block_id": block.id.hex(),
             "head_block_num": block.num,
             "head_block_time": slot_iso(block.header.slot),
             "version": SNAPSHOT_VERSION,
-            "snapshot_name": str(path),
+            "snapshot_name": str(written.path),
             "entries": summary.entries,
             "bytes": summary.size,
             "content_hash": summary.content_hash.hex(),

@@ -15,6 +15,8 @@ from chain.core.finality import finalizer_policy
 from chain.core.params import slot_start_ms
 from chain.core.qc import QuorumCertificate
 from chain.core.state import Account, Producer
+from p2p.snapshot_fetch import StateSyncStatus
+from p2p.sync import SyncStatus
 
 
 def dumps(value: Any) -> bytes:
@@ -172,6 +174,66 @@ def producer_json(p: Producer) -> dict[str, Any]:
 
 
 # --- JSON Schemas of the views above, for the OpenAPI document ------------------------------
+
+
+def sync_json(status: SyncStatus) -> dict[str, Any]:
+    """Block sync's status, as /v1/node/sync and /v1/net/peers' ``sync`` give it."""
+    return {
+        "stage": str(status.stage),
+        "head": status.head,
+        "lib": status.lib,
+        "target": status.target,
+        "next_expected": status.next_expected,
+        "sources": list(status.sources),
+        "ranges_in_flight": status.ranges_in_flight,
+        "blocks_per_s": status.blocks_per_s,
+        "txs_per_s": status.txs_per_s,
+        "eta_s": status.eta_s,
+        "peers": status.peers,
+        "holds_production": status.holds_production,
+    }
+
+
+def state_sync_json(status: StateSyncStatus) -> dict[str, Any]:
+    """A snapshot download's status, as /v1/node/sync's ``state_sync`` gives it."""
+    headers = status.headers
+    return {
+        "stage": "done" if status.done else "state_sync",
+        "block_id": None if status.block_id is None else status.block_id.hex(),
+        "block_num": status.block_num,
+        "headers": None if headers is None else {"tip": headers[0], "lib": headers[1]},
+        "chunks": status.chunks,
+        "chunks_total": status.chunks_total,
+        "chunks_fetched": status.chunks_fetched,
+        "chunks_resumed": status.chunks_resumed,
+        "bytes": status.bytes,
+        "bytes_total": status.bytes_total,
+        "bytes_per_s": status.bytes_per_s,
+        "eta_s": status.eta_s,
+        "sources": list(status.sources),
+        "dropped": list(status.dropped),
+        "peers_banned": dict(status.peers_banned),
+    }
+
+
+def sync_summary_json(status: SyncStatus | None) -> dict[str, Any]:
+    """What get_info says of sync: ``status``'s, or while fetching a snapshot (None), the
+    stage only."""
+    if status is None:
+        return {
+            "sync_stage": "state_sync",
+            "sync_target": 0,
+            "sync_blocks_per_s": 0,
+            "sync_txs_per_s": 0,
+            "sync_eta_s": None,
+        }
+    return {
+        "sync_stage": str(status.stage),
+        "sync_target": status.target,
+        "sync_blocks_per_s": status.blocks_per_s,
+        "sync_txs_per_s": status.txs_per_s,
+        "sync_eta_s": status.eta_s,
+    }
 
 
 def nullable(schema: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from chain.core.errors import (
     UnlinkableBlock,
 )
 from chain.core.merkle import merkle_root
+from chain.core.params import slot_of_ms
 from chain.core.transaction import SignedTransaction
 from chain.core.types import AccountName, BlockId
 from chain.testing import now_ms, state_dump
@@ -97,7 +98,7 @@ def test_block_from_the_wrong_producer(net: DevNet, tmp_path: Path) -> None:
 def test_block_from_the_future(net: DevNet, tmp_path: Path) -> None:
     """A block for a slot ten slots ahead of the clock is refused as invalid."""
     y = net.open(tmp_path)
-    future_slot = (now_ms() - 946_684_800_000) // 500 + 10
+    future_slot = slot_of_ms(now_ms()) + 10
     with pytest.raises(InvalidBlock, match="future"):
         y.push_block(_forge(net, y, slot=future_slot), now_ms())
 

@@ -28,9 +28,9 @@ from p2p.messages import PROTOCOL_VERSION, Handshake, Hello
 from p2p.tcp import FRAME_SECONDS, TcpChannel
 from p2p.testing import dial, until_closed
 from p2p.tls import preamble
-from p2p.transport import TransportConfig
 from scripts.bench_flood import ANNOUNCED, hostile, rss_mib, source_address
 from tests.integration.conftest import SLOWDOWN, NodeProcess, Nodes, free_port, wait_for
+from tests.p2p.configs import transport_config
 
 # The issue measured 92 MiB -> 1.1 GiB for 100 such connections; with the handshake's frame
 # limit a stranger's frame costs nothing, and the growth measured is about 1 MiB.
@@ -196,7 +196,7 @@ def test_strangers_that_drip_the_preamble_are_cut_off_at_the_preamble_timeout(
     target, p2p = producer(nodes, tmp_path)
     opening = preamble(True)
     assert len(opening) * 1.0 > HANDSHAKE_SECONDS + 2  # dripped, it would take longer
-    preamble_seconds = TransportConfig().preamble_timeout
+    preamble_seconds = transport_config().preamble_timeout
 
     async def main() -> list[float]:
         strangers = [

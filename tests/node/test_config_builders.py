@@ -42,7 +42,7 @@ def test_the_peer_layers_configs_carry_the_p2p_options(tmp_path: Path) -> None:
     assert transport.tls is None and transport.handshake_timeout == 0.8
     assert (transport.max_unauthenticated, transport.max_per_address) == (4, 2)
     assert net.switch.max_clients == 3
-    assert (net.sync.span, net.sync.max_ranges) == (7, 2)
+    assert (net.sync.sync_fetch_span, net.sync.sync_ranges) == (7, 2)
     assert net.peers == (("10.0.0.2", 7000),) and net.light_validation
     assert net_config(NodeConfig().p2p).transport.tls is not None  # p2p-tls defaults to on
 

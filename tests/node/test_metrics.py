@@ -5,11 +5,16 @@ from __future__ import annotations
 from node.metrics import NodeMetrics
 from node.network import NetworkStatus, PeerTraffic
 from p2p.channel import ChannelStats
-from p2p.sync import Stage
+from p2p.snapshot_fetch import StateSyncStatus
+from p2p.sync import Stage, SyncStatus
 
 
 def _sample(metrics: NodeMetrics, name: str, **labels: str) -> float | None:
     return metrics.registry.get_sample_value(name, labels)
+
+
+def _sync(stage: Stage, target: int, blocks_per_s: float) -> SyncStatus:
+    return SyncStatus(stage, 0, 0, target, 1, (), 0, blocks_per_s, 0.0, None, 0, False)
 
 
 def test_network_metrics_are_read_from_what_the_network_publishes() -> None:
@@ -20,19 +25,24 @@ def test_network_metrics_are_read_from_what_the_network_publishes() -> None:
     rdma = ChannelStats("rdma", 10, 20, 3, 4, rdma_writes=5, rdma_completions=6)
     status = NetworkStatus(
         peer_count=2,
-        sync_stage=Stage.HEAD_CATCHUP,
-        sync_target=120,
-        sync_blocks_per_s=33.5,
+        sync=_sync(Stage.HEAD_CATCHUP, 120, 33.5),
+        state_sync=StateSyncStatus(
+            done=False,
+            block_id=None,
+            headers=None,
+            chunks=1,
+            chunks_total=4,
+            chunks_fetched=1,
+            chunks_resumed=0,
+            bytes=100,
+            bytes_total=400,
+            bytes_per_s=50,
+            eta_s=6.0,
+            sources=(),
+            dropped=(),
+            peers_banned={"chunk": 2},
+        ),
         rdma_available=True,
-        state_sync={
-            "chunks": 1,
-            "chunks_total": 4,
-            "bytes": 100,
-            "bytes_total": 400,
-            "bytes_per_s": 50,
-            "headers": None,
-            "peers_banned": {"chunk": 2},
-        },
         traffic=(
             PeerTraffic("a", ChannelStats("tcp", 1, 2, 1, 2)),
             PeerTraffic("b", rdma),
@@ -52,6 +62,6 @@ def test_network_metrics_are_read_from_what_the_network_publishes() -> None:
     assert _sample(metrics, "bor_p2p_peer_bytes_sent", peer="b", transport="tcp") == 3
     assert _sample(metrics, "bor_rdma_peer_writes", peer="b") == 5
     assert _sample(metrics, "bor_rdma_peer_completions", peer="b") == 6
-    metrics.observe_network(NetworkStatus(0, Stage.IN_SYNC, 0, 0.0, False, None, traffic=()))
+    metrics.observe_network(NetworkStatus(0, _sync(Stage.IN_SYNC, 0, 0.0), None, False, traffic=()))
     assert _sample(metrics, "bor_p2p_peer_bytes_sent", peer="a", transport="tcp") is None
     assert _sample(metrics, "bor_sync_stage", stage="in_sync") == 1

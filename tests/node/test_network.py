@@ -8,6 +8,7 @@ import contextlib
 import os
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ from chain.core.crypto import PrivateKey
 from chain.view import ChainView
 from genesis.testing import DevNet
 from node.admission import Admitter
+from node.config import P2pConfig
+from node.config_builders import net_config
 from node.metrics import NodeMetrics
 from node.network import NetConfig, Network, NodeChainService
 from node.runner import ChainRunner
@@ -29,7 +32,7 @@ from p2p.service import Outcome
 from p2p.tcp import TcpChannel
 from p2p.testing import dial
 from p2p.tls import TlsIdentity
-from p2p.transport import TransportConfig
+from tests.p2p.configs import transport_config
 
 
 class Member:
@@ -104,10 +107,9 @@ class Members:
         key: PrivateKey | None = None,
         rdma: RdmaDevice | None = None,
     ) -> Member:
-        config = NetConfig(
-            TransportConfig(
-                ("127.0.0.1", 0), policy=policy or AuthPolicy(), tls=TlsIdentity.generate()
-            )
+        config = replace(
+            net_config(P2pConfig(tls=False)),
+            transport=transport_config(policy=policy or AuthPolicy(), tls=TlsIdentity.generate()),
         )
         member = Member(devnet, self.tmp / name, config, key or PrivateKey.generate(), rdma)
         self.made.append(member)

@@ -18,7 +18,8 @@ from p2p import applier as applier_module
 from p2p.applier import AHEAD, BATCH, LOOKAHEAD, BlockApplier
 from p2p.handshake import ChainPosition
 from p2p.service import BlockResult, Outcome, PushOutcome
-from p2p.sync import Action, FetchRange, Stage, SyncConfig, SyncManager
+from p2p.sync import Action, FetchRange, Stage, SyncManager
+from tests.p2p.configs import sync_config
 
 
 class FakeChain:
@@ -244,7 +245,7 @@ def test_a_batch_being_applied_is_held_and_not_asked_for_again() -> None:
     one-peer bootstrap had most of its blocks sent twice.)"""
     chain = GatedChain()
     now = [100.0]
-    sync = SyncManager(SyncConfig(span=100, timeout=5.0), clock=lambda: now[0])
+    sync = SyncManager(sync_config(sync_fetch_span=100, timeout=5.0), clock=lambda: now[0])
 
     async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
         sync.chain_advanced(chain.head, chain.head)

@@ -10,7 +10,8 @@ from chain.core.params import MAX_BLOCK_BYTES
 from p2p.codec import HEADER_SIZE, MAX_FRAME_SIZE, encode_frame
 from p2p.messages import Notice, RawBlock, Time
 from p2p.peer import peer_id_of
-from p2p.switch import Switch, SwitchConfig
+from p2p.switch import Switch
+from tests.p2p.configs import switch_config
 from tests.p2p.test_switch import connect
 
 
@@ -26,7 +27,7 @@ def test_an_unframeable_outgoing_message_is_dropped_and_the_session_goes_on() ->
     dropped with an error logged; the session stays up and the next message is delivered."""
 
     async def main() -> None:
-        switch = Switch(os.urandom(32), SwitchConfig(), [])
+        switch = Switch(os.urandom(32), switch_config(), [])
         node = os.urandom(32)
         theirs, session = await connect(switch, node)
         peer = switch.get(peer_id_of(node))

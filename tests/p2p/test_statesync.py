@@ -151,7 +151,7 @@ def test_a_good_download_from_two_peers_ends_verified_once() -> None:
                 await _recv(reactor, peer, SnapshotChunk(TRUSTED, index, CHUNKS[index]))
         await asyncio.sleep(0)
         assert done == [Path("snapshot.part")] and download.finished == 1
-        assert switch.punished == [] and fetcher.status()["chunks"] == 3
+        assert switch.punished == [] and fetcher.status().chunks == 3
 
     asyncio.run(scenario())
 
@@ -196,7 +196,7 @@ def test_a_peer_silent_past_its_strikes_loses_its_session_and_all_its_requests()
         cast(Clock, fetcher.clock).now += 11
         reactor._tick(fetcher)
         assert [(p, r) for p, r, _ in switch.punished] == [("a", GoAwayReason.BENIGN_OTHER)]
-        assert "a" not in fetcher.sources and fetcher.status()["dropped"] == ["a"]
+        assert "a" not in fetcher.sources and fetcher.status().dropped == ("a",)
         assert set(silent.asked()) <= set(other.asked())
 
     asyncio.run(scenario())
@@ -216,7 +216,7 @@ def test_a_manifest_not_matching_its_root_bans_only_its_sender() -> None:
         await _recv(reactor, liar, SnapshotManifest(TRUSTED, forged))
         assert [(p, r) for p, r, _ in switch.punished] == [(liar.id, GoAwayReason.VALIDATION)]
         assert fetcher.offer is None and liar.asked() == []
-        assert fetcher.status()["peers_banned"] == {"manifest": 1}
+        assert fetcher.status().peers_banned == {"manifest": 1}
         (honest,) = [p for p in _manifest_asked_of(peers) if p is not liar]
         await _recv(reactor, honest, SnapshotManifest(TRUSTED, HASHES))
         assert fetcher.offer == OFFER and len(switch.punished) == 1
@@ -238,7 +238,7 @@ def test_a_snapshot_whose_head_names_another_block_is_refused_at_chunk_0() -> No
         assert sorted(p for p, _, _ in switch.punished) == ["a", "b"]
         assert all(r == GoAwayReason.VALIDATION for _, r, _ in switch.punished)
         assert download.resets == 1 and fetcher.offer is None and fetcher.sources == {}
-        assert fetcher.status()["peers_banned"] == {"snapshot": 2}
+        assert fetcher.status().peers_banned == {"snapshot": 2}
         assert OFFER.root in fetcher.bad_roots and done == [] and download.finished == 0
         asked_before = sum(len(p.asked()) for p in peers.values())
         await _recv(reactor, peers["a"], SnapshotList((OFFER,)))  # offered again: ignored
@@ -410,7 +410,7 @@ def test_a_corrupt_chunk_bans_its_sender_and_goes_to_another_peer() -> None:
         index = bad.asked()[0]
         await _recv(reactor, bad, SnapshotChunk(TRUSTED, index, b"\x00" * len(CHUNKS[index])))
         assert switch.punished == [("a", GoAwayReason.VALIDATION, "corrupt snapshot chunk")]
-        assert fetcher.status()["peers_banned"] == {"chunk": 1}
+        assert fetcher.status().peers_banned == {"chunk": 1}
         assert index not in download.chunks
         reactor.remove_peer(cast(Peer, bad))
         for _ in range(3):
@@ -506,7 +506,7 @@ def test_without_a_trusted_block_the_newest_offer_the_headers_vouch_for_is_fetch
         reactor = StateSync(NoSnapshots(), fetcher)
         reactor.bind(switch)
         reactor.add_peer(cast(Peer, peer))
-        assert fetcher.status()["block_id"] is None
+        assert fetcher.status().block_id is None
         await _recv(reactor, peer, SnapshotList(offers))
         assert fetcher.trusted is None, "not level with the peers yet: the newest may come"
         fetcher.caught_up()
@@ -683,7 +683,7 @@ def test_silent_offerers_outvoting_an_honest_peer_are_dropped_and_the_download_e
         assert {r for _, r, _ in net.switch.punished} == {GoAwayReason.BENIGN_OTHER}
         assert all(net.manifest_asked(p) == 2 for p in silent), "each asked twice, no more"
         status = net.fetcher.status()
-        assert status["dropped"] == list(silent) and status["peers_banned"] == {"silent": 3}
+        assert status.dropped == silent and status.peers_banned == {"silent": 3}
         await _recv(net.reactor, net.peers["h"], SnapshotManifest(TRUSTED, HASHES))
         for _ in range(3):
             for index in net.peers["h"].asked():

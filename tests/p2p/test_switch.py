@@ -27,8 +27,9 @@ from p2p.messages import (
 )
 from p2p.peer import Peer, peer_id_of
 from p2p.reactor import Reactor
-from p2p.switch import Connection, SessionEnd, Switch, SwitchConfig
+from p2p.switch import Connection, SessionEnd, Switch
 from p2p.testing import MemoryChannel
+from tests.p2p.configs import switch_config
 
 
 def handshake(node_id: bytes) -> Handshake:
@@ -72,7 +73,7 @@ def test_bans_double_with_each_offence_up_to_ten_minutes(monkeypatch: pytest.Mon
     banned node is refused at hello until its ban runs out."""
     now = [1000.0]
     monkeypatch.setattr(time, "monotonic", lambda: now[0])  # the switch's clock
-    switch = Switch(os.urandom(32), SwitchConfig(), [])
+    switch = Switch(os.urandom(32), switch_config(), [])
     node = os.urandom(32)
     lengths = [switch.ban(node) for _ in range(8)]
     assert lengths == [10, 20, 40, 80, 160, 320, 600, 600]
@@ -88,7 +89,7 @@ def test_inbound_peers_beyond_max_clients_are_refused_but_dialled_ones_are_not()
     """``max_clients`` counts inbound sessions only; we may always dial out."""
 
     async def main() -> None:
-        switch = Switch(os.urandom(32), SwitchConfig(max_clients=1), [])
+        switch = Switch(os.urandom(32), switch_config(max_clients=1), [])
         _, task = await connect(switch, os.urandom(32), dialed=False)
         with pytest.raises(HandshakeFailed) as refused:
             switch.check_hello(os.urandom(32), dialed=False)
@@ -106,7 +107,7 @@ def test_of_two_connections_between_the_same_nodes_the_lower_id_s_dial_wins() ->
     async def main() -> None:
         low, high = sorted([os.urandom(32), os.urandom(32)])
         # We are ``low``, and ``high`` dialled us.
-        switch = Switch(low, SwitchConfig(), [])
+        switch = Switch(low, switch_config(), [])
         theirs, task = await connect(switch, high, dialed=False)
         # ``high`` dials us again: not dialled by the lower id, so refused.
         with pytest.raises(HandshakeFailed) as refused:
@@ -130,7 +131,7 @@ def test_messages_go_to_the_reactor_that_owns_their_type() -> None:
 
     async def main() -> None:
         recorder = Recorder()
-        switch = Switch(os.urandom(32), SwitchConfig(), [recorder])
+        switch = Switch(os.urandom(32), switch_config(), [recorder])
         node = os.urandom(32)
         theirs, task = await connect(switch, node)
         await theirs.send(Notice(0, 5))  # type: ignore[arg-type]
@@ -152,7 +153,7 @@ def test_messages_go_to_the_reactor_that_owns_their_type() -> None:
 def test_a_type_with_two_owners_is_a_wiring_error() -> None:
     """Two reactors may not both own a message type."""
     with pytest.raises(AssertionError, match="two owners"):
-        Switch(os.urandom(32), SwitchConfig(), [Recorder(), Recorder()])
+        Switch(os.urandom(32), switch_config(), [Recorder(), Recorder()])
 
 
 def test_a_failing_reactor_ends_the_switch_and_its_sessions() -> None:
@@ -165,7 +166,7 @@ def test_a_failing_reactor_ends_the_switch_and_its_sessions() -> None:
             raise RuntimeError("reactor bug")
 
     async def main() -> None:
-        switch = Switch(os.urandom(32), SwitchConfig(), [Crashing()])
+        switch = Switch(os.urandom(32), switch_config(), [Crashing()])
         running = asyncio.create_task(switch.run())
         theirs, session = await connect(switch, os.urandom(32))
         with pytest.raises(ExceptionGroup) as failed:
@@ -193,7 +194,7 @@ def test_a_silent_peer_is_dropped_even_if_closing_does_not_wake_its_reader() -> 
     3 intervals, even when closing the channel leaves the pending receive hanging."""
 
     async def main() -> None:
-        switch = Switch(os.urandom(32), SwitchConfig(keepalive=0.05), [])
+        switch = Switch(os.urandom(32), switch_config(keepalive=0.05), [])
         ours, theirs = _UnflushedChannel.pair()
         node = os.urandom(32)
         task = asyncio.create_task(switch.serve(Connection(ours, node, handshake(node), True)))
@@ -214,7 +215,7 @@ def test_a_peer_that_reads_nothing_is_dropped_at_the_write_limit_and_its_outbox_
     monkeypatch.setattr(switch_module, "WRITE_SECONDS", 0.3)
 
     async def main() -> None:
-        switch = Switch(os.urandom(32), SwitchConfig(keepalive=60), [])
+        switch = Switch(os.urandom(32), switch_config(keepalive=60), [])
         ours, theirs = MemoryChannel.pair(capacity=2)
         node = os.urandom(32)
         task = asyncio.create_task(switch.serve(Connection(ours, node, handshake(node), False)))

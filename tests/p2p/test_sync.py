@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from p2p.messages import GoAwayReason
-from p2p.sync import DropPeer, FetchRange, Stage, SyncConfig, SyncManager
+from p2p.sync import DropPeer, FetchRange, Stage, SyncManager
+from tests.p2p.configs import sync_config
 
 
 def stage(sync: SyncManager) -> Stage:
@@ -20,7 +21,8 @@ class Clock:
 
 def manager(**config: int | float) -> tuple[SyncManager, Clock]:
     clock = Clock()
-    cfg = SyncConfig(**{"span": 100, "max_ranges": 3, "window": 1000, "timeout": 5.0} | config)  # type: ignore[arg-type]
+    tuned = {"sync_fetch_span": 100, "sync_ranges": 3, "window": 1000, "timeout": 5.0}
+    cfg = sync_config(**tuned | config)
     return SyncManager(config=cfg, clock=clock), clock
 
 
@@ -74,13 +76,13 @@ def test_ranges_from_lib_plus_one_spread_over_peers() -> None:
     assert sync.peer_position("d", lib=450, head=460) == [], "at most three ranges in flight"
     actions = deliver(sync, "a", 1, 100)
     assert FetchRange("d", 301, 400) in actions
-    assert sync.status()["sources"] == ["b", "c", "d"]
+    assert sync.status().sources == ("b", "c", "d")
 
 
 def test_last_range_stops_at_the_target_then_head_catchup_then_in_sync() -> None:
     """The last range stops at the peers' LIB; head catch-up then fetches up to their head, and
     after it we are in sync."""
-    sync, _ = manager(max_ranges=1)
+    sync, _ = manager(sync_ranges=1)
     assert sync.peer_position("a", lib=150, head=160) == [FetchRange("a", 1, 100)]
     assert FetchRange("a", 101, 150) in deliver(sync, "a", 1, 100)
     actions = deliver(sync, "a", 101, 150)
@@ -93,7 +95,7 @@ def test_last_range_stops_at_the_target_then_head_catchup_then_in_sync() -> None
 def test_a_stalled_range_is_reassigned_first() -> None:
     """A range that stalls past the timeout has its undelivered rest sent out again before anything
     new, and its peer earns a stall (not a drop: it delivered before)."""
-    sync, clock = manager(max_ranges=2)
+    sync, clock = manager(sync_ranges=2)
     for name in ("slow", "fast", "spare"):
         sync.peer_position(name, lib=1000, head=1000)
     assert [r.peer for r in sync.ranges] == ["slow", "fast"]
@@ -108,7 +110,7 @@ def test_a_stalled_range_is_reassigned_first() -> None:
 
 def test_a_closed_peer_is_replaced() -> None:
     """When the peer holding a range closes, its range goes to another peer."""
-    sync, _ = manager(max_ranges=1)
+    sync, _ = manager(sync_ranges=1)
     sync.peer_position("a", lib=500, head=500)
     sync.peer_position("b", lib=500, head=500)
     assert [(r.peer, r.start) for r in sync.ranges] == [("a", 1)]
@@ -118,7 +120,7 @@ def test_a_closed_peer_is_replaced() -> None:
 def test_strikes_drop_a_peer_and_rewind() -> None:
     """A rejected block is refetched from another peer; at max_strikes the bad peer is dropped for
     VALIDATION."""
-    sync, _ = manager(max_ranges=1, max_strikes=2)
+    sync, _ = manager(sync_ranges=1, max_strikes=2)
     sync.peer_position("bad", lib=500, head=500)
     sync.peer_position("good", lib=500, head=500)
     deliver(sync, "bad", 1, 5)
@@ -132,7 +134,7 @@ def test_stale_blocks_of_one_branch_are_one_strike() -> None:
     """A peer whose blocks conflict with our irreversible chain (it was cut off and produced on
     its own branch, each block the child of the one before) is not dropped for them, however
     many it sends; what it was asked for goes to another peer."""
-    sync, _ = manager(max_ranges=1, max_strikes=2)
+    sync, _ = manager(sync_ranges=1, max_strikes=2)
     sync.peer_position("behind", lib=500, head=500)
     sync.peer_position("good", lib=500, head=500)
     deliver(sync, "behind", 1, 5)
@@ -203,7 +205,7 @@ def test_back_to_catchup_when_a_peer_lib_passes_our_head() -> None:
 def test_requests_stay_within_the_window_above_head() -> None:
     """No range reaches more than the window above our head, and the window moves up as blocks
     arrive."""
-    sync, _ = manager(window=250, max_ranges=5)
+    sync, _ = manager(window=250, sync_ranges=5)
     for name in "abcde":
         sync.peer_position(name, lib=10_000, head=10_000)
     assert max(r.end for r in sync.ranges) == 250
@@ -213,7 +215,7 @@ def test_requests_stay_within_the_window_above_head() -> None:
 
 def test_faster_peers_are_preferred() -> None:
     """With one range at a time, the peer that delivered faster gets the next range."""
-    sync, clock = manager(max_ranges=1, peer_limit=1)
+    sync, clock = manager(sync_ranges=1, peer_limit=1)
     sync.peer_position("a", lib=5000, head=5000)
     sync.peer_position("b", lib=5000, head=5000)
     # a delivers its range slowly, b its range quickly
@@ -281,7 +283,7 @@ def test_a_fork_fetch_ends_when_our_lib_passes_the_branch() -> None:
 def test_a_rewind_never_asks_for_blocks_our_lib_has_since_passed() -> None:
     """After an unlinkable block we refetch from LIB + 1; should our LIB advance meanwhile,
     the next range starts above the new LIB (final blocks would come back stale)."""
-    sync, _ = manager(max_ranges=1, span=5)
+    sync, _ = manager(sync_ranges=1, sync_fetch_span=5)
     sync.chain_advanced(head=30, lib=10)
     sync.peer_position("a", lib=10, head=40)
     assert sync.block_unlinkable("a", 31) == [FetchRange("a", 11, 15)]
@@ -292,7 +294,7 @@ def test_a_rewind_never_asks_for_blocks_our_lib_has_since_passed() -> None:
 def test_a_gap_is_clipped_to_the_window_when_our_head_went_back() -> None:
     """A fork switch to a shorter branch lowers our head: a range given up afterwards goes
     out again only up to the window above the new head, the rest later."""
-    sync, _ = manager(window=20, max_ranges=2, span=10)
+    sync, _ = manager(window=20, sync_ranges=2, sync_fetch_span=10)
     sync.chain_advanced(head=10, lib=5)
     for name in "abc":
         sync.peer_position(name, lib=5, head=100)
@@ -305,7 +307,7 @@ def test_a_gap_is_clipped_to_the_window_when_our_head_went_back() -> None:
 def test_a_range_above_a_peers_new_head_is_reassigned_at_once() -> None:
     """A peer whose head went back (its fork switch) cannot serve the range we asked above
     it: the range goes to another peer now, not after the timeout."""
-    sync, _ = manager(max_ranges=2, span=10)
+    sync, _ = manager(sync_ranges=2, sync_fetch_span=10)
     for name in "abc":
         sync.peer_position(name, lib=0, head=100)
     assert [(r.peer, r.start) for r in sync.ranges] == [("a", 1), ("b", 11)]
@@ -341,7 +343,7 @@ def test_a_peer_that_never_delivers_is_dropped_at_its_first_stall() -> None:
 def test_stalls_drop_a_peer_at_max_strikes_unless_it_delivers_a_range_in_between() -> None:
     """A peer that delivered before earns one stall per range it lets stall; a range delivered
     in full clears them; max_strikes stalls in a row drop it, once."""
-    sync, clock = manager(max_ranges=1, max_strikes=2, span=10)
+    sync, clock = manager(sync_ranges=1, max_strikes=2, sync_fetch_span=10)
     sync.peer_position("a", lib=1000, head=1000)
     deliver(sync, "a", 1, 3)
     clock.now += 6
@@ -361,7 +363,7 @@ def test_stalls_drop_a_peer_at_max_strikes_unless_it_delivers_a_range_in_between
 def test_blocks_that_link_to_nothing_drop_a_peer_unless_a_new_block_comes_between() -> None:
     """An unlinkable block fetches the peer's branch; more than max_strikes such fetches with no
     block new to us in between drop the peer for UNLINKABLE."""
-    sync, _ = manager(max_strikes=2, span=10)
+    sync, _ = manager(max_strikes=2, sync_fetch_span=10)
     sync.chain_advanced(head=30, lib=10)
     sync.peer_position("a", lib=10, head=40)
 
@@ -386,7 +388,7 @@ def test_blocks_that_link_to_nothing_drop_a_peer_unless_a_new_block_comes_betwee
 def test_a_block_relayed_while_its_branch_is_fetched_extends_the_fetch() -> None:
     """A fork peer relays a new block of its branch while we fetch the branch: the fetch goes
     on (now up to that block) instead of starting over, and the peer earns nothing."""
-    sync, _ = manager(max_ranges=1, span=10, max_strikes=1)
+    sync, _ = manager(sync_ranges=1, sync_fetch_span=10, max_strikes=1)
     sync.chain_advanced(head=33, lib=8)
     sync.peer_position("c", lib=8, head=27)
     assert sync.block_unlinkable("c", 28, b"c28", b"c27") == [FetchRange("c", 9, 18)]
@@ -400,7 +402,7 @@ def test_a_trickle_of_blocks_with_random_parents_drops_the_peer_for_unlinkable()
     """A stranger claiming our LIB and head + 50 that sends, once a second, a block numbered
     our head + 1 that links to nothing (our head moving on as we produce) is dropped for
     UNLINKABLE at its (max_strikes + 1)th such block, though its branch is being fetched."""
-    sync, clock = manager(max_strikes=3, span=100)
+    sync, clock = manager(max_strikes=3, sync_fetch_span=100)
     sync.chain_advanced(head=20, lib=10)
     sync.peer_position("x", lib=10, head=70)
     drops: list[DropPeer] = []
@@ -423,7 +425,7 @@ def test_the_rest_of_a_range_on_an_unknown_branch_does_not_count_as_unlinkable()
     """After a partition heals, the range asked above our head brings a branch we do not
     know: its first block starts the branch fetch, and the next ones, each the child of the
     one before, are that branch going on, not blocks that link to nothing."""
-    sync, _ = manager(max_strikes=3, span=100)
+    sync, _ = manager(max_strikes=3, sync_fetch_span=100)
     sync.chain_advanced(head=57, lib=20)
     sync.peer_position("a", lib=20, head=110)
     actions = deliver_only(sync, "a", 58, 110)  # read off the network, then pushed
@@ -451,7 +453,7 @@ def test_a_flood_of_unlinkable_blocks_drops_the_peer_once() -> None:
 def test_a_block_sent_again_is_no_progress_for_its_range() -> None:
     """A range whose peer sends the same block again and again stalls after the timeout, as
     one that sends nothing does."""
-    sync, clock = manager(span=10, timeout=5.0)
+    sync, clock = manager(sync_fetch_span=10, timeout=5.0)
     sync.chain_advanced(head=20, lib=10)
     sync.peer_position("x", lib=10, head=70)
     assert sync.ranges[0].start == 21
@@ -490,7 +492,7 @@ def test_a_slow_peer_loses_the_range_our_chain_waits_on_and_gets_small_ranges() 
     """A peer sending 1 block/s holds the next blocks we need while a faster peer exists: its
     range is given up after SLOW_AFTER (no strike: it delivers, slowly), it gets ranges sized
     to its pace, and the rest goes to the fast peer as soon as it is free."""
-    sync, clock = manager(max_ranges=2, span=100)
+    sync, clock = manager(sync_ranges=2, sync_fetch_span=100)
     sync.peer_position("slow", lib=1000, head=1000)
     sync.peer_position("fast", lib=1000, head=1000)
     assert [(r.peer, r.start) for r in sync.ranges] == [("slow", 1), ("fast", 101)]
@@ -533,13 +535,15 @@ def test_claims_alone_hold_production_for_the_grace_once() -> None:
 def test_a_peer_several_times_slower_is_left_out_while_a_faster_one_is_free() -> None:
     """Rotation among the best peers skips one SLOW_FACTOR times slower than the fastest free
     peer, even when it has waited longest."""
-    sync, clock = manager(max_ranges=0, span=50)  # nothing goes out until both are known
+    sync, clock = manager(
+        sync_ranges=0, sync_fetch_span=50
+    )  # nothing goes out until both are known
     sync.chain_advanced(head=10, lib=5)
     for name in ("slow", "fast"):
         sync.peer_position(name, lib=5, head=200)
     sync.peers["slow"].rate, sync.peers["slow"].last_used = 1.0, 0.0
     sync.peers["fast"].rate, sync.peers["fast"].last_used = 500.0, clock.now
-    sync.config.max_ranges = 1
+    sync.config.sync_ranges = 1
     assert sync.tick() == [FetchRange("fast", 11, 60)]
 
 
@@ -642,7 +646,7 @@ def test_blocks_held_above_a_gap_nobody_asks_for_are_asked_of_the_peer_that_sent
 def test_with_nothing_held_blocks_below_ranges_in_flight_are_asked_again() -> None:
     """Our head went back below the ranges in flight: with nothing held for it, the blocks
     between our head and the first range are asked next, of anyone."""
-    sync, _ = manager(span=10, max_ranges=2)
+    sync, _ = manager(sync_fetch_span=10, sync_ranges=2)
     sync.chain_advanced(head=33, lib=20)
     assert sync.peer_position("b", lib=20, head=60) == [FetchRange("b", 34, 43)]
     assert sync.peer_position("c", lib=20, head=60) == [FetchRange("c", 44, 53)]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from p2p.sync import Stage, SyncConfig, SyncManager
+from p2p.sync import Stage, SyncManager
 from p2p.sync_progress import MAX_SAMPLES, Progress, SyncProgress
+from tests.p2p.configs import sync_config
 
 
 def stage(sync: SyncManager) -> Stage:
@@ -97,7 +98,9 @@ def test_the_sync_manager_reports_progress_of_a_catch_up_towards_its_target() ->
     the rate its chain advanced at and the time left; its status shows the same figures, and
     in sync no line is due."""
     clock = Clock()
-    sync = SyncManager(config=SyncConfig(span=100, progress_interval=5.0), clock=clock)
+    sync = SyncManager(
+        config=sync_config(sync_fetch_span=100, sync_progress_interval_ms=5000), clock=clock
+    )
     sync.peer_position("a", lib=1000, head=1002)
     assert stage(sync) == Stage.LIB_CATCHUP
     assert sync.progress_due() is None  # the catch-up's start
@@ -113,11 +116,11 @@ def test_the_sync_manager_reports_progress_of_a_catch_up_towards_its_target() ->
     assert 85 <= reading.blocks_per_s <= 100 and 170 <= reading.txs_per_s <= 200
     assert reading.eta_s is not None and 5.0 <= reading.eta_s <= 6.0
     status = sync.status()
-    assert (status["blocks_per_s"], status["txs_per_s"]) == (
+    assert (status.blocks_per_s, status.txs_per_s) == (
         reading.blocks_per_s,
         reading.txs_per_s,
     )
-    assert (status["eta_s"], status["peers"]) == (reading.eta_s, 1)
+    assert (status.eta_s, status.peers) == (reading.eta_s, 1)
     for num in range(501, 1003):
         sync.block_received("a", num)
         sync.chain_advanced(num, num - 2)
@@ -130,7 +133,7 @@ def test_a_catch_up_rate_counts_from_the_catch_up_not_the_idle_time_before() -> 
     """A node idle at head 10 for a minute, then catching up 100 blocks in 1 s, reads
     100 blocks/s, not 100 over the idle span as well."""
     clock = Clock()
-    sync = SyncManager(config=SyncConfig(span=100), clock=clock)
+    sync = SyncManager(config=sync_config(sync_fetch_span=100), clock=clock)
     sync.chain_advanced(10, 9)
     clock.now += 5
     sync.peer_position("a", lib=1000, head=1002)

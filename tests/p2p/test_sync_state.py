@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from p2p.messages import GoAwayReason
-from p2p.sync import HEAD_ALLOWANCE, Action, DropPeer, FetchRange, Stage, SyncConfig, SyncManager
+from p2p.sync import HEAD_ALLOWANCE, Action, DropPeer, FetchRange, Stage, SyncManager
+from tests.p2p.configs import sync_config
 
 PEERS = st.sampled_from(["a", "b", "c", "d"])
 HEIGHT = st.integers(0, 120)
@@ -33,7 +34,7 @@ class SyncMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.clock = FakeClock()
-        self.sync = SyncManager(clock=self.clock)
+        self.sync = SyncManager(sync_config(), clock=self.clock)
         self.config = self.sync.config
         # The model: what each peer claimed (LIB, head), its strikes, stalls, blocks delivered
         # and unlinkable blocks, who was dropped, our chain, the fork fetch.
@@ -62,9 +63,9 @@ class SyncMachine(RuleBasedStateMachine):
     def configure(
         self, span: int, max_ranges: int, window: int, max_strikes: int, peer_limit: int
     ) -> None:
-        self.config = SyncConfig(
-            span=span,
-            max_ranges=max_ranges,
+        self.config = sync_config(
+            sync_fetch_span=span,
+            sync_ranges=max_ranges,
             window=window,
             timeout=5.0,
             peer_limit=peer_limit,
@@ -305,7 +306,7 @@ class SyncMachine(RuleBasedStateMachine):
     def ranges_in_flight_are_bounded(self) -> None:
         """Never more than max_ranges ranges in flight, and at most one per peer."""
         peers = [r.peer for r in self.sync.ranges]
-        assert len(peers) <= self.config.max_ranges
+        assert len(peers) <= self.config.sync_ranges
         assert len(set(peers)) == len(peers)
 
     @invariant()

@@ -28,6 +28,7 @@ from p2p.tcp import TcpChannel
 from p2p.testing import dial, until_closed
 from p2p.tls import TlsIdentity, preamble
 from p2p.transport import Transport, TransportConfig
+from tests.p2p.configs import transport_config
 
 CHAIN_ID = b"c" * 32
 GENESIS = BlockId(b"\x00" * 32)
@@ -111,8 +112,7 @@ async def running(
 def listening(
     max_unauthenticated: int = 32, max_per_address: int = 8, handshake_timeout: float = 5.0
 ) -> TransportConfig:
-    return TransportConfig(
-        listen=("127.0.0.1", 0),
+    return transport_config(
         handshake_timeout=handshake_timeout,
         max_unauthenticated=max_unauthenticated,
         max_per_address=max_per_address,
@@ -307,7 +307,7 @@ def test_an_authenticated_peer_may_send_frames_beyond_the_handshake_limit() -> N
         async with running(listening(), listener_gate) as listener:
             assert listener.listen_port is not None
             address = ("127.0.0.1", listener.listen_port)
-            async with running(TransportConfig(tls=TLS), Gate([message]), [address]):
+            async with running(transport_config(tls=TLS), Gate([message]), [address]):
                 async with asyncio.timeout(5):
                     arrived = await listener_gate.received.get()
                 assert arrived == message

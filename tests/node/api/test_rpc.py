@@ -28,6 +28,9 @@ from node.api.views import block_json
 from node.metrics import NodeMetrics
 from node.producer import ProducerLoop
 from node.runner import ChainRunner, InclusionWatch
+from node.snapshot_writer import SnapshotWriter
+from p2p.snapshot_fetch import StateSyncStatus
+from p2p.sync import Stage, SyncStatus
 
 A, B = AccountName("alice"), AccountName("bob")
 Client = TestClient[web.Request, web.Application]
@@ -83,7 +86,7 @@ def _run(
             admitter,
             network,
             reads=None if make_reads is None else make_reads(runner, metrics),
-            snapshots_dir=tmp_path / "snapshots",
+            snapshot_writer=SnapshotWriter(runner, tmp_path / "snapshots"),
             exports=(tmp_path / "exports" / "history.log", tmp_path / "genesis-copy.json"),
         )
         (tmp_path / "genesis-copy.json").write_text("{}")  # what the export copies beside
@@ -287,18 +290,22 @@ class FakeNetwork:
 
     def __init__(self) -> None:
         self.dialled: list[tuple[str, int]] = []
+        self.rdma_status: dict[str, object] = {"available": False}
 
     def status(self) -> dict[str, Any]:
         return {"peers": [{"id": "p1"}]}
 
-    def sync_status(self) -> dict[str, Any]:
-        return {"stage": "in_sync", "target": 3}
+    def block_sync_status(self) -> SyncStatus:
+        return SyncStatus(Stage.IN_SYNC, 2, 1, 3, 3, (), 0, 0.0, 0.0, None, 1, False)
+
+    def state_sync_status(self) -> StateSyncStatus | None:
+        return None
 
     def snapshots(self) -> dict[str, Any]:
         return {"snapshots": []}
 
-    def summary(self) -> dict[str, Any]:
-        return {"peer_count": 1, "sync_stage": "in_sync", "rdma": {"available": False}}
+    def peer_count(self) -> int:
+        return 1
 
     def connect(self, address: tuple[str, int]) -> bool:
         self.dialled.append(address)
