@@ -9,6 +9,7 @@ lets every task that can run, run, for a test that checks something did *not* ha
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -49,7 +50,7 @@ def wait_until(
 
 
 async def until(
-    condition: Callable[[], object],
+    condition: Callable[[], object] | Callable[[], Awaitable[object]],
     what: str,
     timeout: float = 5.0,
     *,
@@ -57,10 +58,18 @@ async def until(
 ) -> None:
     """The event loop's ``wait_until``: return once ``condition()`` is true, within
     ``timeout`` seconds (times ``SLOWDOWN``), the loop running meanwhile; raise
-    AssertionError naming ``what`` if it never is."""
+    AssertionError naming ``what`` if it never is. ``condition`` may be a coroutine function
+    (a probe that asks a server)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout * SLOWDOWN
-    while not condition():
+
+    async def holds() -> bool:
+        result = condition()
+        if inspect.isawaitable(result):
+            result = await result
+        return bool(result)
+
+    while not await holds():
         if loop.time() >= deadline:
             raise AssertionError(f"timed out after {timeout * SLOWDOWN:g} s waiting for {what}")
         await asyncio.sleep(interval)
