@@ -23,7 +23,6 @@ import pytest
 from chain.core.crypto import PrivateKey
 from node.devnet import prepare
 from tests.integration.conftest import (
-    SLOWDOWN,
     NodeProcess,
     Nodes,
     loopback_plan,
@@ -31,6 +30,7 @@ from tests.integration.conftest import (
     wait_for,
 )
 from tests.integration.test_finality import four_producers
+from tests.support.wait import SLOWDOWN
 
 STREAM = "/v1/chain/stream"
 
