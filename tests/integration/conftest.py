@@ -24,6 +24,7 @@ from chain.core.crypto import PrivateKey
 from chain.core.transaction import SignedTransaction, Transaction, tapos_of
 from chain.core.types import AccountName, BlockId
 from node.devnet import DevNode
+from tests.support.wait import SLOWDOWN, wait_until
 
 BIN = Path(sys.executable).parent
 # Below the kernel's ephemeral ports (32768 on by default), where a connection of any process
@@ -65,11 +66,6 @@ def rpc(url: str, path: str, body: dict[str, Any] | None = None, timeout: float 
     )
     with urllib.request.urlopen(request, timeout=timeout * SLOWDOWN) as response:
         return json.loads(response.read())
-
-
-# Timeouts scale by this factor where everything runs slower (the Soft-RoCE VM emulates its
-# CPU: BOR_TEST_SLOWDOWN=10 there).
-SLOWDOWN = float(os.environ.get("BOR_TEST_SLOWDOWN", "1"))
 
 
 def serve_snapshots(devnet: NodeProcess, chunk_bytes: int) -> None:
@@ -149,17 +145,11 @@ def push_transfers(
         stop.wait(pause)
 
 
-def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.time() + timeout * SLOWDOWN
-    while time.time() < deadline:
-        try:
-            if check():
-                return
-        # A node going down or coming up: refused, reset or cut off mid-answer.
-        except (OSError, http.client.HTTPException, json.JSONDecodeError):
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_for(check: Callable[[], object], timeout: float, what: str) -> None:
+    """``wait_until`` for a node's state: a node going down or coming up (refused, reset or
+    cut off mid-answer) counts as not yet, and each look costs an RPC, so every 0.2 s."""
+    errors = (OSError, http.client.HTTPException, json.JSONDecodeError)
+    wait_until(check, timeout, what, ignoring=errors, interval=0.2)
 
 
 class NodeProcess:

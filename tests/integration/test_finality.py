@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import threading
 import time
@@ -20,8 +19,8 @@ from chain.core.qc import Vote
 from chain.core.types import BlockId, block_num_of
 from chain.storage.store import BlockStore
 from node.devnet import DevNode, prepare
-from p2p.handshake import ChainPosition, make_handshake
-from p2p.messages import PROTOCOL_VERSION, BlockMessage, Handshake, Hello, VoteMessage
+from p2p.handshake import ChainPosition
+from p2p.messages import BlockMessage, VoteMessage
 from p2p.testing import dial
 from scripts.make_history import make_history
 from tests.integration.conftest import (
@@ -31,6 +30,7 @@ from tests.integration.conftest import (
     push_transfers,
     wait_for,
 )
+from tests.support.peers import authenticated, handshake
 
 
 def four_producers(
@@ -201,26 +201,8 @@ def test_a_finalizer_killed_and_restarted_votes_on_consistently(
 
 async def _play_double_voter(port: int, info: dict[str, Any], key: PrivateKey) -> None:
     """Connect as a peer and send two votes of ``key`` on the head: strong and weak."""
-    channel, binding = await dial("127.0.0.1", port, source="127.0.9.2")
+    channel = await authenticated(port, info, source="127.0.9.2")
     chain_id = bytes.fromhex(str(info["chain_id"]))
-    node_id, nonce = os.urandom(32), os.urandom(32)
-    await channel.send(Hello(PROTOCOL_VERSION, chain_id, node_id, nonce))
-    hello = await channel.recv()
-    assert isinstance(hello, Hello)
-    lib = int(info["last_irreversible_block_num"])
-    lib_id = BlockId(bytes.fromhex(str(info["last_irreversible_block_id"])))
-    await channel.send(
-        make_handshake(
-            chain_id=chain_id,
-            node_id=node_id,
-            node_key=PrivateKey.generate(),
-            peer_nonce=hello.nonce,
-            position=ChainPosition(lib, lib_id, lib, lib_id),
-            p2p_address="",
-            tls_binding=binding,
-        )
-    )
-    assert isinstance(await channel.recv(), Handshake)
     head = BlockId(bytes.fromhex(str(info["head_block_id"])))
     for strong in (True, False):
         await channel.send(VoteMessage(Vote.sign(chain_id, head, strong, key)))
@@ -283,23 +265,7 @@ async def _push_blocks(
     ``blocks`` as new blocks, then linger a moment so that the node has handled them before
     the connection goes."""
     channel, binding = await dial("127.0.0.1", port, source=source)
-    node_id, nonce = os.urandom(32), os.urandom(32)
-    await channel.send(Hello(PROTOCOL_VERSION, chain_id, node_id, nonce))
-    hello = await channel.recv()
-    assert isinstance(hello, Hello)
-    genesis_position = ChainPosition(0, genesis_id, 0, genesis_id)
-    await channel.send(
-        make_handshake(
-            chain_id=chain_id,
-            node_id=node_id,
-            node_key=PrivateKey.generate(),
-            peer_nonce=hello.nonce,
-            position=genesis_position,
-            p2p_address="",
-            tls_binding=binding,
-        )
-    )
-    assert isinstance(await channel.recv(), Handshake)
+    await handshake(channel, binding, chain_id, ChainPosition(0, genesis_id, 0, genesis_id))
     for block in blocks:
         await channel.send(BlockMessage.of(block))
     await asyncio.sleep(1.5)

@@ -18,19 +18,18 @@ import shutil
 import time
 from pathlib import Path
 
-from chain.core.crypto import PrivateKey
-from chain.core.types import BlockId
 from node.devnet import plan, prepare
 from p2p.codec import encode_frame
 from p2p.errors import ChannelClosed
-from p2p.handshake import ChainPosition, make_handshake
-from p2p.messages import PROTOCOL_VERSION, Handshake, Hello
+from p2p.messages import PROTOCOL_VERSION, Hello
 from p2p.tcp import FRAME_SECONDS, TcpChannel
 from p2p.testing import dial, until_closed
 from p2p.tls import preamble
 from scripts.bench_flood import ANNOUNCED, hostile, rss_mib, source_address
-from tests.integration.conftest import SLOWDOWN, NodeProcess, Nodes, free_port, wait_for
+from tests.integration.conftest import NodeProcess, Nodes, free_port, wait_for
 from tests.p2p.configs import transport_config
+from tests.support.peers import authenticated
+from tests.support.wait import SLOWDOWN
 
 # The issue measured 92 MiB -> 1.1 GiB for 100 such connections; with the handshake's frame
 # limit a stranger's frame costs nothing, and the growth measured is about 1 MiB.
@@ -111,32 +110,6 @@ def test_a_flood_of_strangers_neither_swells_the_node_nor_keeps_a_peer_out(
     assert rss_mib(pid) - baseline < MAX_LEFT_MIB, (baseline, rss_mib(pid))
 
 
-async def authenticated(port: int, info: dict[str, object]) -> TcpChannel:
-    """A peer with a fresh key that gets through the preamble, TLS and the handshake
-    (allowed-connection = any), as anyone may; returns its end of the connection."""
-    channel, binding = await dial("127.0.0.1", port, source="127.0.9.1")
-    assert channel.tls is not None, "the node runs TLS by default"
-    chain_id = bytes.fromhex(str(info["chain_id"]))
-    node_id, nonce = os.urandom(32), os.urandom(32)
-    await channel.send(Hello(PROTOCOL_VERSION, chain_id, node_id, nonce))
-    hello = await channel.recv()
-    assert isinstance(hello, Hello)
-    lib = int(str(info["last_irreversible_block_num"]))
-    lib_id = BlockId(bytes.fromhex(str(info["last_irreversible_block_id"])))
-    handshake = make_handshake(
-        chain_id=chain_id,
-        node_id=node_id,
-        node_key=PrivateKey.generate(),
-        peer_nonce=hello.nonce,
-        position=ChainPosition(lib, lib_id, lib, lib_id),
-        p2p_address="",
-        tls_binding=binding,
-    )
-    await channel.send(handshake)
-    assert isinstance(await channel.recv(), Handshake)
-    return channel
-
-
 async def dripped_until_closed(channel: TcpChannel, data: bytes, interval: float) -> float:
     """Send ``data`` a byte every ``interval`` seconds (inside TLS if the channel runs it),
     reading (and dropping) whatever the node sends, until the node closes the connection; how
@@ -172,7 +145,8 @@ def test_peers_that_drip_a_frame_are_cut_off_at_the_frame_deadline(
     assert len(hello) * 0.2 > 2 * FRAME_SECONDS  # dripped, it would take longer
 
     async def main() -> list[float]:
-        peer = await authenticated(p2p, target.info())
+        peer = await authenticated(p2p, target.info(), source="127.0.9.1")
+        assert peer.tls is not None, "the node runs TLS by default"
         strangers = [
             (await dial("127.0.0.1", p2p, source=source_address(i, 20)))[0] for i in range(20)
         ]

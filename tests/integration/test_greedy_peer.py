@@ -25,10 +25,12 @@ from node.devnet import plan, prepare
 from p2p.errors import ChannelClosed, P2PError
 from p2p.messages import SyncRequest
 from p2p.tcp import TcpChannel
-from p2p.testing import authenticate, dial, negotiated, until_closed
+from p2p.testing import dial, negotiated, until_closed
 from p2p.tls import preamble
 from scripts.bench_flood import rss_mib
-from tests.integration.conftest import SLOWDOWN, NodeProcess, Nodes, free_port, wait_for
+from tests.integration.conftest import NodeProcess, Nodes, free_port, wait_for
+from tests.support.peers import authenticate
+from tests.support.wait import SLOWDOWN
 
 RANGE_MIB = 8  # the bytes of blocks the greedy peer asks for, again and again
 MEMO_BYTES = 256  # the longest memo: a transaction of 16 such transfers is about 4.6 KiB

@@ -23,13 +23,13 @@ from p2p.handshake import ChainPosition
 from p2p.messages import GoAwayReason
 from p2p.testing import LyingPeer, TricklingPeer
 from tests.integration.conftest import (
-    SLOWDOWN,
     NodeProcess,
     Nodes,
     free_port,
     loopback_plan,
     wait_for,
 )
+from tests.support.wait import SLOWDOWN
 
 
 def test_a_lying_peer_neither_stops_production_nor_stays(nodes: Nodes, tmp_path: Path) -> None:

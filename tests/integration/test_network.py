@@ -208,7 +208,7 @@ def test_partition_heals_to_one_chain_without_touching_the_old_lib(
     # Split: node3 drops its peers (it dialled both), and they do not dial it back.
     for peer in procs[2].rpc("/v1/net/peers")["peers"]:
         procs[2].admin("/v1/net/disconnect", {"peer": peer["peer"]})
-    time.sleep(0.5)
+    wait_for(lambda: procs[2].info()["peer_count"] == 0, 10, "node3 without peers")
     ini = (tmp_path / "node3" / "config.ini").read_text().splitlines()
     (tmp_path / "node3" / "config.ini").write_text(
         "\n".join(line for line in ini if not line.startswith("p2p-peer-address")) + "\n"

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from scripts.make_history import make_history
-from tests.integration.conftest import BIN, SLOWDOWN, Nodes
+from tests.integration.conftest import BIN, Nodes
+from tests.support.wait import SLOWDOWN
 
 
 def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import BIN, SLOWDOWN, NodeProcess, Nodes, rpc
+from tests.integration.conftest import BIN, NodeProcess, Nodes, rpc
+from tests.support.wait import SLOWDOWN
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 # Examples per operation and phase: the two runs take ~30 s together on a 2-core machine.

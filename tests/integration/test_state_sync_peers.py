@@ -16,7 +16,8 @@ from chain.core.types import BlockId
 from p2p.messages import GoAwayReason, SnapshotOffer
 from p2p.testing import SilentOfferer
 from scripts.make_history import make_history
-from tests.integration.conftest import SLOWDOWN, NodeProcess, Nodes, fresh_data_dir, wait_for
+from tests.integration.conftest import NodeProcess, Nodes, fresh_data_dir, wait_for
+from tests.support.wait import SLOWDOWN
 
 CHUNK = 4096
 TIMEOUT_MS = 2000  # the syncer's request timeout: six lapses cost 12 s, not a minute

@@ -10,7 +10,8 @@ import threading
 from pathlib import Path
 
 from chain.core.crypto import PrivateKey
-from tests.integration.conftest import BIN, SLOWDOWN, NodeProcess, Nodes, push_transfers
+from tests.integration.conftest import BIN, NodeProcess, Nodes, push_transfers
+from tests.support.wait import SLOWDOWN
 
 
 def _loaded_devnet(nodes: Nodes, blocks: int) -> tuple[NodeProcess, list[str]]:

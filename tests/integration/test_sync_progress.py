@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from scripts.make_history import make_history
-from tests.integration.conftest import BIN, SLOWDOWN, Nodes, free_port
+from tests.integration.conftest import BIN, Nodes, free_port
+from tests.support.wait import SLOWDOWN
 
 
 def _events(log: Path, event: str) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from node.admission import Admitter
 from node.metrics import NodeMetrics
 from node.network import NodeChainService
 from node.runner import ChainRunner
+from tests.support.wait import settle, until
 
 A, B = AccountName("alice"), AccountName("bob")
 
@@ -89,7 +90,7 @@ def test_a_full_queue_refuses_a_peers_transactions_at_once(tmp_path: Path) -> No
         txs = [await runner.call(net.tx, Transfer(A, B, n)) for n in (1, 2, 3)]
         admitter.admit_later(txs[0])  # nothing drains the queue yet
         relayed = asyncio.create_task(service.admit_transactions(txs[1:]))
-        await asyncio.sleep(0.05)
+        await settle()
         assert not relayed.done(), "the one that fit waits for its outcome"
         admitting = asyncio.create_task(admitter.run())
         errors = await relayed
@@ -206,8 +207,11 @@ def test_the_queue_is_bounded_in_bytes_too(tmp_path: Path) -> None:
         else:
             raise AssertionError("a third transaction fit in two transactions' bytes")
         admitting = asyncio.create_task(admitter.run())
-        while len(await runner.call(_pending)) < 2:  # the two queued are admitted
-            await asyncio.sleep(0.01)
+
+        async def admitted() -> bool:
+            return len(await runner.call(_pending)) == 2
+
+        await until(admitted, "the two queued admitted")
         assert await admitter.admit(txs[3]) is None
         admitting.cancel()
         assert await runner.call(_pending) == {txs[0].id, txs[1].id, txs[3].id}

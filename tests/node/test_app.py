@@ -14,6 +14,7 @@ from node.app import Node
 from node.cli import main
 from node.config_file import load_config
 from node.data_dir import open_chain
+from tests.support.wait import until
 
 
 def free_port() -> int:
@@ -32,17 +33,26 @@ def test_a_crashing_part_stops_the_node_and_releases_its_data_dir(
     data = tmp_path / "node"
     assert main(["init", "--genesis", str(tmp_path / "g" / "genesis.json"),
                  "--data-dir", str(data)]) == 0  # fmt: skip
+    http_port = free_port()
     ns = argparse.Namespace(
         config=None,
         data_dir=str(data),
-        http_server_address=f"127.0.0.1:{free_port()}",
+        http_server_address=f"127.0.0.1:{http_port}",
         p2p_listen_endpoint=f"127.0.0.1:{free_port()}",
         rdma="off",
     )
     config = load_config(ns)
 
+    async def serving() -> bool:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", http_port)
+        except OSError:
+            return False
+        writer.close()
+        return True
+
     async def crash(self: Admitter) -> None:
-        await asyncio.sleep(0.3)
+        await until(serving, "the node serving its RPC", 10)  # a node up and running
         raise RuntimeError("admission bug")
 
     monkeypatch.setattr(Admitter, "run", crash)

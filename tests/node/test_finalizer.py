@@ -14,9 +14,11 @@ from chain.core.params import slot_start_ms
 from chain.core.qc import Vote
 from chain.core.types import PublicKey
 from chain.events import NO_EVENTS, ChainUpdate
+from chain.view import ChainView
 from genesis.testing import DevNet
 from node.errors import NodeError
-from node.finalizer import RECHECK_SECONDS, SAFETY_FILE, FinalizerService, load_safety
+from node.finalizer import SAFETY_FILE, FinalizerService, load_safety
+from tests.support.wait import until
 
 
 def service(
@@ -36,17 +38,33 @@ def long_after(chain: Chain) -> Callable[[], float]:
     return lambda: slot_start_ms(chain.head.slot) / 1000 + 60
 
 
+class Looks:
+    """A chain's ``view`` for the service that counts its looks: the service looks once per
+    pass of its loop, so a second look means the first pass is over (votes sent or not)."""
+
+    def __init__(self, view: Callable[[], ChainView]) -> None:
+        self.view = view
+        self.count = 0
+
+    def __call__(self) -> ChainView:
+        self.count += 1
+        return self.view()
+
+
 async def step(
     svc: FinalizerService, chain: Chain, votes: list[Vote] | None = None, expect: int = 0
 ) -> None:
     """Tell the service the head moved and let its task act on it: until ``votes`` holds
     ``expect`` votes (a decision, fsyncs, the votes handed over; 10 s at most on a busy
-    disk), or for 0.2 s when none is expected."""
+    disk), or, when none is expected, until it is done with the head and looks again."""
+    looks = Looks(svc._view)
+    svc._view = looks
     task = asyncio.create_task(svc.run())
     svc.chain_updated(ChainUpdate(chain.view(), NO_EVENTS, chain.lib))
-    deadline = time.monotonic() + (10 if expect else 0.2)
-    while time.monotonic() < deadline and (not expect or votes is None or len(votes) < expect):
-        await asyncio.sleep(0.01)
+    if expect:
+        await until(lambda: votes is not None and len(votes) >= expect, "the votes", 10)
+    else:
+        await until(lambda: looks.count >= 2, "the service done with the head", 10)
     task.cancel()
 
 
@@ -127,19 +145,18 @@ def test_a_head_skipped_while_out_of_sync_gets_its_vote_once_back_in_sync(
     block = net.produce(chain)
     in_sync = [False]
     keys = {PublicKey(k.public_key): k for n, k in net.keys.items() if n.startswith("producer")}
+    looks = Looks(chain.view)
     svc = FinalizerService(
-        keys, tmp_path / "f", chain.view, sent.append, lambda: in_sync[0], long_after(chain)
+        keys, tmp_path / "f", looks, sent.append, lambda: in_sync[0], long_after(chain)
     )
 
     async def main() -> None:
         task = asyncio.create_task(svc.run())
         svc.chain_updated(ChainUpdate(chain.view(), NO_EVENTS, chain.lib))
-        await asyncio.sleep(3 * RECHECK_SECONDS)
+        await until(lambda: looks.count >= 3, "three looks at the head", 10)
         assert sent == [], "no vote while out of sync"
         in_sync[0] = True  # and no new update: the head stays where it was
-        deadline = time.monotonic() + 10
-        while len(sent) < 4 and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+        await until(lambda: len(sent) >= 4, "the four votes", 10)
         task.cancel()
 
     asyncio.run(main())

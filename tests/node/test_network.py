@@ -33,6 +33,7 @@ from p2p.tcp import TcpChannel
 from p2p.testing import dial
 from p2p.tls import TlsIdentity
 from tests.p2p.configs import transport_config
+from tests.support.wait import SLOWDOWN, until
 
 
 class Member:
@@ -81,15 +82,6 @@ class Member:
     async def produce(self, count: int) -> None:
         for _ in range(count):  # the produced block reaches block relay as a chain update
             await self.runner.call(self.devnet.produce)
-
-
-SLOWDOWN = float(os.environ.get("BOR_TEST_SLOWDOWN", "1"))  # the emulated VM runs slower
-
-
-async def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout * SLOWDOWN):
-        while not check():
-            await asyncio.sleep(0.02)
 
 
 class Members:
@@ -172,9 +164,9 @@ def test_a_dialled_peer_receives_produced_blocks(tmp_path: Path) -> None:
         b = await members("b", devnet).start()
         await a.produce(3)
         b.net.connect(a.address)
-        await until(lambda: b.view.head.num == 3)  # synced what it missed
+        await until(lambda: b.view.head.num == 3, "block 3 synced", 10)  # synced what it missed
         await a.produce(2)
-        await until(lambda: b.view.head.num == 5)  # and relayed blocks as they come
+        await until(lambda: b.view.head.num == 5, "block 5 relayed", 10)  # and those relayed
         assert b.view.head.id == a.view.head.id
         assert [p["direction"] for p in a.net.status()["peers"]] == ["inbound"]
 
@@ -188,18 +180,13 @@ def test_a_peer_on_another_chain_is_refused_and_not_redialled(tmp_path: Path) ->
         a = await members("a", DevNet.create()).start()
         b = await members("b", DevNet.create()).start()  # another genesis: another chain id
         b.net.connect(a.address)
-        await until(
-            lambda: bool(b.net.status()["dialing"]) and "WRONG_CHAIN" in str(b.net.status())
-        )
-        await asyncio.sleep(1.5)  # longer than the first redial delay
+        given_up = {
+            "address": f"127.0.0.1:{a.address[1]}",
+            "state": "given_up",
+            "error": "refused: WRONG_CHAIN",
+        }
+        await until(lambda: b.net.status()["dialing"] == [given_up], "the dial given up", 10)
         assert len(a.net.switch) == 0 and len(b.net.switch) == 0
-        assert b.net.status()["dialing"] == [
-            {
-                "address": f"127.0.0.1:{a.address[1]}",
-                "state": "given_up",
-                "error": "refused: WRONG_CHAIN",
-            }
-        ]
 
     run(tmp_path, body)
 
@@ -218,11 +205,15 @@ def test_only_specified_keys_may_connect(tmp_path: Path) -> None:
         ).start()
         stranger = await members("stranger", devnet).start()
         stranger.net.connect(a.address)
-        await until(lambda: "AUTHENTICATION" in str(stranger.net.status()["dialing"]))
+        await until(
+            lambda: "AUTHENTICATION" in str(stranger.net.status()["dialing"]),
+            "the stranger refused",
+            10,
+        )
         assert len(a.net.switch) == 0
         friend = await members("friend", devnet, key=known).start()
         friend.net.connect(a.address)
-        await until(lambda: len(a.net.switch) == 1)
+        await until(lambda: len(a.net.switch) == 1, "the friend connected", 10)
         assert [p["direction"] for p in friend.net.status()["peers"]] == ["outbound"]
 
     run(tmp_path, body)
@@ -237,12 +228,14 @@ def test_disconnect_sends_the_peer_away_and_stops_redialling(tmp_path: Path) -> 
         a = await members("a", devnet).start()
         b = await members("b", devnet).start()
         b.net.connect(a.address)
-        await until(lambda: len(b.net.switch) == 1)
+        await until(lambda: len(b.net.switch) == 1, "connected", 10)
         (peer_id,) = [p.id for p in b.net.switch.peers()]
         assert await b.net.disconnect(peer_id)
-        await until(lambda: len(a.net.switch) == 0 and len(b.net.switch) == 0)
-        await asyncio.sleep(1.5)
-        assert len(a.net.switch) == 0 and b.net.status()["dialing"] == []
+        await until(
+            lambda: len(a.net.switch) == 0 and len(b.net.switch) == 0, "both sessions ended", 10
+        )
+        await until(lambda: b.net.status()["dialing"] == [], "the redialling stopped", 10)
+        assert len(a.net.switch) == 0
         assert not await b.net.disconnect(peer_id), "no longer connected"
 
     run(tmp_path, body)
@@ -258,15 +251,23 @@ async def ranges_beyond_the_head_get_the_asker_sent_away(
     b = await members("b", devnet, rdma=rdma).start()
     await a.produce(2)
     b.net.connect(a.address)
-    await until(lambda: b.view.head.num == 2)
+    await until(lambda: b.view.head.num == 2, "block 2 synced", 10)
     (peer,) = b.net.switch.peers()
     transport = peer.channel.transport
+
+    async def ask_beyond(k: int) -> None:
+        """Ask for the k-th range beyond a's head; one at a time, since a new request replaces
+        one not yet served: wait until a has counted it (the last one, sending us away, takes
+        the count with the session)."""
+        peer.offer(SyncRequest(1_000 + k, 1_005 + k))
+        if k < MAX_BAD_REQUESTS:
+            await until(lambda: sum(a.net.blocks._bad_requests.values()) > k, "counted", 10)
+
     for i in range(MAX_BAD_REQUESTS + 1):
-        peer.offer(SyncRequest(1_000 + i, 1_005 + i))
-        await asyncio.sleep(0.2)  # one at a time: a new request replaces the one served
+        await ask_beyond(i)
     where = f"127.0.0.1:{a.address[1]}"
     refused = {"address": where, "state": "dialing", "error": "refused: BENIGN_OTHER"}
-    await until(lambda: refused in b.net.status()["dialing"], 30)
+    await until(lambda: refused in b.net.status()["dialing"], "sent away", 30)
     return transport
 
 
@@ -289,13 +290,22 @@ def test_two_nodes_dialling_each_other_at_once_keep_one_session(tmp_path: Path) 
         b = await members("b", devnet).start()
         a.net.connect(b.address)
         b.net.connect(a.address)
-        await until(lambda: len(a.net.switch) == 1 and len(b.net.switch) == 1)
-        await asyncio.sleep(2.0)  # redials of the refused duplicate come and go
+        await until(lambda: len(a.net.switch) == 1 and len(b.net.switch) == 1, "connected", 10)
+        # The redials of the duplicate come and go (refused); the session stands.
+        await until(
+            lambda: (
+                "refused: DUPLICATE" in str(a.net.status()["dialing"])
+                or "refused: DUPLICATE" in str(b.net.status()["dialing"])
+            ),
+            "a redial refused",
+            10,
+        )
+        assert len(a.net.switch) == 1 and len(b.net.switch) == 1
         (pa,) = a.net.status()["peers"]
         (pb,) = b.net.status()["peers"]
         assert {pa["direction"], pb["direction"]} == {"inbound", "outbound"}
         await a.produce(2)
-        await until(lambda: b.view.head.num == 2)
+        await until(lambda: b.view.head.num == 2, "block 2 relayed", 10)
 
     run(tmp_path, body)
 
@@ -312,12 +322,12 @@ def test_a_punished_peer_is_refused_while_banned_and_welcome_after(
         a = await members("a", devnet).start()
         b = await members("b", devnet).start()
         b.net.connect(a.address)
-        await until(lambda: len(a.net.switch) == 1)
+        await until(lambda: len(a.net.switch) == 1, "connected", 10)
         (peer,) = a.net.switch.peers()
         a.net.switch.punish(peer.id, GoAwayReason.BENIGN_OTHER, "test offence")
-        await until(lambda: "refused: BANNED" in str(b.net.status()["dialing"]))
+        await until(lambda: "refused: BANNED" in str(b.net.status()["dialing"]), "banned", 10)
         assert len(a.net.switch) == 0
-        await until(lambda: len(a.net.switch) == 1, timeout=15)
+        await until(lambda: len(a.net.switch) == 1, "back after the ban", 15)
 
     run(tmp_path, body)
 
@@ -398,11 +408,11 @@ def test_a_slow_peer_does_not_stall_a_sync_another_peer_can_serve(tmp_path: Path
         blocks = await service.encoded_blocks(1, 300)
         slow = ScriptedPeer(full.view.chain_id, service.position(), blocks, delay=1.0)
         slow_task = asyncio.create_task(slow.run(joiner.address))
-        await until(lambda: bool(slow.requests))
+        await until(lambda: bool(slow.requests), "the slow peer asked", 10)
         assert slow.requests[0].start == 1
         started = asyncio.get_running_loop().time()
         joiner.net.connect(full.address)
-        await until(lambda: joiner.view.head.num == 300, timeout=20)
+        await until(lambda: joiner.view.head.num == 300, "synced", 20)
         took = asyncio.get_running_loop().time() - started
         print(f"synced 300 blocks in {took:.1f} s beside a peer serving 1 block/s")
         assert took < 10 * SLOWDOWN
@@ -445,7 +455,9 @@ def test_after_a_partition_the_shorter_branch_with_the_higher_lib_wins_on_both(
         y = await members("y", devnet).start()
         x_head, x_lib = x.view.head.id, x.view.lib_num
         y.net.connect(x.address)
-        await until(lambda: y.view.head.id == x_head and x.net.in_sync and y.net.in_sync)
+        await until(
+            lambda: y.view.head.id == x_head and x.net.in_sync and y.net.in_sync, "in sync", 10
+        )
         assert x.view.head.id == x_head and y.view.lib_num == x_lib
 
     run(tmp_path, body)

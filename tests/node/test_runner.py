@@ -17,6 +17,7 @@ from chain.events import BlockStep, ChainEvents, ChainUpdate
 from chain.testing import now_ms
 from genesis.testing import DevNet
 from node.runner import ChainRunner, InclusionWatch
+from tests.support.wait import SLOWDOWN, settle
 
 
 def test_urgent_calls_overtake_queued_normal_calls(tmp_path: Path) -> None:
@@ -24,21 +25,22 @@ def test_urgent_calls_overtake_queued_normal_calls(tmp_path: Path) -> None:
     chain = DevNet.create().open(tmp_path / "chain")
     runner = ChainRunner(chain)
     order: list[str] = []
-    gate = threading.Event()
+    entered, gate = threading.Event(), threading.Event()
 
     def job(_: Chain, name: str) -> str:
         if name == "running":
+            entered.set()
             gate.wait(5)
         order.append(name)
         return name
 
     async def main() -> None:
         running = asyncio.create_task(runner.call(job, "running"))
-        await asyncio.sleep(0.05)  # the thread is inside the first call now
+        assert await asyncio.to_thread(entered.wait, 5 * SLOWDOWN), "the first call began"
         normal = [asyncio.create_task(runner.call(job, f"normal{i}")) for i in range(2)]
-        await asyncio.sleep(0.01)
+        await settle()  # both queued
         urgent = asyncio.create_task(runner.call_urgent(job, "urgent"))
-        await asyncio.sleep(0.01)
+        await settle()
         gate.set()
         assert await asyncio.gather(running, *normal, urgent) == [
             "running",

@@ -12,6 +12,7 @@ from chain.events import NO_EVENTS, ChainUpdate
 from chain.view import ChainView
 from genesis.testing import DevNet
 from node.snapshot_schedule import SnapshotSchedule
+from tests.support.wait import until
 
 
 def _lib_moves(view: ChainView, before: int, after: int) -> ChainUpdate:
@@ -33,13 +34,21 @@ def test_a_snapshot_is_written_each_time_the_lib_passes_a_multiple(tmp_path: Pat
 
     schedule = SnapshotSchedule(4, 5, write, tmp_path / "snapshots", 2, lambda: paused[0])
 
+    async def lib_moves(before: int, after: int, writes: int) -> None:
+        """Move the LIB and wait until ``writes`` snapshots are written in all and none is
+        wanted any more (a write not expected, once wanted, would have begun)."""
+        paused[0] = after == 16
+        lib[0] = after
+        schedule.chain_updated(_lib_moves(view, before, after))
+        await until(
+            lambda: len(written) >= writes and not schedule._wanted.is_set(),
+            f"snapshot {writes} written",
+        )
+
     async def main() -> None:
         task = asyncio.create_task(schedule.run())
-        for before, after in ((5, 7), (7, 8), (8, 11), (11, 12), (12, 16)):
-            paused[0] = after == 16
-            lib[0] = after
-            schedule.chain_updated(_lib_moves(view, before, after))
-            await asyncio.sleep(0.05)
+        for before, after, writes in ((5, 7, 0), (7, 8, 1), (8, 11, 1), (11, 12, 2), (12, 16, 2)):
+            await lib_moves(before, after, writes)
         task.cancel()
 
     (tmp_path / "snapshots").mkdir()

@@ -20,6 +20,7 @@ from p2p.handshake import ChainPosition
 from p2p.service import BlockResult, Outcome, PushOutcome
 from p2p.sync import Action, FetchRange, Stage, SyncManager
 from tests.p2p.configs import sync_config
+from tests.support.wait import settle, within
 
 
 class FakeChain:
@@ -33,6 +34,16 @@ class FakeChain:
         self.light: list[int] = []
         self.ahead: list[list[int]] = []
         self.told: list[bool] = []  # per push: whether it was to tell of each block taken
+        self.changed = asyncio.Condition()  # notified after each push
+
+    async def until(self, condition: Callable[[], bool], what: str) -> None:
+        """Wait, 5 s at most, until ``condition`` holds after a push."""
+        async with self.changed:
+            await within(self.changed.wait_for(condition), what)
+
+    async def _notify(self) -> None:
+        async with self.changed:
+            self.changed.notify_all()
 
     def position(self) -> ChainPosition:
         zero = BlockId(bytes(32))
@@ -65,6 +76,7 @@ class FakeChain:
                 results.append(BlockResult(block, Outcome.APPLIED))
             else:
                 results.append(BlockResult(block, Outcome.DUPLICATE))
+        await self._notify()
         return PushOutcome(results)
 
     async def admit_transactions(
@@ -74,6 +86,10 @@ class FakeChain:
 
     async def add_votes(self, votes: Sequence[Vote]) -> list[VoteOutcome]:
         return []
+
+
+async def pushed_nowhere(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
+    """The applier's report of a push, for the tests that look at the chain instead."""
 
 
 _MADE: list[SignedBlock] = []
@@ -106,9 +122,7 @@ def test_blocks_arriving_out_of_order_are_pushed_in_order_from_the_head() -> Non
         assert applier.add("p3", b3) and applier.add("p1", b1) and applier.add("p2", b2)
         assert len(applier) == 3
         task = asyncio.create_task(applier.run())
-        async with asyncio.timeout(5):
-            while chain.head < 3:
-                await asyncio.sleep(0.01)
+        await chain.until(lambda: chain.head >= 3, "block 3 applied")
         task.cancel()
 
     asyncio.run(main())
@@ -122,10 +136,7 @@ def test_a_gap_holds_back_the_blocks_above_it() -> None:
     chain = FakeChain()
     b1, b2, b3 = blocks(3)
 
-    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
-        return None
-
-    applier = BlockApplier(chain, on_pushed)
+    applier = BlockApplier(chain, pushed_nowhere)
     applier.add("p", b1)
     applier.add("p", b3)
     assert [b.num for _, b in applier.next_batch()] == [1]
@@ -139,10 +150,7 @@ def test_a_batch_holds_at_most_batch_blocks_above_the_head() -> None:
     """A long contiguous run is cut into trips of ``BATCH`` blocks."""
     chain = FakeChain()
 
-    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
-        return None
-
-    applier = BlockApplier(chain, on_pushed)
+    applier = BlockApplier(chain, pushed_nowhere)
     for block in blocks(BATCH + 5):
         applier.add("p", block)
     assert len(applier.next_batch()) == BATCH
@@ -153,17 +161,12 @@ def test_a_batch_comes_with_the_blocks_that_follow_it() -> None:
     signatures to be recovered while it is applied), none past a gap or for the last batch."""
     chain = FakeChain()
 
-    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
-        return None
-
     async def main() -> None:
-        applier = BlockApplier(chain, on_pushed)
+        applier = BlockApplier(chain, pushed_nowhere)
         task = asyncio.create_task(applier.run())
         for block in blocks(BATCH + 3):
             applier.add("p", block)
-        async with asyncio.timeout(5):
-            while chain.head < BATCH + 3:
-                await asyncio.sleep(0.01)
+        await chain.until(lambda: chain.head >= BATCH + 3, "every block applied")
         task.cancel()
 
     asyncio.run(main())
@@ -175,10 +178,7 @@ def test_blocks_too_far_above_the_head_are_refused() -> None:
     """``max_ahead`` bounds memory: a block beyond head + max_ahead is not held."""
     chain = FakeChain()
 
-    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
-        return None
-
-    applier = BlockApplier(chain, on_pushed, max_ahead=2)
+    applier = BlockApplier(chain, pushed_nowhere, max_ahead=2)
     _, b2, b3 = blocks(3)
     assert applier.add("p", b2)
     assert not applier.add("p", b3)
@@ -191,10 +191,7 @@ def test_the_same_block_from_two_peers_is_pushed_once() -> None:
     """De-duplication by id within one height."""
     chain = FakeChain()
 
-    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
-        return None
-
-    applier = BlockApplier(chain, on_pushed)
+    applier = BlockApplier(chain, pushed_nowhere)
     (b1,) = blocks(1)
     applier.add("p", b1)
     applier.add("q", b1)
@@ -207,10 +204,7 @@ def test_the_lowest_block_held_is_told_with_its_peer() -> None:
     chain = FakeChain()
     _, b2, b3 = blocks(3)
 
-    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
-        return None
-
-    applier = BlockApplier(chain, on_pushed)
+    applier = BlockApplier(chain, pushed_nowhere)
     assert applier.lowest() is None
     applier.add("q", b3)
     applier.add("p", b2)
@@ -247,8 +241,12 @@ def test_a_batch_being_applied_is_held_and_not_asked_for_again() -> None:
     now = [100.0]
     sync = SyncManager(sync_config(sync_fetch_span=100, timeout=5.0), clock=lambda: now[0])
 
+    synced = asyncio.Event()
+
     async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
         sync.chain_advanced(chain.head, chain.head)
+        if sync.head >= 3:
+            synced.set()
 
     async def main() -> tuple[list[Action], tuple[str, int] | None]:
         applier = BlockApplier(chain, on_pushed)
@@ -263,9 +261,7 @@ def test_a_batch_being_applied_is_held_and_not_asked_for_again() -> None:
         now[0] += 1.0
         actions = sync.tick() + sync.applier_waits(held)
         chain.release.set()
-        async with asyncio.timeout(5):
-            while sync.head < 3:
-                await asyncio.sleep(0.01)
+        await within(synced.wait(), "the sync manager told of head 3")
         assert applier.lowest() is None, "applied: no longer held"
         task.cancel()
         return actions, held
@@ -284,17 +280,14 @@ def test_a_reader_waits_for_room_until_a_push_moves_the_head(
     monkeypatch.setattr(applier_module, "ROOM_WAIT", 30.0)
     chain = FakeChain()
 
-    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
-        pass
-
     async def main() -> tuple[float, bool, float]:
-        applier = BlockApplier(chain, on_pushed)
+        applier = BlockApplier(chain, pushed_nowhere)
         loop = asyncio.get_running_loop()
         started = loop.time()
         await applier.room(LOOKAHEAD)
         at_once = loop.time() - started
         waiting = asyncio.create_task(applier.room(LOOKAHEAD + 2))
-        await asyncio.sleep(0.2)
+        await settle()
         waited = not waiting.done()
         for block in blocks(2):
             applier.add("p", block)
@@ -318,11 +311,8 @@ def test_a_reader_waits_for_room_no_longer_than_room_wait(
     messages, and its stall and silence clocks, are not held up longer)."""
     monkeypatch.setattr(applier_module, "ROOM_WAIT", 0.3)
 
-    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
-        pass
-
     async def main() -> float:
-        applier = BlockApplier(FakeChain(), on_pushed)
+        applier = BlockApplier(FakeChain(), pushed_nowhere)
         loop = asyncio.get_running_loop()
         started = loop.time()
         await applier.room(LOOKAHEAD + 50)
@@ -339,11 +329,8 @@ def test_in_light_validation_a_reader_reads_one_batch_above_the_head(
     at once and the next one waits; in full validation LOOKAHEAD has room at once."""
     monkeypatch.setattr(applier_module, "ROOM_WAIT", 0.3)
 
-    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
-        pass
-
     async def waited(light_upto: int, num: int) -> float:
-        applier = BlockApplier(FakeChain(), on_pushed, light_upto=lambda: light_upto)
+        applier = BlockApplier(FakeChain(), pushed_nowhere, light_upto=lambda: light_upto)
         loop = asyncio.get_running_loop()
         started = loop.time()
         await applier.room(num)
@@ -364,21 +351,16 @@ def test_in_light_validation_the_applier_waits_for_a_whole_batch(
     monkeypatch.setattr(applier_module, "FILL_WAIT", 30.0)
     chain = FakeChain()
 
-    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
-        pass
-
     async def main() -> list[list[int]]:
-        applier = BlockApplier(chain, on_pushed, light_upto=lambda: 10_000)
+        applier = BlockApplier(chain, pushed_nowhere, light_upto=lambda: 10_000)
         made = blocks(BATCH)
         for block in made[:-1]:
             applier.add("p", block)
         task = asyncio.create_task(applier.run())
-        await asyncio.sleep(0.2)
+        await settle()
         before = list(chain.pushes)
         applier.add("p", made[-1])
-        async with asyncio.timeout(5):
-            while chain.head < BATCH:
-                await asyncio.sleep(0.01)
+        await chain.until(lambda: chain.head >= BATCH, "the whole batch applied")
         task.cancel()
         return before
 
@@ -396,19 +378,14 @@ def test_in_light_validation_a_short_batch_goes_once_blocks_stop_coming_or_at_fi
     monkeypatch.setattr(applier_module, "FILL_WAIT", most)
     chain = FakeChain()
 
-    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
-        pass
-
     async def main() -> float:
-        applier = BlockApplier(chain, on_pushed, light_upto=lambda: 10_000)
+        applier = BlockApplier(chain, pushed_nowhere, light_upto=lambda: 10_000)
         for block in blocks(5):
             applier.add("p", block)
         loop = asyncio.get_running_loop()
         started = loop.time()
         task = asyncio.create_task(applier.run())
-        async with asyncio.timeout(5):
-            while chain.head < 5:
-                await asyncio.sleep(0.01)
+        await chain.until(lambda: chain.head >= 5, "the short batch applied")
         task.cancel()
         return loop.time() - started
 
@@ -445,6 +422,7 @@ class SteppedChain(FakeChain):
             if i == 0:
                 await self.release.wait()
         self.published = self.head
+        await self._notify()
         return outcome
 
 
@@ -457,13 +435,10 @@ def test_a_reader_gets_room_as_each_block_of_a_batch_is_taken(
     monkeypatch.setattr(applier_module, "ROOM_WAIT", 30.0)
     chain = SteppedChain()
 
-    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
-        pass
-
     async def main() -> tuple[bool, int, bool]:
-        applier = BlockApplier(chain, on_pushed)
+        applier = BlockApplier(chain, pushed_nowhere)
         waiting = asyncio.create_task(applier.room(LOOKAHEAD + 1))
-        await asyncio.sleep(0.1)
+        await settle()
         held_before = not waiting.done()
         for block in blocks(3):
             applier.add("p", block)
@@ -472,10 +447,9 @@ def test_a_reader_gets_room_as_each_block_of_a_batch_is_taken(
             await waiting
         published_then = chain.position().head_num
         chain.release.set()
-        while chain.published < 3:
-            await asyncio.sleep(0.01)
+        await chain.until(lambda: chain.published >= 3, "the batch's head published")
         beyond = asyncio.create_task(applier.room(3 + LOOKAHEAD + 1))
-        await asyncio.sleep(0.1)
+        await settle()
         held_after = not beyond.done()
         beyond.cancel()
         task.cancel()
@@ -496,19 +470,14 @@ def test_in_light_validation_a_reader_waits_while_a_batch_is_applied(
     monkeypatch.setattr(applier_module, "FILL_QUIET", 0.01)
     chain = SteppedChain()
 
-    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
-        pass
-
     async def main() -> tuple[bool, float]:
-        applier = BlockApplier(chain, on_pushed, light_upto=lambda: 10_000)
+        applier = BlockApplier(chain, pushed_nowhere, light_upto=lambda: 10_000)
         for block in blocks(3):
             applier.add("p", block)
         task = asyncio.create_task(applier.run())
-        async with asyncio.timeout(5):
-            while not chain.pushes:
-                await asyncio.sleep(0.01)
+        await chain.until(lambda: bool(chain.pushes), "the first push")
         waiting = asyncio.create_task(applier.room(4))
-        await asyncio.sleep(0.1)
+        await settle()
         held = not waiting.done()
         chain.release.set()
         async with asyncio.timeout(5):
@@ -538,11 +507,9 @@ def test_only_batches_with_signatures_to_recover_are_told_of_block_by_block() ->
         task = asyncio.create_task(applier.run())
         for block in blocks(2):
             applier.add("p", block)
-        while chain.head < 2:
-            await asyncio.sleep(0.01)
+        await chain.until(lambda: chain.head >= 2, "blocks 1 and 2 applied")
         applier.add("p", blocks(3)[2])
-        while chain.head < 3:
-            await asyncio.sleep(0.01)
+        await chain.until(lambda: chain.head >= 3, "block 3 applied")
         task.cancel()
 
     asyncio.run(main())

@@ -43,7 +43,7 @@ from p2p.messages import (
 from p2p.tcp import TcpChannel
 from p2p.testing import MemoryChannel
 from p2p.tls import TlsIdentity, negotiate
-from tests.integration.conftest import SLOWDOWN
+from tests.support.wait import SLOWDOWN, settle, until, within
 
 KEY = PrivateKey(b"\x07" * 32)
 ID = BlockId(b"\x00\x00\x00\x05" + b"\x01" * 28)
@@ -257,18 +257,21 @@ def test_send_waits_while_the_receiver_does_not_read(kind: str) -> None:
                 await p.a.send(filler)
                 sent += 1
 
+        async def stalled() -> int:
+            """How many were sent once a pass of the loop sends no more."""
+            while True:
+                before = sent
+                await settle()
+                if sent == before:
+                    return sent
+
         task = asyncio.create_task(flood())
-        await asyncio.sleep(0.5)
-        stalled_at = sent
+        stalled_at = await within(stalled(), "the sender stalled")
         assert not task.done(), "send must block when nobody reads"
         for _ in range(stalled_at):
             await p.b.recv()
         # Freed within seconds, however slow the machine (an emulated guest takes a while).
-        for _ in range(300):
-            if sent > stalled_at:
-                break
-            await asyncio.sleep(0.1)
-        assert sent > stalled_at, "reading frees the sender"
+        await until(lambda: sent > stalled_at, "reading frees the sender", timeout=30)
         task.cancel()
 
     run(kind, scenario)

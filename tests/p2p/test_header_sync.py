@@ -24,6 +24,7 @@ from p2p.messages import HeaderRange, HeaderRangeRequest
 from p2p.peer import Peer
 from p2p.service import ChainService
 from tests.p2p.fakes import FakePeer, FakeSwitch
+from tests.support.wait import until
 
 
 class Served:
@@ -72,7 +73,7 @@ def test_the_signed_headers_asked_for_are_served(tmp_path: Path) -> None:
         await reactor.receive(cast(Peer, peer), HeaderRangeRequest(2, MAX_HEADERS))
         await reactor.receive(cast(Peer, peer), HeaderRangeRequest(1, 1))  # while serving
         answer = await asyncio.wait_for(peer.outbox.get(), 10)
-        await asyncio.sleep(0.2)
+        await until(lambda: not reactor._serving, "the serving done")
         assert peer.outbox.empty(), "the request made while one was served was dropped"
         running.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -236,11 +237,11 @@ def test_a_batch_is_judged_off_the_event_loop(tmp_path: Path) -> None:
         async def ticker() -> None:
             nonlocal ticks
             while True:
-                await asyncio.sleep(0.001)
+                await asyncio.sleep(0)  # a pass of the loop
                 ticks += 1
 
         running = asyncio.get_running_loop().create_task(ticker())
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)
         reactor._tick(follow)
         ticks = 0
         await reactor.receive(cast(Peer, peer), HeaderRange(1, _encoded(chain, 1, 150)))

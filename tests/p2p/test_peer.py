@@ -7,6 +7,7 @@ import asyncio
 
 from p2p.messages import RawBlock, SyncRequest, Time
 from p2p.peer import SMALL_MESSAGE_BYTES, Outbox, wire_size
+from tests.support.wait import settle
 
 MIB = 1024 * 1024
 
@@ -49,7 +50,7 @@ def test_put_waits_for_room_in_bytes_and_goes_on_when_the_writer_takes_some() ->
         box = Outbox(max_bytes=2 * MIB)
         await box.put(block(MIB))
         waiting = asyncio.ensure_future(box.put(block(3 * MIB // 2)))
-        await asyncio.sleep(0.05)
+        await settle()
         assert not waiting.done() and box.qsize() == 1
         await box.get()
         await asyncio.wait_for(waiting, 1)
@@ -67,7 +68,7 @@ def test_discard_takes_out_one_kind_and_frees_its_bytes_for_a_waiting_put() -> N
         await box.put(Time(0, 0, 1, 0))
         await box.put(block(MIB))
         waiting = asyncio.ensure_future(box.put(block(MIB)))
-        await asyncio.sleep(0.01)
+        await settle()
         assert not waiting.done()
         assert box.discard(RawBlock) == wire_size(block(MIB))
         await asyncio.wait_for(waiting, 1)

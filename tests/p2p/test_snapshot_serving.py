@@ -24,6 +24,7 @@ from p2p.messages import (
 from p2p.peer import Peer
 from p2p.snapshot_fetch import manifest_root
 from p2p.snapshot_serving import MAX_QUEUED, MAX_SERVING, SnapshotServer
+from tests.support.wait import until
 
 TRUSTED = BlockId((7).to_bytes(4, "big") + b"t" * 28)
 CHUNK = 4096
@@ -104,8 +105,7 @@ def test_a_peer_that_asks_and_never_reads_pins_a_bounded_number_of_answers() -> 
                 await asyncio.sleep(0)
             assert peer.outbox.qsize() <= MAX_QUEUED
             assert len(server._answers["r"]) <= MAX_SERVING
-            await asyncio.sleep(0.5)
-            assert server._answers["r"] == set()
+            await until(lambda: server._answers["r"] == set(), "the answers given up")
             assert peer.outbox.qsize() <= MAX_QUEUED
 
     asyncio.run(scenario())
@@ -120,8 +120,7 @@ def test_an_answer_to_a_peer_with_a_full_outbox_is_dropped_after_the_send_wait()
         server = SnapshotServer(OneSnapshot(), send_wait=0.2)
         async with running(server):
             _ask(server, peer, SnapshotChunkRequest(TRUSTED, 0))
-            await asyncio.sleep(0.5)
-            assert server._answers["r"] == set()
+            await until(lambda: server._answers["r"] == set(), "the answer given up")
 
     asyncio.run(scenario())
 
@@ -137,8 +136,8 @@ def test_a_chunk_no_longer_served_is_answered_with_the_list_without_it() -> None
         async with running(server):
             provider.gone = True
             _ask(server, peer, SnapshotChunkRequest(TRUSTED, 1))
-            await asyncio.sleep(0.05)
-            assert peer.outbox.qsize() == 1 and peer.outbox.get_nowait() == SnapshotList(())
+            await until(lambda: peer.outbox.qsize() == 1, "the answer in the outbox")
+            assert peer.outbox.get_nowait() == SnapshotList(())
 
     asyncio.run(scenario())
 
@@ -154,7 +153,7 @@ def test_the_answers_waiting_for_a_peer_that_goes_are_cancelled() -> None:
         server = SnapshotServer(OneSnapshot(), send_wait=10)
         async with running(server):
             _ask(server, peer, SnapshotChunkRequest(TRUSTED, 0))
-            await asyncio.sleep(0.01)
+            await until(lambda: len(server._answers.get("r", ())) == 1, "the answer waiting")
             (waiting,) = server._answers["r"]
             server.peer_gone("r")
             await asyncio.sleep(0)

@@ -30,6 +30,7 @@ from p2p.reactor import Reactor
 from p2p.switch import Connection, SessionEnd, Switch
 from p2p.testing import MemoryChannel
 from tests.p2p.configs import switch_config
+from tests.support.wait import until
 
 
 def handshake(node_id: bytes) -> Handshake:
@@ -64,8 +65,14 @@ async def connect(
     ours, theirs = MemoryChannel.pair()
     conn = Connection(ours, node_id, handshake(node_id), dialed)
     task = asyncio.create_task(switch.serve(conn))
-    await asyncio.sleep(0.01)
+    await in_peer_set(switch, node_id)
     return theirs, task
+
+
+async def in_peer_set(switch: Switch, node_id: bytes) -> None:
+    """Wait until the session of ``node_id`` has joined ``switch``'s peer set."""
+    peer = peer_id_of(node_id)
+    await until(lambda: peer in [p.id for p in switch.peers()], "the session in the peer set")
 
 
 def test_bans_double_with_each_offence_up_to_ten_minutes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -161,14 +168,19 @@ def test_a_failing_reactor_ends_the_switch_and_its_sessions() -> None:
     silently), and every peer's channel is closed on the way out."""
 
     class Crashing(Reactor):
+        def __init__(self) -> None:
+            self.crash = asyncio.Event()
+
         async def run(self) -> None:
-            await asyncio.sleep(0.05)
+            await self.crash.wait()
             raise RuntimeError("reactor bug")
 
     async def main() -> None:
-        switch = Switch(os.urandom(32), switch_config(), [Crashing()])
+        crashing = Crashing()
+        switch = Switch(os.urandom(32), switch_config(), [crashing])
         running = asyncio.create_task(switch.run())
         theirs, session = await connect(switch, os.urandom(32))
+        crashing.crash.set()
         with pytest.raises(ExceptionGroup) as failed:
             await asyncio.wait_for(running, 5)
         assert failed.value.subgroup(RuntimeError) is not None
@@ -219,7 +231,7 @@ def test_a_peer_that_reads_nothing_is_dropped_at_the_write_limit_and_its_outbox_
         ours, theirs = MemoryChannel.pair(capacity=2)
         node = os.urandom(32)
         task = asyncio.create_task(switch.serve(Connection(ours, node, handshake(node), False)))
-        await asyncio.sleep(0.01)
+        await in_peer_set(switch, node)
         [peer] = switch.peers()
         for _ in range(10):
             peer.offer(RawBlock(bytes(1000)))

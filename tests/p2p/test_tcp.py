@@ -15,6 +15,7 @@ from p2p.codec import HEADER_SIZE, encode_frame
 from p2p.errors import ChannelBroken, ChannelClosed, OversizedFrame
 from p2p.messages import GoAway, GoAwayReason, Time
 from p2p.tcp import TcpChannel
+from tests.support.wait import until
 
 GO_AWAY = encode_frame(GoAway(GoAwayReason.NO_REASON, b"n" * 32, "x" * 200))
 
@@ -169,7 +170,10 @@ def test_a_close_that_cannot_flush_in_time_aborts_the_connection(
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         channel = await accepted.get()
         sending = asyncio.create_task(channel.send_raw(bytes(queued)))
-        await asyncio.sleep(0.1)  # the send is stuck behind the full buffers
+        await until(
+            lambda: channel._writer.transport.get_write_buffer_size() > 0,
+            "the send stuck behind the full buffers",
+        )
         started = time.monotonic()
         await channel.close()
         assert time.monotonic() - started < 1.0

@@ -30,6 +30,7 @@ from p2p.tls import (
     parse_preamble,
     preamble,
 )
+from tests.support.wait import until
 
 CHAIN = b"c" * 32
 PEER = b"p" * 32
@@ -320,7 +321,7 @@ def test_a_tls_channel_closed_while_its_peer_sends_is_freed_at_once() -> None:
                 raise AssertionError("the oversized frame was not refused")
             await theirs.close()
             del ours, theirs, accepted
-        await asyncio.sleep(0.1)  # the transports' closing callbacks run
+        await until(lambda: state() is None, "the transports' closing callbacks to free it")
         return state
 
     gc.disable()  # what reference counting alone frees
@@ -347,7 +348,11 @@ def test_a_tls_channel_whose_peer_takes_nothing_is_aborted_at_close(
             assert isinstance(accepted, tuple)
             theirs: TcpChannel = accepted[0]
             sending = asyncio.create_task(ours.send_raw(bytes(64 << 20)))
-            await asyncio.sleep(0.1)  # stuck behind the full buffers: theirs reads nothing
+            raw = ours._plaintext
+            assert raw is not None
+            await until(  # stuck behind the full buffers: theirs reads nothing
+                lambda: raw.transport.get_write_buffer_size() > 0, "the send buffered"
+            )
             started = time.monotonic()
             await ours.close()
             with contextlib.suppress(ChannelBroken):

@@ -29,6 +29,7 @@ from p2p.testing import dial, until_closed
 from p2p.tls import TlsIdentity, preamble
 from p2p.transport import Transport, TransportConfig
 from tests.p2p.configs import transport_config
+from tests.support.wait import until
 
 CHAIN_ID = b"c" * 32
 GENESIS = BlockId(b"\x00" * 32)
@@ -146,9 +147,10 @@ def test_inbound_connections_beyond_the_per_address_cap_are_closed_unanswered() 
             assert await stranger(port) is None
             assert await stranger(port, "127.0.0.3") is not None
             await held[0].close()
-            async with asyncio.timeout(2):
-                while await stranger(port) is None:
-                    await asyncio.sleep(0.05)
+            await until(
+                lambda: node.inbound.per_address.get("127.0.0.2", 0) < 2, "a slot given back"
+            )
+            assert await stranger(port) is not None
 
     asyncio.run(main())
 
@@ -185,8 +187,7 @@ def test_a_full_waiting_room_gives_up_its_oldest_connection_still_owing_its_prea
             assert node.listen_port is not None
             port = node.listen_port
             first, second = [await raw_connection(port, "127.0.0.2") for _ in range(2)]
-            await asyncio.sleep(0.05)
-            assert node.inbound.waiting == 2
+            await until(lambda: node.inbound.waiting == 2, "both in the waiting room")
             assert await stranger(port) is not None  # the preamble, then TLS
             async with asyncio.timeout(1):
                 await until_closed(first)
@@ -239,8 +240,10 @@ def test_a_stranger_that_drips_its_preamble_is_cut_at_the_preamble_timeout() -> 
                 await until_closed(channel)
             dripping.cancel()
             assert 0.3 <= time.monotonic() - start < 1.0
-            await asyncio.sleep(0.05)
-            assert node.inbound.unauthenticated == 0 and not node.inbound.per_address
+            await until(
+                lambda: node.inbound.unauthenticated == 0 and not node.inbound.per_address,
+                "the slot given back",
+            )
 
     asyncio.run(main())
 
@@ -281,8 +284,10 @@ def test_a_silent_stranger_is_dropped_at_the_handshake_timeout() -> None:
             async with asyncio.timeout(2):
                 await until_closed(channel)
             assert 0.3 <= time.monotonic() - start < 1.0
-            await asyncio.sleep(0.05)
-            assert node.inbound.unauthenticated == 0 and not node.inbound.per_address
+            await until(
+                lambda: node.inbound.unauthenticated == 0 and not node.inbound.per_address,
+                "the slot given back",
+            )
 
     asyncio.run(main())
 

@@ -17,7 +17,8 @@ import pytest
 
 from p2p.rdma.device import detect
 from p2p.rdma.verbs import RdmaUnavailable, load
-from tests.integration.conftest import BIN, SLOWDOWN, Nodes, free_port
+from tests.integration.conftest import BIN, Nodes, free_port
+from tests.support.wait import SLOWDOWN
 
 
 def _no_device_args() -> list[str]:

@@ -58,23 +58,27 @@ def test_cores_used_is_cpu_over_wall_to_two_decimals() -> None:
 
 
 # A child whose main thread spends 0.2 CPU-s, then starts a thread that spends 0.4 CPU-s and
-# stays alive, and prints when both are done (CPU time, so a loaded machine only slows it).
+# stays alive until the test closes the child's stdin, and prints when both are done (CPU
+# time, so a loaded machine only slows it).
 TWO_THREADS = """
 import sys, threading, time
 def spend(s):
     end = time.thread_time() + s
     while time.thread_time() < end:
         pass
-done = threading.Event()
+done, stop = threading.Event(), threading.Event()
 def worker():
     spend(0.4)
     done.set()
-    time.sleep(60)
+    stop.wait()
 spend(0.2)
-threading.Thread(target=worker, daemon=True).start()
+thread = threading.Thread(target=worker)
+thread.start()
 done.wait()
 print("ready", flush=True)
 sys.stdin.read()
+stop.set()
+thread.join()
 """
 
 

@@ -8,12 +8,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from scripts import vm_boot
+from tests.support.wait import wait_until
 
 SCRIPT = Path(vm_boot.__file__)
 
@@ -87,6 +87,7 @@ def test_a_marker_left_by_an_earlier_run_does_not_count(
 
 
 def test_a_stopped_vm_is_not_booted_again(tmp_path: Path) -> None:
+    """A VM stopped by a signal while it runs is not booted again, and the script says so."""
     command = [
         sys.executable,
         str(SCRIPT),
@@ -101,9 +102,7 @@ def test_a_stopped_vm_is_not_booted_again(tmp_path: Path) -> None:
         *fake_vm(tmp_path, 'trap "exit 143" TERM\nfor _ in $(seq 200); do sleep 0.05; done\n'),
     ]
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 10
-    while not (tmp_path / "boots").exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until((tmp_path / "boots").exists, 10, "the fake VM booted")
     os.kill(proc.pid, signal.SIGTERM)
     _, err = proc.communicate(timeout=10)
     assert boots(tmp_path) == 1

@@ -37,8 +37,12 @@ async def _not_json_200(request: web.Request) -> web.Response:
     return web.Response(status=200, text="hello")
 
 
+# Set by the test once the client has given up: until then ``/slow`` does not answer.
+_ANSWER_SLOW = threading.Event()
+
+
 async def _slow(request: web.Request) -> web.Response:
-    await asyncio.sleep(2)
+    await asyncio.to_thread(_ANSWER_SLOW.wait, 10)
     return web.json_response({})
 
 
@@ -128,5 +132,9 @@ def test_a_refused_connection_is_unreachable() -> None:
 
 def test_a_timeout_is_unreachable(url: str) -> None:
     """A node that does not answer within the timeout: NodeUnreachable saying it timed out."""
-    with pytest.raises(NodeUnreachable, match="timed out"):
-        RpcClient(url, timeout=0.2).call("/slow")
+    _ANSWER_SLOW.clear()
+    try:
+        with pytest.raises(NodeUnreachable, match="timed out"):
+            RpcClient(url, timeout=0.2).call("/slow")
+    finally:
+        _ANSWER_SLOW.set()

@@ -3,8 +3,8 @@ the cache, and a bad signature is reported for its own transaction only."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 
@@ -13,6 +13,7 @@ from chain.core.crypto import PrivateKey, recover_many, sha256
 from chain.core.errors import BadSignature
 from chain.core.transaction import SignedTransaction, Transaction
 from chain.core.types import AccountName, PublicKey
+from chain.signatures import signers as signers_module
 from chain.signatures.signers import MAX_SHARE, SignerKeys
 from chain.signatures.sigpool import ParallelRecoverer, Waiter
 
@@ -105,11 +106,13 @@ def test_known_transactions_are_not_recovered_again(pool: _CountingPool) -> None
 
 
 class _SlowPool(_CountingPool):
-    """Workers whose answer comes ``delay`` seconds after it is asked for."""
+    """Workers whose answer comes ``delay`` seconds after it is asked for, on the clock
+    ``now`` (which the test makes the signers' clock)."""
 
-    def __init__(self, delay: float) -> None:
+    def __init__(self, delay: float, now: list[float]) -> None:
         super().__init__(1)
         self.delay = delay
+        self.now = now
         self.sent = 0
 
     def submit(self, items: list[tuple[bytes, bytes]]) -> Waiter:
@@ -117,17 +120,21 @@ class _SlowPool(_CountingPool):
         answer = recover_many(items)
 
         def wait() -> list[PublicKey | None]:
-            time.sleep(self.delay)
+            self.now[0] += self.delay
             return answer
 
         return wait
 
 
-def test_the_share_recovered_here_follows_the_workers_lag() -> None:
+def test_the_share_recovered_here_follows_the_workers_lag(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Workers that keep the caller waiting get a growing part of each block recovered here
-    instead (never over half), workers that answer at once get (nearly) all of it back, and
-    the keys are right either way."""
-    slow = _SlowPool(0.005)
+    instead (never over half), workers that answer at once get all of it back, and the keys
+    are right either way."""
+    now = [0.0]
+    monkeypatch.setattr(signers_module, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    slow = _SlowPool(0.005, now)
     try:
         keys = SignerKeys(CHAIN_ID, slow)
         expected = SignerKeys(CHAIN_ID, recover_many)
@@ -146,8 +153,6 @@ def test_the_share_recovered_here_follows_the_workers_lag() -> None:
             txs = _txs(50)
             keys.prefetch(txs)
             assert keys.recover(txs) == expected.recover(txs)
-        # Back to (nearly) nothing: on a loaded machine a worker that answers "at once" may
-        # still keep the caller waiting now and then, so the last step or two may remain.
-        assert keys._share <= MAX_SHARE / 10
+        assert keys._share == 0.0, "back to nothing"
     finally:
         slow.close()

@@ -26,6 +26,7 @@ from node.api.rpc import Api
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner, InclusionWatch
 from tests.node.api.test_rpc import FakeNetwork
+from tests.support.wait import until
 
 # Transactions of seven 1 KB-memo transfers in the big block: 2.27 MB of JSON, the size of
 # issue 28's block.
@@ -86,24 +87,27 @@ def test_big_answers_past_the_budget_get_503_until_a_stalled_one_is_gone(
             stalled.setblocking(False)
             await asyncio.get_running_loop().sock_connect(stalled, ("127.0.0.1", port))
             stalled.send(_get_block_request(port, big.num))
-            await asyncio.sleep(0.5)  # its answer fills the kernel's queues, and waits
             async with aiohttp.ClientSession() as http:
 
                 async def post(path: str, body: object) -> tuple[int, dict[str, object]]:
                     async with http.post(url + path, json=body) as response:
                         return response.status, await response.json()
 
-                status, refused = await post("/v1/chain/get_block", {"block_num_or_id": 2})
-                assert status == 503, refused
+                answers: list[tuple[int, dict[str, object]]] = []
+
+                async def block_is(status: int) -> bool:
+                    answers.append(await post("/v1/chain/get_block", {"block_num_or_id": 2}))
+                    return answers[-1][0] == status
+
+                # Its answer fills the kernel's queues, and waits: the budget is taken.
+                await until(lambda: block_is(503), "the stalled answer holding the budget")
+                refused = answers[-1][1]
                 assert "being written" in str(refused["error"])
                 assert (await post("/v1/chain/get_info", {}))[0] == 200
                 if leaves == "closes":
                     stalled.close()
-                    await asyncio.sleep(0.2)
-                else:
-                    await asyncio.sleep(1.5)
-                status, block = await post("/v1/chain/get_block", {"block_num_or_id": 2})
-                assert status == 200
+                await until(lambda: block_is(200), "the block served", 10)
+                block = answers[-1][1]
                 assert len(block["transactions"]) == BIG_BLOCK_TXS  # type: ignore[arg-type]
         finally:
             stalled.close()

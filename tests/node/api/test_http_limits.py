@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from chain.controller import Chain
 from genesis.testing import DevNet
 from node.admission import Admitter
 from node.api.http import make_admin_app, make_app, serve
@@ -24,6 +25,7 @@ from node.api.rpc import Api
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner, InclusionWatch
 from tests.node.api.test_rpc import FakeNetwork
+from tests.support.wait import SLOWDOWN, until
 
 ALICE = {"account_name": "alice"}
 
@@ -76,10 +78,15 @@ def _serve(
 
 
 async def _hold_chain(runner: ChainRunner) -> tuple[threading.Event, asyncio.Task[bool]]:
-    """Keep the chain thread busy until the returned event is set."""
-    gate = threading.Event()
-    blocker = asyncio.create_task(runner.call(lambda _: gate.wait(10)))
-    await asyncio.sleep(0.05)
+    """Keep the chain thread busy until the returned event is set; return once it is."""
+    entered, gate = threading.Event(), threading.Event()
+
+    def hold(_: Chain) -> bool:
+        entered.set()
+        return gate.wait(10)
+
+    blocker = asyncio.create_task(runner.call(hold))
+    assert await asyncio.to_thread(entered.wait, 5 * SLOWDOWN), "the chain thread held"
     return gate, blocker
 
 
@@ -90,10 +97,15 @@ def test_requests_beyond_the_in_flight_limit_get_503_at_once(tmp_path: Path) -> 
     async def check(s: Served) -> None:
         gate, blocker = await _hold_chain(s.runner)
         held = [asyncio.create_task(s.post("/v1/chain/get_account", ALICE)) for _ in range(2)]
-        await asyncio.sleep(0.1)
-        started = time.monotonic()
-        status, refused = await s.post("/v1/chain/get_info")
-        assert time.monotonic() - started < 0.5
+        answers: list[tuple[int, Any]] = []
+
+        async def busy() -> bool:  # get_info needs no chain thread: 200 until both are in
+            answers.append(await s.post("/v1/chain/get_info"))
+            return answers[-1][0] != 200
+
+        await until(busy, "a request refused")
+        assert not any(h.done() for h in held), "answered at once, not after the chain"
+        status, refused = answers[-1]
         assert (status, refused["error"]["name"]) == (503, "busy")
         assert "in flight" in refused["error"]["what"]
         gate.set()
@@ -114,12 +126,14 @@ def test_an_answer_over_the_time_limit_gets_504(tmp_path: Path) -> None:
         status, answer = await s.post("/v1/chain/get_account", ALICE)
         elapsed = time.monotonic() - started
         assert (status, answer["error"]["name"]) == (504, "timeout")
-        assert 0.3 <= elapsed < 1.5
+        assert elapsed >= limits.max_response_s, "not before the time per request"
+        assert not blocker.done(), "at the time limit, not once the chain was free"
         gate.set()
         await blocker
         assert (await s.post("/v1/chain/get_account", ALICE))[0] == 200
 
-    _serve(tmp_path, HttpLimits(max_response_s=0.3), check)
+    limits = HttpLimits(max_response_s=0.3)
+    _serve(tmp_path, limits, check)
 
 
 async def _drip(port: int, head: bytes, drip: bytes, every_s: float, limit_s: float) -> bytes:
@@ -150,24 +164,25 @@ def test_slow_drip_senders_are_cut_off(tmp_path: Path) -> None:
     are each disconnected within the read timeout (the body one after a 408 JSON answer);
     an honest client on a kept-alive connection is served meanwhile."""
 
+    limits = HttpLimits(read_timeout_s=0.5)
+    # A drip of 1,000 bytes at 0.05 s takes 50 s: cut within a few read timeouts, it was the
+    # timeout that cut it (``_drip`` raises past ``cut``).
+    cut = 6 * limits.read_timeout_s * SLOWDOWN
+
     async def check(s: Served) -> None:
-        started = time.monotonic()
         header = b"POST /v1/node/health HTTP/1.1\r\nHost: x\r\nX-Slow: "
-        assert await _drip(s.port, b"", header + b"a" * 1000, 0.05, 3.0) == b""
-        assert time.monotonic() - started < 1.5
+        assert await _drip(s.port, b"", header + b"a" * 1000, 0.05, cut) == b""
         started = time.monotonic()
-        assert await _drip(s.port, b"", b"", 0, 3.0) == b""  # idle: never sends
-        assert 0.4 < time.monotonic() - started < 1.5
-        started = time.monotonic()
+        assert await _drip(s.port, b"", b"", 0, cut) == b""  # idle: never sends
+        assert time.monotonic() - started >= 0.8 * limits.read_timeout_s, "not before it"
         head = b"POST /v1/node/health HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"
-        answer = await _drip(s.port, head, b"{" + b" " * 999, 0.05, 3.0)
+        answer = await _drip(s.port, head, b"{" + b" " * 999, 0.05, cut)
         assert answer.startswith(b"HTTP/1.1 408 ")
         assert b'"name":"timeout"' in answer and b"application/json" in answer
-        assert time.monotonic() - started < 1.5
         for _ in range(3):  # one kept-alive session
             assert (await s.post("/v1/node/health"))[0] == 200
 
-    _serve(tmp_path, HttpLimits(read_timeout_s=0.5), check)
+    _serve(tmp_path, limits, check)
 
 
 def test_a_405_allows_exactly_the_documented_methods(tmp_path: Path) -> None:

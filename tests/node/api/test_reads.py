@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from chain.controller import Chain
 from chain.core.errors import NotFound
 from genesis.testing import DevNet
+from node.api import reads as reads_module
 from node.api.reads import ChainReads, ReadPacer, ReadsBusy
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner
@@ -29,16 +31,22 @@ def _with_runner(tmp_path: Path, body: Callable[[ChainRunner], Coroutine[Any, An
         runner.close()
 
 
-def test_reads_run_on_the_chain_thread_in_batches_within_a_budget(tmp_path: Path) -> None:
+def test_reads_run_on_the_chain_thread_in_batches_within_a_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Queued reads go to the chain thread together, a batch ending once its time budget is
-    spent; each caller gets its own answer, or its own error, in order."""
+    spent (on the test's clock); each caller gets its own answer, or its own error, in
+    order."""
     metrics = NodeMetrics()
     threads: list[str] = []
+    now = [0.0]
+    clock = SimpleNamespace(perf_counter=lambda: now[0], monotonic=time.monotonic)
+    monkeypatch.setattr(reads_module, "time", clock)
 
     def slow(n: int) -> Callable[[Chain], int]:
         def query(chain: Chain) -> int:
             threads.append(threading.current_thread().name)
-            time.sleep(0.012)
+            now[0] += 0.012  # a 12 ms read
             if n == 3:
                 raise NotFound("three")
             return n + chain.head.num

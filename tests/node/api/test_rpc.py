@@ -31,6 +31,7 @@ from node.runner import ChainRunner, InclusionWatch
 from node.snapshot_writer import SnapshotWriter
 from p2p.snapshot_fetch import StateSyncStatus
 from p2p.sync import Stage, SyncStatus
+from tests.support.wait import until
 
 A, B = AccountName("alice"), AccountName("bob")
 Client = TestClient[web.Request, web.Application]
@@ -158,10 +159,8 @@ def test_push_modes_and_inclusion(tmp_path: Path) -> None:
         push = asyncio.create_task(
             rig.post("/v1/chain/push_transaction", _body(committed, mode="commit"))
         )
-        for _ in range(1000):  # the commit push admitted (its answer waits for the block)
-            if rig.runner.view.mempool_size == 2:
-                break
-            await asyncio.sleep(0.01)
+        # The commit push admitted (its answer waits for the block).
+        await until(lambda: rig.runner.view.mempool_size == 2, "the commit push admitted", 10)
         block = await producer.maybe_produce(rig.runner.view.head.slot + 1)
         assert block is not None
         status, result = await push
@@ -177,10 +176,8 @@ def test_push_modes_and_inclusion(tmp_path: Path) -> None:
         asynced = await rig.tx(Transfer(A, B, 7))
         status, result = await rig.post("/v1/chain/push_transaction", _body(asynced, mode="async"))
         assert (status, result["status"]) == (200, "submitted")
-        for _ in range(100):  # the queued transaction is admitted in the background
-            if rig.runner.view.mempool_size == 1:
-                break
-            await asyncio.sleep(0.01)
+        # The queued transaction is admitted in the background.
+        await until(lambda: rig.runner.view.mempool_size == 1, "the async push admitted")
         status, pending = await rig.post("/v1/chain/get_transaction", {"id": asynced.id.hex()})
         assert (status, pending["status"]) == (200, "pending")
         metrics = await (await rig.client.get("/metrics")).text()
@@ -427,10 +424,15 @@ def test_reads_beyond_the_bound_get_503_busy(tmp_path: Path) -> None:
         gate = threading.Event()
         blocker = asyncio.create_task(rig.runner.call(lambda _: gate.wait(5)))
         body = {"account_name": "alice"}
-        queued = []
-        for _ in range(3):  # one in the batch on its way to the chain thread, two waiting
-            queued.append(asyncio.create_task(rig.post("/v1/chain/get_account", body)))
-            await asyncio.sleep(0.05)
+        (chain_reads,) = made
+        # One in the batch on its way to the chain thread, then two waiting.
+        queued = [asyncio.create_task(rig.post("/v1/chain/get_account", body))]
+        await until(
+            lambda: chain_reads._arrived.is_set() and not chain_reads._waiting,
+            "the first read taken into a batch",
+        )
+        queued += [asyncio.create_task(rig.post("/v1/chain/get_account", body)) for _ in "ab"]
+        await until(lambda: len(chain_reads._waiting) == 2, "two reads waiting")
         status, refused = await rig.post("/v1/chain/get_account", body)
         assert status == 503 and refused["error"]["name"] == "busy"
         assert "waiting for the chain" in refused["error"]["what"]
@@ -440,8 +442,11 @@ def test_reads_beyond_the_bound_get_503_busy(tmp_path: Path) -> None:
         metrics = rig.api.metrics.registry
         assert metrics.get_sample_value("bor_rpc_reads_refused_total") == 1
 
+    made: list[ChainReads] = []
+
     def reads(runner: ChainRunner, metrics: NodeMetrics) -> ChainReads:
-        return ChainReads(runner, metrics, max_waiting=2)
+        made.append(ChainReads(runner, metrics, max_waiting=2))
+        return made[-1]
 
     _run(tmp_path, scenario, make_reads=reads)
 
@@ -478,12 +483,14 @@ def test_an_async_push_refused_at_admission_is_told_by_get_transaction(tmp_path:
         forged = await rig.tx(Transfer(A, B, 8), signers=["bob"])
         status, result = await rig.post("/v1/chain/push_transaction", _body(forged, mode="async"))
         assert (status, result["status"]) == (200, "submitted")
-        answer: Any = None
-        for _ in range(200):  # admitted (here: refused) in the background
-            status, answer = await rig.post("/v1/chain/get_transaction", {"id": forged.id.hex()})
-            if status == 200:
-                break
-            await asyncio.sleep(0.01)
+        answers: list[tuple[int, Any]] = []
+
+        async def known() -> bool:  # admitted (here: refused) in the background
+            answers.append(await rig.post("/v1/chain/get_transaction", {"id": forged.id.hex()}))
+            return answers[-1][0] == 200
+
+        await until(known, "the transaction known")
+        status, answer = answers[-1]
         assert (status, answer["status"], answer["error"]) == (200, "refused", "missing_authority")
         assert "bob" in answer["reason"] or "alice" in answer["reason"], answer
         status, _ = await rig.post("/v1/chain/get_transaction", {"id": "00" * 32})

@@ -25,6 +25,7 @@ from node.api.rpc import Api
 from node.api.stream import STREAM_PATH, StreamHub, StreamLimits
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner, InclusionWatch
+from tests.support.wait import until
 
 Client = TestClient[web.Request, web.Application]
 WS = aiohttp.ClientWebSocketResponse
@@ -217,10 +218,10 @@ def test_streams_over_the_caps_are_refused_with_1013(tmp_path: Path) -> None:
                 reason, code = await _refused(second)
                 assert "(http-max-streams-per-address = 1)" in reason and code == 1013
             assert node.metrics.stream_subscribers._value.get() == 1
-        for _ in range(50):
-            await asyncio.sleep(0.02)  # the server sees the first one close
-            if node.metrics.stream_subscribers._value.get() == 0:
-                break
+        await until(
+            lambda: node.metrics.stream_subscribers._value.get() == 0,
+            "the server seeing the first one close",
+        )
         async with node.client.ws_connect(STREAM_PATH) as third:
             await third.send_json({"type": "subscribe", "stream": "blocks"})
             assert (await _next(third))["type"] == "subscribed"

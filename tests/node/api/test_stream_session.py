@@ -25,6 +25,7 @@ from node.api.stream_frames import TRY_AGAIN_LATER, Cursor, IndexCache, Refused,
 from node.api.stream_replay import ReplayCache, read_after
 from node.api.stream_session import Session
 from node.runner import ChainRunner
+from tests.support import wait
 
 A, B, C = AccountName("alice"), AccountName("bob"), AccountName("carol")
 
@@ -63,10 +64,19 @@ class Harness:
         return asyncio.create_task(self.session.run(self.runner, self.send))
 
     async def settle(self) -> None:
-        """Let the session's task send what it was given."""
-        for _ in range(20):
-            await asyncio.sleep(0)
-        await asyncio.sleep(0.02)
+        """Wait until the session has sent what it was given: twice in a row, with the chain
+        thread's queue run through (the session's reads answered, every update delivered)
+        and the loop settled, its inbox is empty and no frame came."""
+
+        async def quiet() -> None:
+            calm = 0
+            while calm < 2:
+                sent = len(self.frames)
+                await self.runner.call(lambda _: None)
+                await wait.settle()
+                calm = calm + 1 if len(self.frames) == sent and not self.session._inbox else 0
+
+        await wait.within(quiet(), "the session idle")
 
     def blocks(self) -> list[tuple[str, int]]:
         """(type, block number) of every frame about a block."""
