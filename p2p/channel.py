@@ -1,9 +1,9 @@
 """The Channel interface: one connection to one peer, carrying typed messages.
 
 Implementations: ``TcpChannel`` (asyncio streams, with or without TLS), ``RdmaChannel``
-(``p2p.rdma``) and the in-memory ``MemoryChannel`` of ``p2p.testing``. Everything above a
-channel is the same for every transport. The contract (checked for every implementation by
-``tests/p2p/test_channel_contract.py``):
+(``p2p.rdma``) and the in-memory ``MemoryChannel`` of the tests (``tests.support.channels``).
+Everything above a channel is the same for every transport. The contract (checked for every
+implementation by ``tests/p2p/test_channel_contract.py``):
 
 - ``send`` (and ``send_many``, several at once) delivers messages in order; it waits
   (back-pressure) while the channel's bounded buffer is full, and raises ``ChannelClosed``

@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from node.devnet import plan, prepare
 from p2p.errors import ChannelClosed
-from p2p.testing import negotiated, until_closed
 from scripts.benchtools import cores, free_port, free_ports, post_json
+from scripts.peers import negotiated, until_closed
 
 BIN = Path(sys.executable).parent / "bor-node"
 ANNOUNCED = 8 * 1024 * 1024  # the frame length each connection announces (MAX_FRAME_SIZE)

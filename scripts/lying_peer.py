@@ -2,7 +2,7 @@
 
     python -m scripts.lying_peer HOST:PORT --chain-id HEX [--seconds 30] [--same-identity]
 
-Each session claims head and LIB 10^9 (``p2p.testing.LyingPeer``), answers keepalives and
+Each session claims head and LIB 10^9 (``scripts.peers.LyingPeer``), answers keepalives and
 serves nothing; when the node sends it away it dials again a second later, by default as a
 new identity (fresh node id and key: bans are per node id, so this is the harder case).
 scripts/chaos.py runs it on a namespaced host as one of its faults. The last line is JSON:
@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from p2p.errors import P2PError
-from p2p.testing import LyingPeer
+from scripts.peers import LyingPeer
 
 REDIAL_SECONDS = 1.0
 SESSION_LIMIT_SECONDS = 60.0  # a node keeping a liar longer than this is itself a finding

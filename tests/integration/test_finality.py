@@ -21,8 +21,8 @@ from chain.storage.store import BlockStore
 from node.devnet import DevNode, prepare
 from p2p.handshake import ChainPosition
 from p2p.messages import BlockMessage, VoteMessage
-from p2p.testing import dial
 from scripts.make_history import make_history
+from scripts.peers import dial
 from tests.integration.conftest import (
     NodeProcess,
     Nodes,

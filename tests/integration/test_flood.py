@@ -3,7 +3,7 @@ on): a flood of strangers announcing 8 MiB frames, peers that drip a frame slowl
 (slowloris) before and after the handshake, and strangers that drip the preamble.
 
 The strangers speak the protocol as far as anyone can (the preamble, then TLS, through
-``p2p.testing.dial``), so their frames reach the node's frame limits and deadline inside
+``scripts.peers.dial``), so their frames reach the node's frame limits and deadline inside
 TLS; the caps on inbound connections are checked before the node reads a byte. The node's
 memory is its ``VmRSS``; the strangers come from loopback addresses of their own
 (127.0.x.y), a legitimate node from 127.0.0.1.
@@ -23,9 +23,9 @@ from p2p.codec import encode_frame
 from p2p.errors import ChannelClosed
 from p2p.messages import PROTOCOL_VERSION, Hello
 from p2p.tcp import FRAME_SECONDS, TcpChannel
-from p2p.testing import dial, until_closed
 from p2p.tls import preamble
 from scripts.bench_flood import ANNOUNCED, hostile, rss_mib, source_address
+from scripts.peers import dial, until_closed
 from tests.integration.conftest import NodeProcess, Nodes, free_port, wait_for
 from tests.p2p.configs import transport_config
 from tests.support.peers import authenticated

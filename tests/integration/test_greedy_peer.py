@@ -2,7 +2,7 @@
 blocks and never reads them, and strangers that drip the preamble to hold the slots honest
 peers need for their handshakes.
 
-The peers are written with our own p2p classes (``p2p.testing``): a real TCP connection, the
+The peers are written with our own p2p classes (``scripts.peers``): a real TCP connection, the
 preamble and TLS 1.3 the node's default ``p2p-tls = on`` asks for, and a handshake signed by a
 fresh key (``allowed-connection = any`` lets anyone in). The node's memory is its ``VmRSS``.
 """
@@ -25,9 +25,9 @@ from node.devnet import plan, prepare
 from p2p.errors import ChannelClosed, P2PError
 from p2p.messages import SyncRequest
 from p2p.tcp import TcpChannel
-from p2p.testing import dial, negotiated, until_closed
 from p2p.tls import preamble
 from scripts.bench_flood import rss_mib
+from scripts.peers import dial, negotiated, until_closed
 from tests.integration.conftest import NodeProcess, Nodes, free_port, wait_for
 from tests.support.peers import authenticate
 from tests.support.wait import SLOWDOWN

@@ -21,7 +21,7 @@ from node.devnet import DevNode, prepare
 from p2p.errors import P2PError
 from p2p.handshake import ChainPosition
 from p2p.messages import GoAwayReason
-from p2p.testing import LyingPeer, TricklingPeer
+from scripts.peers import LyingPeer, TricklingPeer
 from tests.integration.conftest import (
     NodeProcess,
     Nodes,

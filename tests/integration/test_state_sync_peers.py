@@ -14,8 +14,8 @@ from typing import Any
 
 from chain.core.types import BlockId
 from p2p.messages import GoAwayReason, SnapshotOffer
-from p2p.testing import SilentOfferer
 from scripts.make_history import make_history
+from scripts.peers import SilentOfferer
 from tests.integration.conftest import NodeProcess, Nodes, fresh_data_dir, wait_for
 from tests.support.wait import SLOWDOWN
 

@@ -30,8 +30,8 @@ from p2p.messages import PROTOCOL_VERSION, GoAway, GoAwayReason, Hello, RawBlock
 from p2p.rdma.device import RdmaDevice
 from p2p.service import Outcome
 from p2p.tcp import TcpChannel
-from p2p.testing import dial
 from p2p.tls import TlsIdentity
+from scripts.peers import dial
 from tests.p2p.configs import transport_config
 from tests.support.wait import SLOWDOWN, until
 

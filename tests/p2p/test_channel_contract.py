@@ -41,8 +41,8 @@ from p2p.messages import (
     VoteMessage,
 )
 from p2p.tcp import TcpChannel
-from p2p.testing import MemoryChannel
 from p2p.tls import TlsIdentity, negotiate
+from tests.support.channels import MemoryChannel
 from tests.support.wait import SLOWDOWN, settle, until, within
 
 KEY = PrivateKey(b"\x07" * 32)

@@ -28,8 +28,8 @@ from p2p.messages import (
 from p2p.peer import Peer, peer_id_of
 from p2p.reactor import Reactor
 from p2p.switch import Connection, SessionEnd, Switch
-from p2p.testing import MemoryChannel
 from tests.p2p.configs import switch_config
+from tests.support.channels import MemoryChannel
 from tests.support.wait import until
 
 

@@ -25,9 +25,9 @@ from p2p.messages import Message, TransactionMessage
 from p2p.service import PushOutcome
 from p2p.switch import Connection, SessionEnd
 from p2p.tcp import TcpChannel
-from p2p.testing import dial, until_closed
 from p2p.tls import TlsIdentity, preamble
 from p2p.transport import Transport, TransportConfig
+from scripts.peers import dial, until_closed
 from tests.p2p.configs import transport_config
 from tests.support.wait import until
 

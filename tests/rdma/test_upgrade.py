@@ -15,7 +15,7 @@ from p2p.errors import HandshakeFailed
 from p2p.messages import GoAwayReason, RdmaSetup, RdmaStep, Time
 from p2p.rdma.upgrade import RdmaUpgrade
 from p2p.rdma.verbs import RdmaFailure
-from p2p.testing import MemoryChannel
+from tests.support.channels import MemoryChannel
 
 
 @dataclass

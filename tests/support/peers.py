@@ -9,11 +9,10 @@ from collections.abc import Mapping
 
 from chain.core.crypto import PrivateKey
 from chain.core.types import BlockId
-from p2p.errors import HandshakeFailed
 from p2p.handshake import ChainPosition, make_handshake
-from p2p.messages import PROTOCOL_VERSION, GoAway, GoAwayReason, Handshake, Hello, Message
+from p2p.messages import PROTOCOL_VERSION, Handshake, Hello
 from p2p.tcp import TcpChannel
-from p2p.testing import dial
+from scripts.peers import dial, refusal
 
 
 def lib_position(info: Mapping[str, object]) -> ChainPosition:
@@ -34,7 +33,7 @@ async def handshake(
     await channel.send(Hello(PROTOCOL_VERSION, chain_id, node_id, os.urandom(32)))
     hello = await channel.recv()
     if not isinstance(hello, Hello):
-        raise _refusal(hello)
+        raise refusal(hello)
     await channel.send(
         make_handshake(
             chain_id=chain_id,
@@ -48,7 +47,7 @@ async def handshake(
     )
     answer = await channel.recv()
     if not isinstance(answer, Handshake):
-        raise _refusal(answer)
+        raise refusal(answer)
 
 
 async def authenticate(channel: TcpChannel, binding: bytes, info: Mapping[str, object]) -> None:
@@ -68,9 +67,3 @@ async def authenticated(
         await channel.close()
         raise
     return channel
-
-
-def _refusal(message: Message) -> HandshakeFailed:
-    if isinstance(message, GoAway):
-        return HandshakeFailed(message.reason, message.detail)
-    return HandshakeFailed(GoAwayReason.FATAL_OTHER, f"got {type(message).__name__}")

@@ -1,8 +1,7 @@
-"""Stand-ins for tests and benches: a Channel pair in memory, for the logic above channels
-(and the contract suite); a dialler that opens a real connection to a node up to its
-first frame, for peers played by hand; and two such peers, a liar about its head and one
-that backs its lie with a trickle of blocks that link to nothing; and a snapshot offerer
-that never answers."""
+"""Peers played by hand against a real node, for the hostile-peer benches and tests: a dialler
+that opens a real connection up to its first frame; a liar about its head; one that backs its
+lie with a trickle of blocks that link to nothing; and a snapshot offerer that never answers.
+They are tools of the test harness, not of the node, so they live beside the benches."""
 
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ from chain.core.block import BlockHeader, SignedBlock
 from chain.core.crypto import PrivateKey
 from chain.core.types import AccountName, BlockId, BlockNum, block_num_of
 from p2p.channel import Channel
-from p2p.codec import decode_frame, encode_frame
 from p2p.errors import ChannelBroken, ChannelClosed, HandshakeFailed, MalformedMessage, P2PError
 from p2p.handshake import ChainPosition, make_handshake
 from p2p.messages import (
@@ -29,7 +27,6 @@ from p2p.messages import (
     Hello,
     Message,
     Notice,
-    Outbound,
     SnapshotChunkRequest,
     SnapshotList,
     SnapshotListRequest,
@@ -40,63 +37,6 @@ from p2p.messages import (
 )
 from p2p.tcp import TcpChannel
 from p2p.tls import TlsIdentity, negotiate
-
-_EOF = b""
-
-
-class MemoryChannel(Channel):
-    """One end of an in-memory pair. Messages go through the real codec, so what arrives is
-    exactly what a TCP peer would decode; the queue is bounded, so ``send`` back-pressures."""
-
-    transport = "memory"
-
-    def __init__(self, name: str, capacity: int) -> None:
-        super().__init__("memory:?")
-        self._name = name
-        self._inbox: asyncio.Queue[bytes] = asyncio.Queue(capacity)
-        self._peer: MemoryChannel | None = None
-
-    @classmethod
-    def pair(cls, capacity: int = 64) -> tuple[MemoryChannel, MemoryChannel]:
-        a, b = cls("a", capacity), cls("b", capacity)
-        a._peer, b._peer = b, a
-        return a, b
-
-    @property
-    def remote(self) -> str:
-        return f"memory:{self._peer._name if self._peer else '?'}"
-
-    async def send(self, message: Outbound) -> None:
-        if self._closed or self._peer is None or self._peer._closed:
-            raise ChannelClosed("memory channel is closed")
-        await self._peer._inbox.put(encode_frame(message))
-
-    async def recv(self) -> Message:
-        if self._closed:
-            raise ChannelClosed("memory channel is closed")
-        frame = await self._inbox.get()
-        if frame == _EOF:
-            self._closed = True
-            raise ChannelClosed("peer closed the memory channel")
-        try:
-            return decode_frame(frame)
-        except MalformedMessage:
-            await self.close()
-            raise
-
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        peer = self._peer
-        if peer is not None and not peer._closed:
-            while peer._inbox.full():  # make room for the end-of-stream marker
-                peer._inbox.get_nowait()
-            peer._inbox.put_nowait(_EOF)
-        while not self._inbox.empty():
-            self._inbox.get_nowait()
-        self._inbox.put_nowait(_EOF)  # wakes our own pending recv
-
 
 # --- a dialler played by hand ---------------------------------------------------------------
 
@@ -152,35 +92,7 @@ async def until_closed(channel: Channel) -> None:
             await channel.recv()
 
 
-async def authenticate(channel: TcpChannel, binding: bytes, info: dict[str, object]) -> None:
-    """On a channel from ``dial``, the hello and a handshake signed by a fresh key, claiming
-    the node's LIB (``info``: its ``get_info``) as head, as any stranger may. Raises
-    HandshakeFailed with the reason if the node sends us away, ChannelClosed if it closes."""
-    chain_id = bytes.fromhex(str(info["chain_id"]))
-    node_id = os.urandom(32)
-    await channel.send(Hello(PROTOCOL_VERSION, chain_id, node_id, os.urandom(32)))
-    hello = await channel.recv()
-    if not isinstance(hello, Hello):
-        raise _refusal(hello)
-    lib = int(str(info["last_irreversible_block_num"]))
-    lib_id = BlockId(bytes.fromhex(str(info["last_irreversible_block_id"])))
-    await channel.send(
-        make_handshake(
-            chain_id=chain_id,
-            node_id=node_id,
-            node_key=PrivateKey.generate(),
-            peer_nonce=hello.nonce,
-            position=ChainPosition(lib, lib_id, lib, lib_id),
-            p2p_address="",
-            tls_binding=binding,
-        )
-    )
-    answer = await channel.recv()
-    if isinstance(answer, GoAway):
-        raise _refusal(answer)
-
-
-def _refusal(message: Message) -> HandshakeFailed:
+def refusal(message: Message) -> HandshakeFailed:
     if isinstance(message, GoAway):
         return HandshakeFailed(message.reason, message.detail)
     return HandshakeFailed(GoAwayReason.FATAL_OTHER, f"got {type(message).__name__}")
