@@ -336,7 +336,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bor-node", description="BoR blockchain node")
     parser.add_argument("--version", action="version", version=f"bor-node {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Subcommand)
+    _add_node_commands(sub)
+    _add_devnet_command(sub)
+    _add_block_log_commands(sub)
+    _add_snapshot_commands(sub)
+    _add_genesis_commands(sub)
+    _add_status_command(sub)
+    return parser
 
+
+def _add_node_commands(sub: argparse._SubParsersAction[_Subcommand]) -> None:
+    """Run a node, and make the data dir it runs from."""
     run = sub.add_parser(
         "run",
         help="run a node from config.ini and flags",
@@ -351,6 +361,8 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--data-dir", default="data", help="the data dir to create (default: data)")
     init.set_defaults(func=_cmd_init)
 
+
+def _add_devnet_command(sub: argparse._SubParsersAction[_Subcommand]) -> None:
     dev = sub.add_parser("devnet", help="generate a dev chain (if needed) and run it")
     dev.add_argument(
         "--data-dir",
@@ -377,6 +389,9 @@ def build_parser() -> argparse.ArgumentParser:
         )
     dev.set_defaults(func=_cmd_devnet)
 
+
+def _add_block_log_commands(sub: argparse._SubParsersAction[_Subcommand]) -> None:
+    """Write the irreversible history to a block log, and start a data dir from one."""
     exp = sub.add_parser("export", help="write the irreversible history to a block log file")
     exp.add_argument("--data-dir", default="data", help="the node's data dir (default: data)")
     exp.add_argument("--genesis-json", help="genesis file (default: <data-dir>/genesis.json)")
@@ -394,6 +409,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     imp.set_defaults(func=_cmd_import)
 
+
+def _add_snapshot_commands(sub: argparse._SubParsersAction[_Subcommand]) -> None:
+    """Write or check a state snapshot, and start an empty data dir from one."""
     snap = sub.add_parser("snapshot", help="write or check a state snapshot")
     snap_sub = snap.add_subparsers(dest="snapshot_command", required=True)
     create = snap_sub.add_parser(
@@ -413,6 +431,8 @@ def build_parser() -> argparse.ArgumentParser:
     imps.add_argument("--genesis-json", help="default: <data-dir>/genesis.json")
     imps.set_defaults(func=_cmd_import_snapshot)
 
+
+def _add_genesis_commands(sub: argparse._SubParsersAction[_Subcommand]) -> None:
     gen = sub.add_parser("genesis", help="genesis tools")
     gen_sub = gen.add_subparsers(dest="genesis_command", required=True)
     new = gen_sub.add_parser("new", help="write a dev genesis and its keys")
@@ -424,6 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     new.set_defaults(func=_cmd_genesis_new)
 
+
+def _add_status_command(sub: argparse._SubParsersAction[_Subcommand]) -> None:
     stat = sub.add_parser(
         "status", help="show a node's head, LIB, sync progress and peers (asks its RPC)"
     )
@@ -439,7 +461,6 @@ def build_parser() -> argparse.ArgumentParser:
     stat.add_argument("--devnet", help="a devnet data dir: show every node of it")
     stat.add_argument("--json", action="store_true", help="print one JSON object, for scripts")
     stat.set_defaults(func=_cmd_status)
-    return parser
 
 
 def tune_gc() -> None:

@@ -21,22 +21,30 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chain.core.crypto import PrivateKey
-from scripts.bench_propagation import percentile, push_load, read_events, sign_load, stamp
-from scripts.benchtools import cores, cores_used, free_ports, post_json, tree_cpu
+from scripts.bench_propagation import (
+    Load,
+    dev_keys,
+    percentile,
+    push_load,
+    read_events,
+    sign_load,
+    stamp,
+    start_devnet,
+    stop_devnet,
+    wait_for_lib,
+)
+from scripts.benchtools import Cores, cores, cores_used, post_json, tree_cpu
 
 BIN = Path(sys.executable).parent / "bor-node"
 SAMPLE_S = 0.2  # head/LIB sampling period over the RPC
@@ -54,44 +62,6 @@ def sample_lags(urls: list[str], stop: threading.Event, out: list[int]) -> None:
         stop.wait(SAMPLE_S)
 
 
-def start_devnet(work: Path, producers: int) -> tuple[subprocess.Popen[bytes], list[str]]:
-    rpc_base, p2p_base = free_ports(producers), free_ports(producers)
-    devnet = subprocess.Popen(
-        [
-            str(BIN),
-            "devnet",
-            "--producers",
-            str(producers),
-            "--data-dir",
-            str(work / "devnet"),
-            "--http-server-address",
-            f"127.0.0.1:{rpc_base}",
-            "--p2p-base-port",
-            str(p2p_base),
-            "--admin-base-port",
-            str(free_ports(producers)),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    return devnet, [f"http://127.0.0.1:{rpc_base + i}" for i in range(producers)]
-
-
-def wait_for_lib(devnet: subprocess.Popen[bytes], urls: list[str]) -> dict[str, Any]:
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            infos = [post_json(u + "/v1/chain/get_info") for u in urls]
-            if min(i["last_irreversible_block_num"] for i in infos) > 3:
-                return dict(infos[0])
-        except OSError:
-            pass
-        if devnet.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit("bench_finality: the devnet did not reach a LIB")
-        time.sleep(0.5)
-
-
 def final_ids(url: str, first: int, last: int) -> dict[int, str]:
     """Ids of the final chain's blocks ``first``..``last`` as one node has them."""
     out = {}
@@ -103,23 +73,38 @@ def final_ids(url: str, first: int, last: int) -> dict[int, str]:
     return out
 
 
-def main() -> None:
+class Finality(NamedTuple):
+    """Milliseconds from production to finality: on each other node (``latencies``) and on
+    the slowest one per block (``slowest``); blocks ``forked`` out, and blocks some node did
+    not see final (``unfinalized``)."""
+
+    latencies: list[float]
+    slowest: list[float]
+    forked: int
+    unfinalized: int
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rate", type=float, default=1000.0, help="transactions per second")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--producers", type=int, default=4)
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    machine = cores()
-    print(machine, flush=True)
-    work = Path(tempfile.mkdtemp(prefix="bor-bench-finality-"))
-    devnet, urls = start_devnet(work, args.producers)
+
+def apply_load(
+    devnet: subprocess.Popen[bytes],
+    work: Path,
+    urls: list[str],
+    info: dict[str, Any],
+    args: argparse.Namespace,
+) -> tuple[Load, list[int]]:
+    """Push the load, then wait for its last blocks to become final; what the load did, and
+    head - LIB of every node sampled all along."""
     lags: list[int] = []
     stop = threading.Event()
     try:
-        info = wait_for_lib(devnet, urls)
-        keys_doc = json.loads((work / "devnet" / "keys.json").read_text())
-        keys = {name: PrivateKey.from_text(k) for name, k in keys_doc.items()}
+        keys = dev_keys(work)
         count = int(args.rate * args.seconds)
         print(f"signing {count:,} transfers …", flush=True)
         bodies = sign_load(info, keys, count)
@@ -134,17 +119,16 @@ def main() -> None:
         time.sleep(5)  # the last blocks of the load become final
         stop.set()
         sampler.join()
-        final_info = post_json(urls[0] + "/v1/chain/get_info")
-        chain = final_ids(urls[0], 1, int(final_info["last_irreversible_block_num"]))
     finally:
         stop.set()
-        os.killpg(devnet.pid, signal.SIGTERM)
-        try:
-            devnet.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(devnet.pid, signal.SIGKILL)
+    return Load(ok, refused, spent, load_start, load_end, nodes_cpu), lags
 
-    nodes = [f"node{i + 1}" for i in range(args.producers)]
+
+def read_finality(
+    work: Path, nodes: list[str]
+) -> tuple[dict[str, tuple[float, str, int]], dict[str, list[tuple[int, float]]], int]:
+    """From the nodes' logs: each block's production (time, producer, number), each node's
+    LIB advances (LIB, time), and how many times production paused for want of votes."""
     produced: dict[str, tuple[float, str, int]] = {}  # id -> (time, node, num)
     final_at: dict[str, list[tuple[int, float]]] = {n: [] for n in nodes}  # (lib, time)
     paused = 0
@@ -157,13 +141,23 @@ def main() -> None:
                 final_at[node].append((int(event["lib"]), stamp(event)))
             elif kind == "production_paused_no_votes":
                 paused += 1
-    shutil.rmtree(work, ignore_errors=True)
+    return produced, final_at, paused
 
+
+def measure_finality(
+    produced: dict[str, tuple[float, str, int]],
+    final_at: dict[str, list[tuple[int, float]]],
+    chain: dict[int, str],
+    nodes: list[str],
+    load: Load,
+) -> Finality:
+    """The finality of the blocks produced under load; a block not on ``chain`` (the final
+    chain's ids by number) was forked out."""
     latencies: list[float] = []
     slowest: list[float] = []
     forked = unfinalized = 0
     for short_id, (t0, origin, num) in produced.items():
-        if not load_start <= t0 <= load_end:
+        if not load.start <= t0 <= load.end:
             continue
         if not chain.get(num, "").startswith(short_id):
             forked += 1
@@ -183,6 +177,20 @@ def main() -> None:
         slowest.append(max(per_node))
     if not latencies:
         raise SystemExit("bench_finality: no block under load became final on every node")
+    return Finality(latencies, slowest, forked, unfinalized)
+
+
+def report(
+    args: argparse.Namespace,
+    machine: Cores,
+    load: Load,
+    lags: list[int],
+    paused: int,
+    finality: Finality,
+) -> None:
+    """Print the figures in sentences, then as the JSON object that is the last line."""
+    ok, refused, spent = load.ok, load.refused, load.spent
+    latencies, slowest, forked = finality.latencies, finality.slowest, finality.forked
     figures = {
         "producers": args.producers,
         "finality_p50_ms": round(percentile(latencies, 0.5), 1),
@@ -192,13 +200,13 @@ def main() -> None:
         "lib_lag_blocks_max": max(lags) if lags else None,
         "blocks": len(slowest),
         "blocks_forked_out": forked,
-        "blocks_not_final_everywhere": unfinalized,
+        "blocks_not_final_everywhere": finality.unfinalized,
         "production_pauses": paused,
         "rate_target": args.rate,
         "rate_accepted": round(ok / spent),
         "refused": refused,
         "cores_available": machine.available,
-        "cores_used": cores_used(nodes_cpu, load_end - load_start),
+        "cores_used": cores_used(load.nodes_cpu, load.end - load.start),
     }
     print(
         f"load: {ok:,} accepted ({ok / spent:,.0f} tx/s), {refused:,} refused; "
@@ -211,6 +219,26 @@ def main() -> None:
         f"head - LIB at most {figures['lib_lag_blocks_max']} blocks"
     )
     print(json.dumps(figures))
+
+
+def main() -> None:
+    args = parse_args()
+    machine = cores()
+    print(machine, flush=True)
+    work = Path(tempfile.mkdtemp(prefix="bor-bench-finality-"))
+    devnet, urls = start_devnet(work, args.producers)
+    try:
+        info = wait_for_lib(devnet, urls, within_s=120, bench="bench_finality")
+        load, lags = apply_load(devnet, work, urls, info, args)
+        final_info = post_json(urls[0] + "/v1/chain/get_info")
+        chain = final_ids(urls[0], 1, int(final_info["last_irreversible_block_num"]))
+    finally:
+        stop_devnet(devnet)
+    nodes = [f"node{i + 1}" for i in range(args.producers)]
+    produced, final_at, paused = read_finality(work, nodes)
+    shutil.rmtree(work, ignore_errors=True)
+    finality = measure_finality(produced, final_at, chain, nodes, load)
+    report(args, machine, load, lags, paused, finality)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 import wasmtime
@@ -42,6 +42,7 @@ from chain.core.actions import SetCode
 from chain.core.crypto import PrivateKey, public_key_to_text
 from chain.core.transaction import SignedTransaction, Transaction, tapos_of
 from chain.core.types import AccountName, BlockId
+from genesis.model import Genesis
 from node.config import OPTIONS
 from scripts import bench_apply
 from scripts.bench_setcode_stall import Heads, salted, start_pair
@@ -137,7 +138,22 @@ async def push_all(url: str, bodies: list[bytes]) -> Counter[str]:
     return answers
 
 
-def main() -> None:
+class Flood(NamedTuple):
+    """What the flood did: the pushes' answers by status, each node's RSS before and at its
+    peak (MiB), each head's longest stand-still (s), the transactions the producer included
+    and refused (by reason), and when the pushes began and the watch ended (monotonic s)."""
+
+    answers: Counter[str]
+    before: list[float]
+    peaks: list[float]
+    still: list[float]
+    included: int
+    refusals: dict[str, int]
+    started: float
+    ended: float
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--txs", type=int, default=600)
     parser.add_argument("--accounts", type=int, default=3)
@@ -145,7 +161,98 @@ def main() -> None:
     parser.add_argument(
         "--max-mempool-bytes", type=int, default=None, help="passed to both nodes if given"
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def sign_setcodes(
+    info: dict[str, Any],
+    genesis: Genesis,
+    keys: dict[str, PrivateKey],
+    users: list[str],
+    code: bytes,
+    count: int,
+) -> tuple[list[bytes], int]:
+    """``count`` setcode transactions of ``code``, each salted apart, from ``users`` in turn,
+    as push_transaction bodies; and the bytes of one transaction."""
+    ref_num, ref_prefix = tapos_of(BlockId(bytes.fromhex(info["head_block_id"])))
+    bodies = []
+    for i in range(count):
+        user = users[i % len(users)]
+        action = SetCode(AccountName(user), salted(code, i))
+        tx = Transaction(int(time.time()) + 600, ref_num, ref_prefix, (action,))
+        stx = SignedTransaction.sign(tx, genesis.chain_id, [keys[user]])
+        body = {
+            "packed_trx": stx.packed.hex(),
+            "signatures": [stx.signatures[0].hex()],
+            "mode": "async",
+        }
+        bodies.append(json.dumps(body).encode())
+    return bodies, stx.size
+
+
+def wait_until_drained(urls: list[str]) -> None:
+    """Until both mempools have stayed empty QUIET_S, or DRAIN_TIMEOUT_S pass."""
+    deadline = time.monotonic() + DRAIN_TIMEOUT_S
+    empty_since = None
+    while time.monotonic() < deadline:
+        sizes = [post_json(u + "/v1/chain/get_info")["mempool_size"] for u in urls]
+        if any(sizes):
+            empty_since = None
+        elif empty_since is None:
+            empty_since = time.monotonic()
+        elif time.monotonic() - empty_since >= QUIET_S:
+            break
+        time.sleep(0.25)
+
+
+def flood(
+    procs: list[subprocess.Popen[bytes]], urls: list[str], bodies: list[bytes], settle: float
+) -> Flood:
+    """Push every body to the producer (``urls[0]``) at once and watch both nodes' memory
+    and heads until the mempools drain and ``settle`` seconds more."""
+    producer_url = urls[0]
+    before = [round(vm_kib(p.pid, "VmRSS") / 1024, 1) for p in procs]
+    heads = Heads(urls)
+    heads.start()
+    started = time.monotonic()
+    answers = asyncio.run(push_all(producer_url, bodies))
+    print("answers:", dict(answers))
+    wait_until_drained(urls)
+    time.sleep(settle)
+    ended = time.monotonic()
+    heads.stop()
+    peaks = [round(vm_kib(p.pid, "VmHWM") / 1024, 1) for p in procs]
+    still = [heads.longest_still(i, started, ended) for i in (0, 1)]
+    final = [post_json(u + "/v1/chain/get_info") for u in urls]
+    print("heads at the end:", [f["head_block_num"] for f in final])
+    included = counter(producer_url, "bor_block_transactions_total")
+    refusals = refused(producer_url)
+    return Flood(answers, before, peaks, still, included, refusals, started, ended)
+
+
+def report(args: argparse.Namespace, tx_bytes: int, watched: Flood) -> None:
+    """Print the JSON object that is the last line of output."""
+    bound = mempool_bound(args)
+    result = {
+        "txs": args.txs,
+        "tx_bytes": tx_bytes,
+        "answers": dict(watched.answers),
+        "included": watched.included,
+        "refused": watched.refusals,
+        "mempool_bytes_bound_mib": None if bound is None else round(bound / MIB, 1),
+        "producer_rss_before_mib": watched.before[0],
+        "follower_rss_before_mib": watched.before[1],
+        "producer_rss_peak_mib": watched.peaks[0],
+        "follower_rss_peak_mib": watched.peaks[1],
+        "producer_still_s": watched.still[0],
+        "follower_still_s": watched.still[1],
+        "drain_s": round(watched.ended - watched.started - args.settle - QUIET_S, 1),
+    }
+    print(json.dumps(result))
+
+
+def main() -> None:
+    args = parse_args()
     genesis, keys = bench_apply.bench_genesis(args.accounts)
     users = [n for n in keys if n.startswith("user")][: args.accounts]
     code = padded_module(genesis.params.max_code_bytes)
@@ -162,68 +269,13 @@ def main() -> None:
             procs, producer_url, follower_url = start_pair(Path(tmp), genesis, key_text, extra)
             time.sleep(2)
             info = post_json(producer_url + "/v1/chain/get_info")
-            ref_num, ref_prefix = tapos_of(BlockId(bytes.fromhex(info["head_block_id"])))
-            bodies = []
-            for i in range(args.txs):
-                user = users[i % len(users)]
-                action = SetCode(AccountName(user), salted(code, i))
-                tx = Transaction(int(time.time()) + 600, ref_num, ref_prefix, (action,))
-                stx = SignedTransaction.sign(tx, genesis.chain_id, [keys[user]])
-                body = {
-                    "packed_trx": stx.packed.hex(),
-                    "signatures": [stx.signatures[0].hex()],
-                    "mode": "async",
-                }
-                bodies.append(json.dumps(body).encode())
-            tx_bytes = stx.size
+            bodies, tx_bytes = sign_setcodes(info, genesis, keys, users, code, args.txs)
             print(f"{args.txs} setcode transactions of {tx_bytes} bytes from {len(users)} accounts")
-            before = [round(vm_kib(p.pid, "VmRSS") / 1024, 1) for p in procs]
-            urls = [producer_url, follower_url]
-            heads = Heads(urls)
-            heads.start()
-            started = time.monotonic()
-            answers = asyncio.run(push_all(producer_url, bodies))
-            print("answers:", dict(answers))
-            deadline = time.monotonic() + DRAIN_TIMEOUT_S
-            empty_since = None
-            while time.monotonic() < deadline:
-                sizes = [post_json(u + "/v1/chain/get_info")["mempool_size"] for u in urls]
-                if any(sizes):
-                    empty_since = None
-                elif empty_since is None:
-                    empty_since = time.monotonic()
-                elif time.monotonic() - empty_since >= QUIET_S:
-                    break
-                time.sleep(0.25)
-            time.sleep(args.settle)
-            ended = time.monotonic()
-            heads.stop()
-            peaks = [round(vm_kib(p.pid, "VmHWM") / 1024, 1) for p in procs]
-            still = [heads.longest_still(i, started, ended) for i in (0, 1)]
-            final = [post_json(u + "/v1/chain/get_info") for u in urls]
-            print("heads at the end:", [f["head_block_num"] for f in final])
-            included = counter(producer_url, "bor_block_transactions_total")
-            refusals = refused(producer_url)
+            watched = flood(procs, [producer_url, follower_url], bodies, args.settle)
         finally:
             for proc in procs:
                 stop_node(proc)
-    bound = mempool_bound(args)
-    result = {
-        "txs": args.txs,
-        "tx_bytes": tx_bytes,
-        "answers": dict(answers),
-        "included": included,
-        "refused": refusals,
-        "mempool_bytes_bound_mib": None if bound is None else round(bound / MIB, 1),
-        "producer_rss_before_mib": before[0],
-        "follower_rss_before_mib": before[1],
-        "producer_rss_peak_mib": peaks[0],
-        "follower_rss_peak_mib": peaks[1],
-        "producer_still_s": still[0],
-        "follower_still_s": still[1],
-        "drain_s": round(ended - started - args.settle - QUIET_S, 1),
-    }
-    print(json.dumps(result))
+    report(args, tx_bytes, watched)
 
 
 if __name__ == "__main__":

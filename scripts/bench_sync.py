@@ -47,7 +47,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -332,7 +332,17 @@ def summarise(
     }
 
 
-def main() -> None:
+class History(NamedTuple):
+    """The history the source node serves: its dir, its LIB, its transactions and the
+    bytes of its export file."""
+
+    path: Path
+    lib: int
+    txs: int
+    size: int
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--txs", type=int, default=200_000)
     parser.add_argument("--txs-per-block", type=int, default=1000)
@@ -347,76 +357,119 @@ def main() -> None:
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    return args
 
+
+def ensure_history(history: Path, args: argparse.Namespace) -> None:
+    """Generate the history in ``history`` unless it holds one already (``--history``)."""
+    if not (history / "history.log").exists():
+        print(f"generating a history of {args.txs:,} transfers …", flush=True)
+        t0 = time.perf_counter()
+        make_history(history, args.txs, args.txs_per_block, accounts=args.accounts)
+        print(f"  done in {time.perf_counter() - t0:.0f} s")
+
+
+def read_history(path: Path, http: int) -> History:
+    """The history as the node on ``http`` serves it."""
+    info = rpc(http, "/v1/chain/get_info")
+    lib = info["last_irreversible_block_num"]
+    size = (path / "history.log").stat().st_size
+    txs = sum(
+        len(rpc(http, "/v1/chain/get_block", {"block_num_or_id": n})["transactions"])
+        for n in range(1, lib + 1)
+    )  # counted on the node, not taken from the generator
+    print(f"history: {lib:,} irreversible blocks, {txs:,} transactions, {size / 1e6:.1f} MB")
+    return History(path, lib, txs, size)
+
+
+def measure_mode(
+    work: Path,
+    history: History,
+    source: tuple[int, int],
+    mode: str,
+    transports: list[str],
+    args: argparse.Namespace,
+    r_samples: list[float],
+) -> dict[str, Any]:
+    """Run ``--repeat`` pairs of ``mode``, each reported as it ends and followed by a sample
+    of R; the figures of each transport over the pairs, by their key in the JSON object."""
+    lib, txs, size = history.lib, history.txs, history.size
+    imports: list[dict[str, float]] = []
+    syncs: dict[str, list[dict[str, float]]] = {t: [] for t in transports}
+    for pair in range(args.repeat):
+        imp, syns = run_pair(work, history.path, source, mode, lib, transports, args.p2p_tls, pair)
+        imports.append(imp)
+        report_import(mode, imp, lib, txs, size)
+        for transport, syn in syns.items():
+            syncs[transport].append(syn)
+            ratio = imp["seconds"] / syn["seconds"]
+            report_sync(mode, transport, syn, ratio, lib, txs, size)
+        r_samples.append(measure_r())
+    figures: dict[str, Any] = {}
+    for transport in transports:
+        key = mode if transport == "tcp" else f"{mode}_{transport}"
+        figures[key] = summarise(imports, syncs[transport], lib, txs, size)
+    return figures
+
+
+def settle_r(figures: dict[str, Any], r_samples: list[float]) -> None:
+    """Take the last sample of R, make R the median of the samples, and give each mode's
+    sync rate in units of it (``sync_R``)."""
+    r_samples.append(measure_r())
+    figures["R_after"] = round(r_samples[-1])
+    r = statistics.median(r_samples)
+    figures["R"] = round(r)
+    figures["R_samples"] = [round(x) for x in r_samples]
+    print(f"R samples {figures['R_samples']}: median {r:,.0f} (sync_R uses it)")
+    for key, value in figures.items():
+        if isinstance(value, dict) and "sync_tx_per_s_exact" in value:
+            value["sync_R"] = round(value.pop("sync_tx_per_s_exact") / r, 3)
+            print(
+                f"{key:10} median of {value['pairs']} pairs: sync/import "
+                f"{value['ratio_sync_import']:.3f} (pairs {value['ratio_samples']}), "
+                f"sync_R {value['sync_R']:.3f}"
+            )
+
+
+def main() -> None:
+    args = parse_args()
     machine = cores()
     print(machine, flush=True)
     work = Path(tempfile.mkdtemp(prefix="bor-bench-sync-"))
-    history = args.history or work / "history"
+    history_dir = args.history or work / "history"
     try:
-        if not (history / "history.log").exists():
-            print(f"generating a history of {args.txs:,} transfers …", flush=True)
-            t0 = time.perf_counter()
-            make_history(history, args.txs, args.txs_per_block, accounts=args.accounts)
-            print(f"  done in {time.perf_counter() - t0:.0f} s")
+        ensure_history(history_dir, args)
         transports = args.transport.split(",")
         source, http, p2p = start_node(
-            history, "--rdma", "auto" if "rdma" in transports else "off", "--p2p-tls", args.p2p_tls
+            history_dir,
+            "--rdma",
+            "auto" if "rdma" in transports else "off",
+            "--p2p-tls",
+            args.p2p_tls,
         )
-        info = rpc(http, "/v1/chain/get_info")
-        lib = info["last_irreversible_block_num"]
-        size = (history / "history.log").stat().st_size
-        txs = sum(
-            len(rpc(http, "/v1/chain/get_block", {"block_num_or_id": n})["transactions"])
-            for n in range(1, lib + 1)
-        )  # counted on the node, not taken from the generator
-        print(f"history: {lib:,} irreversible blocks, {txs:,} transactions, {size / 1e6:.1f} MB")
+        history = read_history(history_dir, http)
         # R moves with the load of this shared machine (8.1k to 5.4k inside one run was
         # seen): it is sampled before, between and after the runs, and the median is used.
         r_samples = [measure_r()]
         print(f"R (Ed25519 verify/s, one core): {r_samples[0]:,.0f}")
         figures: dict[str, Any] = {
             "R": round(r_samples[0]),
-            "blocks": lib,
-            "txs": txs,
-            "mb": size / 1e6,
+            "blocks": history.lib,
+            "txs": history.txs,
+            "mb": history.size / 1e6,
             "p2p_tls": args.p2p_tls,
             "repeat": args.repeat,
             "cores_available": machine.available,
         }
         try:
             for mode in args.modes.split(","):
-                imports: list[dict[str, float]] = []
-                syncs: dict[str, list[dict[str, float]]] = {t: [] for t in transports}
-                for pair in range(args.repeat):
-                    imp, syns = run_pair(
-                        work, history, (source.pid, p2p), mode, lib, transports, args.p2p_tls, pair
-                    )
-                    imports.append(imp)
-                    report_import(mode, imp, lib, txs, size)
-                    for transport, syn in syns.items():
-                        syncs[transport].append(syn)
-                        ratio = imp["seconds"] / syn["seconds"]
-                        report_sync(mode, transport, syn, ratio, lib, txs, size)
-                    r_samples.append(measure_r())
-                for transport in transports:
-                    key = mode if transport == "tcp" else f"{mode}_{transport}"
-                    figures[key] = summarise(imports, syncs[transport], lib, txs, size)
+                source_at = (source.pid, p2p)
+                figures.update(
+                    measure_mode(work, history, source_at, mode, transports, args, r_samples)
+                )
         finally:
             stop(source)
-        r_samples.append(measure_r())
-        figures["R_after"] = round(r_samples[-1])
-        r = statistics.median(r_samples)
-        figures["R"] = round(r)
-        figures["R_samples"] = [round(x) for x in r_samples]
-        print(f"R samples {figures['R_samples']}: median {r:,.0f} (sync_R uses it)")
-        for key, value in figures.items():
-            if isinstance(value, dict) and "sync_tx_per_s_exact" in value:
-                value["sync_R"] = round(value.pop("sync_tx_per_s_exact") / r, 3)
-                print(
-                    f"{key:10} median of {value['pairs']} pairs: sync/import "
-                    f"{value['ratio_sync_import']:.3f} (pairs {value['ratio_samples']}), "
-                    f"sync_R {value['sync_R']:.3f}"
-                )
+        settle_r(figures, r_samples)
         print(json.dumps(figures))
     finally:
         shutil.rmtree(work, ignore_errors=True)

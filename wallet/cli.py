@@ -10,6 +10,8 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -375,28 +377,56 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    common = _common_options(with_defaults=False)
-    sending = _sending_options()
-    parser = argparse.ArgumentParser(
-        prog="bor-wallet", description="BoR wallet", parents=[_common_options(with_defaults=True)]
-    )
-    parser.add_argument("--version", action="version", version=f"bor-wallet {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
+_Argument = tuple[str, dict[str, Any]]
+_AMOUNT: _Argument = ("amount", {"help": "10, 10.5 or '10.5000 BOR'"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Commands:
+    """Where subcommands are added: each takes the common options, and those that push a
+    transaction the sending ones too."""
+
+    sub: argparse._SubParsersAction[argparse.ArgumentParser]
+    common: argparse.ArgumentParser
+    sending: argparse.ArgumentParser
 
     def add(
+        self,
         name: str,
-        func: Any,
+        func: Callable[[argparse.Namespace], int],
         help: str,
-        *arguments: tuple[str, dict[str, Any]],
+        *arguments: _Argument,
         sends: bool = False,
     ) -> None:
-        parents = [common, sending] if sends else [common]
-        p = sub.add_parser(name, help=help, parents=parents)
+        parents = [self.common, self.sending] if sends else [self.common]
+        p = self.sub.add_parser(name, help=help, parents=parents)
         for flag, kwargs in arguments:
             p.add_argument(flag, **kwargs)
         p.set_defaults(func=func)
 
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bor-wallet", description="BoR wallet", parents=[_common_options(with_defaults=True)]
+    )
+    parser.add_argument("--version", action="version", version=f"bor-wallet {_version()}")
+    commands = _Commands(
+        sub=parser.add_subparsers(dest="command", required=True),
+        common=_common_options(with_defaults=False),
+        sending=_sending_options(),
+    )
+    _add_key_commands(commands)
+    _add_token_commands(commands)
+    _add_producer_commands(commands)
+    _add_account_commands(commands)
+    _add_contract_commands(commands)
+    _add_query_commands(commands)
+    return parser
+
+
+def _add_key_commands(commands: _Commands) -> None:
+    """The wallet's own keys: nothing here talks to the node."""
+    add = commands.add
     add("create", cmd_create, "create a key (and the wallet if needed)", ("--label", {}))
     add(
         "import",
@@ -407,19 +437,22 @@ def build_parser() -> argparse.ArgumentParser:
         ("--from-dev-keys", {"help": "keys.json written by bor-node devnet"}),
     )
     add("list", cmd_list, "list the public keys in the wallet")
-    amount = ("amount", {"help": "10, 10.5 or '10.5000 BOR'"})
+
+
+def _add_token_commands(commands: _Commands) -> None:
+    add = commands.add
     add(
         "transfer",
         cmd_transfer,
         "send tokens",
         ("sender", {}),
         ("recipient", {}),
-        amount,
+        _AMOUNT,
         ("--memo", {"default": "", "help": f"at most {MAX_MEMO} characters"}),
         sends=True,
     )
-    add("stake", cmd_stake, "stake tokens", ("account", {}), amount, sends=True)
-    add("unstake", cmd_unstake, "start unbonding stake", ("account", {}), amount, sends=True)
+    add("stake", cmd_stake, "stake tokens", ("account", {}), _AMOUNT, sends=True)
+    add("unstake", cmd_unstake, "start unbonding stake", ("account", {}), _AMOUNT, sends=True)
     add(
         "vote",
         cmd_vote,
@@ -428,6 +461,11 @@ def build_parser() -> argparse.ArgumentParser:
         ("producers", {"nargs": "*"}),
         sends=True,
     )
+
+
+def _add_producer_commands(commands: _Commands) -> None:
+    """Candidacy, and the governors' approvals of producers and of contract code."""
+    add = commands.add
     add(
         "regproducer",
         cmd_regproducer,
@@ -455,6 +493,10 @@ def build_parser() -> argparse.ArgumentParser:
         sends=True,
     )
     add("unregproducer", cmd_unregproducer, "withdraw candidacy", ("account", {}), sends=True)
+
+
+def _add_account_commands(commands: _Commands) -> None:
+    add = commands.add
     add(
         "newaccount",
         cmd_newaccount,
@@ -472,6 +514,10 @@ def build_parser() -> argparse.ArgumentParser:
         ("key", {}),
         sends=True,
     )
+
+
+def _add_contract_commands(commands: _Commands) -> None:
+    add = commands.add
     add(
         "push",
         cmd_push,
@@ -503,7 +549,10 @@ def build_parser() -> argparse.ArgumentParser:
         ("--auth", {"help": "accounts the call runs as authorized by, comma-separated"}),
         ("--hex", {"action": "store_true", "help": "the data is hex, not JSON"}),
     )
-    add(
+
+
+def _add_query_commands(commands: _Commands) -> None:
+    commands.add(
         "get",
         cmd_get,
         "query the node",
@@ -519,7 +568,6 @@ def build_parser() -> argparse.ArgumentParser:
         ("--index", {"action": "store_true", "help": "get table: by the secondary index"}),
         ("--hex", {"action": "store_true", "help": "get table: rows as hex, not decoded"}),
     )
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -274,27 +274,7 @@ class ContractRuntime:
             readonly=readonly,
             output=output,
         )
-        store = raw.Store(
-            self._ready().engine_ptr,
-            memory_bytes=params.max_memory_pages * PAGE,
-            table_elements=MAX_TABLE_ELEMENTS,
-            fuel=fuel,
-        )
-        act.fuel = fuel_meter = raw.Fuel(store.ctx)
-        previous = host.set_current(act)
-        try:
-            instance = self._instantiate(pre, store.ctx, act)
-            act.memory = instance.memory
-            receiver = host.signed64(act.receiver)
-            raw.call_apply(store.ctx, instance.apply, receiver, receiver, host.signed64(action_u64))
-            used = fuel - fuel_meter.left()
-        except RuntimeFault:
-            raise
-        except Exception as err:
-            raise self._error(err, act, params) from None
-        finally:
-            host.set_current(previous)
-            store.close()
+        used = self._apply(pre, act, action_u64, fuel, params)
         atrace.fuel = ACTION_FUEL + used
         atrace.console = act.console.decode("utf-8", errors="replace")
         trace.fuel += ACTION_FUEL + used
@@ -313,6 +293,38 @@ class ContractRuntime:
                 output,
             )
         return output
+
+    def _apply(
+        self,
+        pre: wasmtime.InstancePre,
+        act: host.Action,
+        action_u64: int,
+        fuel: int,
+        params: ChainParams,
+    ) -> int:
+        """Run the contract's ``apply`` for ``act`` in a store of its own holding ``fuel``, and
+        return the fuel it used; whatever the contract does wrong leaves as our error."""
+        store = raw.Store(
+            self._ready().engine_ptr,
+            memory_bytes=params.max_memory_pages * PAGE,
+            table_elements=MAX_TABLE_ELEMENTS,
+            fuel=fuel,
+        )
+        act.fuel = fuel_meter = raw.Fuel(store.ctx)
+        previous = host.set_current(act)
+        try:
+            instance = self._instantiate(pre, store.ctx, act)
+            act.memory = instance.memory
+            receiver = host.signed64(act.receiver)
+            raw.call_apply(store.ctx, instance.apply, receiver, receiver, host.signed64(action_u64))
+            return fuel - fuel_meter.left()
+        except RuntimeFault:
+            raise
+        except Exception as err:
+            raise self._error(err, act, params) from None
+        finally:
+            host.set_current(previous)
+            store.close()
 
     @staticmethod
     def _instantiate(pre: wasmtime.InstancePre, ctx: int, act: host.Action) -> raw.Instance:
