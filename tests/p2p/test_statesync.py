@@ -8,22 +8,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from types import SimpleNamespace
 from typing import cast
 
 import pytest
 from blake3 import blake3
 
-from chain.core.crypto import sha256
-from chain.core.header_chain import HeaderChain
-from chain.core.types import BlockId
-from chain.storage.snapshot import write_snapshot
-from genesis.testing import DevNet
 from p2p.messages import (
     GoAwayReason,
-    Message,
     SnapshotChunk,
-    SnapshotChunkRequest,
     SnapshotList,
     SnapshotListRequest,
     SnapshotManifest,
@@ -32,105 +24,23 @@ from p2p.messages import (
 )
 from p2p.peer import Peer
 from p2p.snapshot_fetch import MAX_REMEMBERED, Fetcher, manifest_root
-from p2p.statesync import RECHOOSE_S, StateSync
-from tests.p2p import fakes
+from p2p.statesync import StateSync
 from tests.p2p.fakes import FakeSwitch
-
-TRUSTED = BlockId((7).to_bytes(4, "big") + b"t" * 28)
-FORGED = BlockId((7).to_bytes(4, "big") + b"f" * 28)
-CHUNK = 4096
-DATA = bytes(range(256)) * 40  # 10,240 bytes: three chunks
-CHUNKS = [DATA[i : i + CHUNK] for i in range(0, len(DATA), CHUNK)]
-HASHES = tuple(blake3(c).digest() for c in CHUNKS)
-OFFER = SnapshotOffer(TRUSTED, len(DATA), CHUNK, manifest_root(HASHES))
-
-
-class FakePeer(fakes.FakePeer):
-    def asked(self) -> list[int]:
-        return [m.index for m in self.offered if isinstance(m, SnapshotChunkRequest)]
-
-
-class MemoryDownload:
-    """A download in memory whose snapshot's head (in chunk 0) names ``head``."""
-
-    def __init__(self, head: BlockId = TRUSTED) -> None:
-        self._offer: SnapshotOffer | None = None
-        self._hashes: tuple[bytes, ...] = ()
-        self.chunks: dict[int, bytes] = {}
-        self.finished = 0
-        self.resets = 0
-        self.head = head
-        self.gate: asyncio.Event | None = None  # set: start waits for it
-
-    def offer(self) -> SnapshotOffer | None:
-        return self._offer
-
-    def hashes(self) -> tuple[bytes, ...]:
-        return self._hashes
-
-    async def start(self, offer: SnapshotOffer, hashes: tuple[bytes, ...]) -> None:
-        if self.gate is not None:
-            await self.gate.wait()
-        self._offer, self._hashes = offer, hashes
-
-    def held(self) -> set[int]:
-        return set(self.chunks)
-
-    def head_id(self) -> BlockId | None:
-        return self.head if 0 in self.chunks else None
-
-    async def write(self, index: int, data: bytes) -> None:
-        self.chunks[index] = data
-
-    async def finish(self) -> Path:
-        self.finished += 1
-        assert b"".join(self.chunks[i] for i in sorted(self.chunks)) == DATA
-        return Path("snapshot.part")
-
-    async def reset(self) -> None:
-        self._offer, self.chunks = None, {}
-        self.resets += 1
-
-
-class NoSnapshots:
-    def offers(self) -> list[SnapshotOffer]:
-        return []
-
-    def manifest(self, block_id: BlockId) -> tuple[bytes, ...] | None:
-        return None
-
-    async def chunk(self, block_id: BlockId, index: int) -> bytes | None:
-        return None
-
-    async def refresh(self) -> None:
-        return None
-
-
-class Clock:
-    now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def rig(
-    names: tuple[str, ...] = ("a", "b"),
-    download: MemoryDownload | None = None,
-) -> tuple[StateSync, Fetcher, FakeSwitch, dict[str, FakePeer], MemoryDownload, list[Path]]:
-    peers = {n: FakePeer(n) for n in names}
-    switch = FakeSwitch(list(peers.values()))
-    download, done = download or MemoryDownload(), list[Path]()
-    fetcher = Fetcher(TRUSTED, download, done.append, per_peer=2, timeout=10, clock=Clock())
-    reactor = StateSync(NoSnapshots(), fetcher)
-    reactor.bind(switch)
-    for peer in peers.values():
-        reactor.add_peer(cast(Peer, peer))
-    return reactor, fetcher, switch, peers, download, done
-
-
-async def _recv(reactor: StateSync, peer: FakePeer, message: Message) -> None:
-    await reactor.receive(cast(Peer, peer), message)
-    await asyncio.sleep(0)  # let a finishing task run
+from tests.p2p.statesync_rig import (
+    CHUNK,
+    CHUNKS,
+    DATA,
+    FORGED,
+    HASHES,
+    OFFER,
+    TRUSTED,
+    Clock,
+    FakePeer,
+    MemoryDownload,
+    NoSnapshots,
+    recv,
+    rig,
+)
 
 
 def test_a_good_download_from_two_peers_ends_verified_once() -> None:
@@ -141,14 +51,14 @@ def test_a_good_download_from_two_peers_ends_verified_once() -> None:
         reactor, fetcher, switch, peers, download, done = rig()
         assert all(isinstance(p.offered[0], SnapshotListRequest) for p in peers.values())
         for peer in peers.values():
-            await _recv(reactor, peer, SnapshotList((OFFER,)))
+            await recv(reactor, peer, SnapshotList((OFFER,)))
         asking = [p for p in peers.values() if isinstance(p.offered[-1], SnapshotManifestRequest)]
         assert len(asking) == 1
-        await _recv(reactor, asking[0], SnapshotManifest(TRUSTED, HASHES))
+        await recv(reactor, asking[0], SnapshotManifest(TRUSTED, HASHES))
         assert sorted(peers["a"].asked() + peers["b"].asked()) == [0, 1, 2]
         for peer in peers.values():
             for index in peer.asked():
-                await _recv(reactor, peer, SnapshotChunk(TRUSTED, index, CHUNKS[index]))
+                await recv(reactor, peer, SnapshotChunk(TRUSTED, index, CHUNKS[index]))
         await asyncio.sleep(0)
         assert done == [Path("snapshot.part")] and download.finished == 1
         assert switch.punished == [] and fetcher.status().chunks == 3
@@ -165,9 +75,9 @@ async def _started(
 ) -> None:
     """Every peer offers ``offer``; the one asked sends the manifest of HASHES."""
     for peer in peers.values():
-        await _recv(reactor, peer, SnapshotList((offer,)))
+        await recv(reactor, peer, SnapshotList((offer,)))
     (asked,) = _manifest_asked_of(peers)
-    await _recv(reactor, asked, SnapshotManifest(TRUSTED, HASHES))
+    await recv(reactor, asked, SnapshotManifest(TRUSTED, HASHES))
 
 
 def test_a_peer_silent_past_its_strikes_loses_its_session_and_all_its_requests() -> None:
@@ -186,12 +96,12 @@ def test_a_peer_silent_past_its_strikes_loses_its_session_and_all_its_requests()
         reactor = StateSync(NoSnapshots(), fetcher)
         reactor.bind(switch)
         for peer in peers.values():
-            await _recv(reactor, peer, SnapshotList((offer,)))
+            await recv(reactor, peer, SnapshotList((offer,)))
         (asked,) = _manifest_asked_of(peers)
-        await _recv(reactor, asked, SnapshotManifest(TRUSTED, hashes))
+        await recv(reactor, asked, SnapshotManifest(TRUSTED, hashes))
         silent, other = peers["a"], peers["b"]
         for i in other.asked():
-            await _recv(reactor, other, SnapshotChunk(TRUSTED, i, chunks[i]))
+            await recv(reactor, other, SnapshotChunk(TRUSTED, i, chunks[i]))
         assert len(silent.asked()) == 4
         cast(Clock, fetcher.clock).now += 11
         reactor._tick(fetcher)
@@ -210,15 +120,15 @@ def test_a_manifest_not_matching_its_root_bans_only_its_sender() -> None:
     async def scenario() -> None:
         reactor, fetcher, switch, peers, _, _ = rig()
         for peer in peers.values():
-            await _recv(reactor, peer, SnapshotList((OFFER,)))
+            await recv(reactor, peer, SnapshotList((OFFER,)))
         (liar,) = _manifest_asked_of(peers)
         forged = (HASHES[0], HASHES[1], blake3(b"x").digest())
-        await _recv(reactor, liar, SnapshotManifest(TRUSTED, forged))
+        await recv(reactor, liar, SnapshotManifest(TRUSTED, forged))
         assert [(p, r) for p, r, _ in switch.punished] == [(liar.id, GoAwayReason.VALIDATION)]
         assert fetcher.offer is None and liar.asked() == []
         assert fetcher.status().peers_banned == {"manifest": 1}
         (honest,) = [p for p in _manifest_asked_of(peers) if p is not liar]
-        await _recv(reactor, honest, SnapshotManifest(TRUSTED, HASHES))
+        await recv(reactor, honest, SnapshotManifest(TRUSTED, HASHES))
         assert fetcher.offer == OFFER and len(switch.punished) == 1
         assert sorted(honest.asked()) == [0, 1]
 
@@ -234,14 +144,14 @@ def test_a_snapshot_whose_head_names_another_block_is_refused_at_chunk_0() -> No
         reactor, fetcher, switch, peers, download, done = rig(download=MemoryDownload(FORGED))
         await _started(reactor, peers)
         holder = next(p for p in peers.values() if 0 in p.asked())
-        await _recv(reactor, holder, SnapshotChunk(TRUSTED, 0, CHUNKS[0]))
+        await recv(reactor, holder, SnapshotChunk(TRUSTED, 0, CHUNKS[0]))
         assert sorted(p for p, _, _ in switch.punished) == ["a", "b"]
         assert all(r == GoAwayReason.VALIDATION for _, r, _ in switch.punished)
         assert download.resets == 1 and fetcher.offer is None and fetcher.sources == {}
         assert fetcher.status().peers_banned == {"snapshot": 2}
         assert OFFER.root in fetcher.bad_roots and done == [] and download.finished == 0
         asked_before = sum(len(p.asked()) for p in peers.values())
-        await _recv(reactor, peers["a"], SnapshotList((OFFER,)))  # offered again: ignored
+        await recv(reactor, peers["a"], SnapshotList((OFFER,)))  # offered again: ignored
         reactor._tick(fetcher)
         assert sum(len(p.asked()) for p in peers.values()) == asked_before
         assert len(_manifest_asked_of(peers)) == 1
@@ -256,7 +166,7 @@ def test_a_silent_manifest_request_goes_to_another_peer_after_the_timeout() -> N
     async def scenario() -> None:
         reactor, fetcher, _, peers, _, _ = rig()
         for peer in peers.values():
-            await _recv(reactor, peer, SnapshotList((OFFER,)))
+            await recv(reactor, peer, SnapshotList((OFFER,)))
         (silent,) = _manifest_asked_of(peers)
         cast(Clock, fetcher.clock).now += 5
         reactor._tick(fetcher)
@@ -264,7 +174,7 @@ def test_a_silent_manifest_request_goes_to_another_peer_after_the_timeout() -> N
         cast(Clock, fetcher.clock).now += 6
         reactor._tick(fetcher)
         (other,) = [p for p in _manifest_asked_of(peers) if p is not silent]
-        await _recv(reactor, other, SnapshotManifest(TRUSTED, HASHES))
+        await recv(reactor, other, SnapshotManifest(TRUSTED, HASHES))
         assert fetcher.offer == OFFER
 
     asyncio.run(scenario())
@@ -279,7 +189,7 @@ def test_no_second_manifest_is_asked_while_the_first_is_written_down() -> None:
         download.gate = asyncio.Event()
         reactor, fetcher, _, peers, _, _ = rig(download=download)
         for peer in peers.values():
-            await _recv(reactor, peer, SnapshotList((OFFER,)))
+            await recv(reactor, peer, SnapshotList((OFFER,)))
         (asked,) = _manifest_asked_of(peers)
         accepting = asyncio.create_task(
             reactor.receive(cast(Peer, asked), SnapshotManifest(TRUSTED, HASHES))
@@ -305,11 +215,11 @@ def test_a_chunk_of_the_wrong_length_is_refused_even_matching_its_hash() -> None
         offer = SnapshotOffer(TRUSTED, len(DATA), CHUNK, manifest_root(hashes))
         reactor, _, switch, peers, download, _ = rig()
         for peer in peers.values():
-            await _recv(reactor, peer, SnapshotList((offer,)))
+            await recv(reactor, peer, SnapshotList((offer,)))
         (asked,) = _manifest_asked_of(peers)
-        await _recv(reactor, asked, SnapshotManifest(TRUSTED, hashes))
+        await recv(reactor, asked, SnapshotManifest(TRUSTED, hashes))
         sender = next(p for p in peers.values() if 1 in p.asked())
-        await _recv(reactor, sender, SnapshotChunk(TRUSTED, 1, short))
+        await recv(reactor, sender, SnapshotChunk(TRUSTED, 1, short))
         assert 1 not in download.chunks
         assert switch.punished == [(sender.id, GoAwayReason.VALIDATION, "corrupt snapshot chunk")]
 
@@ -323,7 +233,7 @@ def test_an_offer_too_large_to_be_a_state_is_not_fetched() -> None:
     async def scenario() -> None:
         huge = SnapshotOffer(TRUSTED, 700 << 30, 4 << 20, OFFER.root)
         reactor, fetcher, _, peers, _, _ = rig(("a",))
-        await _recv(reactor, peers["a"], SnapshotList((huge,)))
+        await recv(reactor, peers["a"], SnapshotList((huge,)))
         assert _manifest_asked_of(peers) == [] and fetcher.sources == {}
 
     asyncio.run(scenario())
@@ -339,8 +249,8 @@ def test_a_peer_that_stops_listing_the_snapshot_loses_its_requests_unpunished() 
         gone, other = peers["a"], peers["b"]
         pending = list(gone.asked())
         for i in other.asked():
-            await _recv(reactor, other, SnapshotChunk(TRUSTED, i, CHUNKS[i]))
-        await _recv(reactor, gone, SnapshotList(()))
+            await recv(reactor, other, SnapshotChunk(TRUSTED, i, CHUNKS[i]))
+        await recv(reactor, gone, SnapshotList(()))
         assert set(pending) <= set(other.asked()) and switch.punished == []
 
     asyncio.run(scenario())
@@ -380,14 +290,14 @@ def test_scheduling_costs_no_scan_of_the_chunks_held() -> None:
         download = HeldDownload(n, 20_000)
         reactor, _, _, peers, _, _ = rig(download=download)
         for peer in peers.values():
-            await _recv(reactor, peer, SnapshotList((offer,)))
+            await recv(reactor, peer, SnapshotList((offer,)))
         (asked,) = _manifest_asked_of(peers)
-        await _recv(reactor, asked, SnapshotManifest(TRUSTED, hashes))
+        await recv(reactor, asked, SnapshotManifest(TRUSTED, hashes))
         CountingSet.lookups = 0
         for _ in range(100):
             for peer in peers.values():
                 index = next(i for i in reversed(peer.asked()) if i not in download.set)
-                await _recv(reactor, peer, SnapshotChunk(TRUSTED, index, zero))
+                await recv(reactor, peer, SnapshotChunk(TRUSTED, index, zero))
         assert len(download.set) == 20_200
         assert CountingSet.lookups < 2_000, CountingSet.lookups
 
@@ -401,14 +311,14 @@ def test_a_corrupt_chunk_bans_its_sender_and_goes_to_another_peer() -> None:
     async def scenario() -> None:
         reactor, fetcher, switch, peers, download, _ = rig()
         for peer in peers.values():
-            await _recv(reactor, peer, SnapshotList((OFFER,)))
+            await recv(reactor, peer, SnapshotList((OFFER,)))
         manifest_peer = next(
             p for p in peers.values() if isinstance(p.offered[-1], SnapshotManifestRequest)
         )
-        await _recv(reactor, manifest_peer, SnapshotManifest(TRUSTED, HASHES))
+        await recv(reactor, manifest_peer, SnapshotManifest(TRUSTED, HASHES))
         bad, good = peers["a"], peers["b"]
         index = bad.asked()[0]
-        await _recv(reactor, bad, SnapshotChunk(TRUSTED, index, b"\x00" * len(CHUNKS[index])))
+        await recv(reactor, bad, SnapshotChunk(TRUSTED, index, b"\x00" * len(CHUNKS[index])))
         assert switch.punished == [("a", GoAwayReason.VALIDATION, "corrupt snapshot chunk")]
         assert fetcher.status().peers_banned == {"chunk": 1}
         assert index not in download.chunks
@@ -416,7 +326,7 @@ def test_a_corrupt_chunk_bans_its_sender_and_goes_to_another_peer() -> None:
         for _ in range(3):
             for i in list(good.asked()):
                 if i not in download.chunks:
-                    await _recv(reactor, good, SnapshotChunk(TRUSTED, i, CHUNKS[i]))
+                    await recv(reactor, good, SnapshotChunk(TRUSTED, i, CHUNKS[i]))
         assert sorted(download.chunks) == [0, 1, 2]
 
     asyncio.run(scenario())
@@ -430,14 +340,14 @@ def test_a_silent_peer_loses_its_requests_after_the_timeout() -> None:
         reactor, fetcher, _, peers, _, _ = rig()
         fetcher.max_strikes = 3  # above the requests in flight: counted, not dropped
         for peer in peers.values():
-            await _recv(reactor, peer, SnapshotList((OFFER,)))
+            await recv(reactor, peer, SnapshotList((OFFER,)))
         manifest_peer = next(
             p for p in peers.values() if isinstance(p.offered[-1], SnapshotManifestRequest)
         )
-        await _recv(reactor, manifest_peer, SnapshotManifest(TRUSTED, HASHES))
+        await recv(reactor, manifest_peer, SnapshotManifest(TRUSTED, HASHES))
         silent, other = peers["a"], peers["b"]
         for i in other.asked():
-            await _recv(reactor, other, SnapshotChunk(TRUSTED, i, CHUNKS[i]))
+            await recv(reactor, other, SnapshotChunk(TRUSTED, i, CHUNKS[i]))
         pending = [i for i in silent.asked() if i not in other.asked()]
         assert pending
         cast(Clock, fetcher.clock).now += 11
@@ -462,166 +372,10 @@ def test_a_crash_while_finishing_ends_the_reactors_run() -> None:
         reactor.bind(FakeSwitch(list(peers.values())))
         await _started(reactor, peers)
         for i in peers["a"].asked():
-            await _recv(reactor, peers["a"], SnapshotChunk(TRUSTED, i, CHUNKS[i]))
+            await recv(reactor, peers["a"], SnapshotChunk(TRUSTED, i, CHUNKS[i]))
         with pytest.raises(ExceptionGroup) as failed:
             await asyncio.wait_for(reactor.run(), 5)
         assert failed.group_contains(RuntimeError, match="a bug of ours")
-
-    asyncio.run(scenario())
-
-
-class Vouching:
-    """A header chain followed (``chain.core.header_chain.HeaderChain``) that vouches for
-    ``ids``."""
-
-    def __init__(self, *ids: BlockId) -> None:
-        self.ids = set(ids)
-        self.lib = 9
-        self.tip = SimpleNamespace(num=10)
-
-    def trusts(self, block_id: BlockId) -> bool:
-        return block_id in self.ids
-
-    def header_state_digest(self, block_id: BlockId) -> bytes | None:
-        return b"d" * 32 if block_id in self.ids else None
-
-
-def test_without_a_trusted_block_the_newest_offer_the_headers_vouch_for_is_fetched() -> None:
-    """No block from the operator: nothing is chosen before the header chain is level with a
-    peer; then an offer of a block it does not vouch for is passed over, however new, and of
-    those it vouches for, the newest is fetched."""
-    older = BlockId((3).to_bytes(4, "big") + b"o" * 28)
-    newer_unvouched = BlockId((9).to_bytes(4, "big") + b"n" * 28)
-    offers = (
-        SnapshotOffer(older, len(DATA), CHUNK, manifest_root(HASHES)),
-        OFFER,
-        SnapshotOffer(newer_unvouched, len(DATA), CHUNK, manifest_root(HASHES)),
-    )
-
-    async def scenario() -> None:
-        peer = FakePeer("a")
-        switch = FakeSwitch([peer])
-        headers = cast(HeaderChain, Vouching(older, TRUSTED))
-        fetcher = Fetcher(None, MemoryDownload(), print, headers=headers, clock=Clock())
-        reactor = StateSync(NoSnapshots(), fetcher)
-        reactor.bind(switch)
-        reactor.add_peer(cast(Peer, peer))
-        assert fetcher.status().block_id is None
-        await _recv(reactor, peer, SnapshotList(offers))
-        assert fetcher.trusted is None, "not level with the peers yet: the newest may come"
-        fetcher.caught_up()
-        await _recv(reactor, peer, SnapshotList(offers[2:]))
-        assert fetcher.trusted is None, "nothing vouched for: nothing chosen"
-        await _recv(reactor, peer, SnapshotList(offers))
-        assert fetcher.trusted == TRUSTED
-        assert peer.offered[-1] == SnapshotManifestRequest(TRUSTED)
-
-    asyncio.run(scenario())
-
-
-def test_a_download_kept_from_an_earlier_run_names_the_block_to_trust() -> None:
-    """After a restart with no block from the operator, the download kept (accepted only for
-    a block trusted then) goes on, with no header chain to follow again; with neither a block
-    nor a header chain, there is nothing to fetch."""
-    kept = MemoryDownload()
-    kept._offer = OFFER
-    fetcher = Fetcher(None, kept, print, headers=cast(HeaderChain, Vouching()))
-    assert fetcher.trusted == TRUSTED and fetcher.offer == OFFER
-    with pytest.raises(ValueError, match="trusted block or the header chain"):
-        Fetcher(None, MemoryDownload(), print)
-
-
-def _snapshot_file(tmp_path: Path) -> tuple[BlockId, bytes, Path]:
-    """A real snapshot file of a small chain's LIB: (its block, its header state's digest)."""
-    net = DevNet.create(3, blocks_per_turn=1)
-    chain = net.open(tmp_path / "chain")
-    for _ in range(8):
-        net.produce(chain)
-    head, entries = chain.store.lib_state(chain.chain_id)
-    path = tmp_path / "snapshot.bin"
-    with path.open("wb") as out:
-        write_snapshot(out, head, entries)
-    chain.store.close()
-    return head.block.id, sha256(head.header_state.encode()), path
-
-
-class FileBacked(MemoryDownload):
-    """A download whose finished file is ``path``, a real snapshot."""
-
-    def __init__(self, head: BlockId, path: Path) -> None:
-        super().__init__(head)
-        self.path = path
-
-    async def finish(self) -> Path:
-        self.finished += 1
-        return self.path
-
-
-@pytest.mark.parametrize("sound", [True, False])
-def test_a_snapshot_chosen_by_headers_must_carry_their_header_state(
-    tmp_path: Path, sound: bool
-) -> None:
-    """The whole file in, a snapshot of a block the header chain vouched for is taken only
-    if its header state (schedules, LIB, finality data) is the one the chain gives: a file
-    with the right state but another header state is refused and its sources banned."""
-    block, digest, path = _snapshot_file(tmp_path)
-    offer = SnapshotOffer(block, len(DATA), CHUNK, manifest_root(HASHES))
-
-    class Headers(Vouching):
-        def header_state_digest(self, block_id: BlockId) -> bytes | None:
-            return digest if sound else b"x" * 32
-
-    async def scenario() -> None:
-        peer = FakePeer("a")
-        switch = FakeSwitch([peer])
-        done: list[Path] = []
-        download = FileBacked(block, path)
-        headers = cast(HeaderChain, Headers(block))
-        fetcher = Fetcher(None, download, done.append, headers=headers, clock=Clock())
-        fetcher.caught_up()
-        reactor = StateSync(NoSnapshots(), fetcher)
-        reactor.bind(switch)
-        reactor.add_peer(cast(Peer, peer))
-        await _recv(reactor, peer, SnapshotList((offer,)))
-        await _recv(reactor, peer, SnapshotManifest(block, HASHES))
-        for index in peer.asked():
-            await _recv(reactor, peer, SnapshotChunk(block, index, CHUNKS[index]))
-        for _ in range(3):
-            await asyncio.sleep(0)
-        if sound:
-            assert done == [path] and switch.punished == []
-        else:
-            assert done == [] and [p for p, _, _ in switch.punished] == ["a"]
-            assert offer.root in fetcher.bad_roots
-
-    asyncio.run(scenario())
-
-
-def test_a_block_chosen_by_headers_that_nobody_serves_is_given_up() -> None:
-    """When every peer offering the chosen block is gone before its manifest came, the
-    choice is dropped after RECHOOSE_S, and the header chain is followed again."""
-
-    async def scenario() -> None:
-        peer = FakePeer("a")
-        switch = FakeSwitch([peer])
-        clock = Clock()
-        fetcher = Fetcher(
-            None, MemoryDownload(), print, headers=cast(HeaderChain, Vouching(TRUSTED)), clock=clock
-        )
-        fetcher.caught_up()
-        reactor = StateSync(NoSnapshots(), fetcher)
-        reactor.bind(switch)
-        reactor.add_peer(cast(Peer, peer))
-        await _recv(reactor, peer, SnapshotList((OFFER,)))
-        assert fetcher.trusted == TRUSTED and not fetcher.following()
-        reactor.remove_peer(cast(Peer, peer))
-        reactor._tick(fetcher)
-        clock.now += RECHOOSE_S - 1
-        reactor._tick(fetcher)
-        assert fetcher.trusted == TRUSTED
-        clock.now += 2
-        reactor._tick(fetcher)
-        assert fetcher.trusted is None and fetcher.following()
 
     asyncio.run(scenario())
 
@@ -655,7 +409,7 @@ class Offerers:
             if asked > self.listed.get(peer.id, 0):
                 self.listed[peer.id] = asked
                 offer = OFFER if peer.id == "h" else SILENT_OFFER
-                await _recv(self.reactor, peer, SnapshotList((offer,)))
+                await recv(self.reactor, peer, SnapshotList((offer,)))
 
     def manifest_asked(self, peer_id: str) -> int:
         return sum(isinstance(m, SnapshotManifestRequest) for m in self.peers[peer_id].offered)
@@ -684,11 +438,11 @@ def test_silent_offerers_outvoting_an_honest_peer_are_dropped_and_the_download_e
         assert all(net.manifest_asked(p) == 2 for p in silent), "each asked twice, no more"
         status = net.fetcher.status()
         assert status.dropped == silent and status.peers_banned == {"silent": 3}
-        await _recv(net.reactor, net.peers["h"], SnapshotManifest(TRUSTED, HASHES))
+        await recv(net.reactor, net.peers["h"], SnapshotManifest(TRUSTED, HASHES))
         for _ in range(3):
             for index in net.peers["h"].asked():
                 if index not in net.download.chunks:
-                    await _recv(
+                    await recv(
                         net.reactor, net.peers["h"], SnapshotChunk(TRUSTED, index, CHUNKS[index])
                     )
         await asyncio.sleep(0)
@@ -705,14 +459,14 @@ def test_a_dropped_peer_serving_alone_is_asked_again_on_its_last_strike() -> Non
     async def scenario() -> None:
         reactor, fetcher, switch, peers, _, _ = rig(("a",))
         peer = peers["a"]
-        await _recv(reactor, peer, SnapshotList((OFFER,)))
+        await recv(reactor, peer, SnapshotList((OFFER,)))
         for _ in range(2):
             cast(Clock, fetcher.clock).now += 11
             reactor._tick(fetcher)
         assert [p for p, _, _ in switch.punished] == ["a"] and fetcher.sources == {}
         reactor.remove_peer(cast(Peer, peer))
         reactor.add_peer(cast(Peer, peer))
-        await _recv(reactor, peer, SnapshotList((OFFER,)))
+        await recv(reactor, peer, SnapshotList((OFFER,)))
         assert len(_manifest_asked_of(peers)) == 3, "asked again: nobody else serves"
         cast(Clock, fetcher.clock).now += 11
         reactor._tick(fetcher)
@@ -728,11 +482,11 @@ def test_an_answer_clears_a_peers_strikes() -> None:
     async def scenario() -> None:
         reactor, fetcher, switch, peers, _, _ = rig(("a",))
         peer = peers["a"]
-        await _recv(reactor, peer, SnapshotList((OFFER,)))
+        await recv(reactor, peer, SnapshotList((OFFER,)))
         cast(Clock, fetcher.clock).now += 11
         reactor._tick(fetcher)
         assert fetcher.strikes["a"] == 1
-        await _recv(reactor, peer, SnapshotManifest(TRUSTED, HASHES))
+        await recv(reactor, peer, SnapshotManifest(TRUSTED, HASHES))
         assert fetcher.strikes["a"] == 0 and switch.punished == []
 
     asyncio.run(scenario())
