@@ -23,7 +23,7 @@ from chain.core.types import AccountName, BlockId
 from node.devnet import prepare
 from tests.contract_tools.conftest import require_toolchain
 from tests.integration.conftest import BIN, NodeProcess, Nodes, loopback_plan, wait_for
-from tests.integration.test_stream import Follower, dev_keys
+from tests.integration.stream_clients import Follower, dev_keys
 
 EXAMPLES = Path(__file__).parents[2] / "contracts" / "examples"
 USERS = ("alice", "bob", "carol")
@@ -141,6 +141,26 @@ def agree_at(procs: list[NodeProcess], num: int) -> dict[str, Any]:
     return dict(seen[0])
 
 
+def _check_hostile_modules_refused(wallet: Wallet, tmp_path: Path) -> None:
+    """An endless loop is refused at the door by name (out of fuel), and a module past
+    setcode's structural limits before it is compiled, each in words, never a traceback."""
+    looping = tmp_path / "loop.wasm"
+    looping.write_bytes(wasmtime.wat2wasm(LOOP_WAT))
+    wallet.ok("set", "code", "loop", str(looping))
+    refused = wallet.run("push", "action", "loop", "run", "00", "--hex", "--auth", "alice")
+    assert refused.returncode != 0
+    assert "resource_exceeded" in refused.stderr, refused.stderr
+    assert "loop::run: out of fuel (max_tx_fuel 20000000)" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    # A module past setcode's structural limits is refused before it is compiled, by name.
+    nested = tmp_path / "nested.wasm"
+    nested.write_bytes(wasmtime.wat2wasm(NESTED_WAT))
+    refused = wallet.run("set", "code", "loop", str(nested))
+    assert refused.returncode != 0
+    assert "module has 129 nested blocks, past the limit of 128" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
 def test_the_token_runs_alike_on_three_producers_through_a_restart_and_a_hostile_contract(
     nodes: Nodes, tmp_path: Path, token: tuple[Path, Path]
 ) -> None:
@@ -201,22 +221,7 @@ def test_the_token_runs_alike_on_three_producers_through_a_restart_and_a_hostile
     assert later > head
     agree_at(procs, later)
 
-    # An endless loop is refused at the door, by name, and the chain goes on.
-    looping = tmp_path / "loop.wasm"
-    looping.write_bytes(wasmtime.wat2wasm(LOOP_WAT))
-    wallet.ok("set", "code", "loop", str(looping))
-    refused = wallet.run("push", "action", "loop", "run", "00", "--hex", "--auth", "alice")
-    assert refused.returncode != 0
-    assert "resource_exceeded" in refused.stderr, refused.stderr
-    assert "loop::run: out of fuel (max_tx_fuel 20000000)" in refused.stderr
-    assert "Traceback" not in refused.stderr
-    # A module past setcode's structural limits is refused before it is compiled, by name.
-    nested = tmp_path / "nested.wasm"
-    nested.write_bytes(wasmtime.wat2wasm(NESTED_WAT))
-    refused = wallet.run("set", "code", "loop", str(nested))
-    assert refused.returncode != 0
-    assert "module has 129 nested blocks, past the limit of 128" in refused.stderr
-    assert "Traceback" not in refused.stderr
+    _check_hostile_modules_refused(wallet, tmp_path)
     after = max(int(p.info()["head_block_num"]) for p in procs)
     for proc in procs:
         proc.wait_for_head(after + 3)

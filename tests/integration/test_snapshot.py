@@ -13,7 +13,7 @@ import pytest
 
 from chain.storage.snapshot import MAGIC
 from scripts.make_history import make_history
-from tests.integration.conftest import BIN, Nodes, wait_for
+from tests.integration.conftest import BIN, NodeProcess, Nodes, wait_for
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -40,6 +40,37 @@ def _damaged(source: Path, tmp: Path) -> dict[str, Path]:
     return out
 
 
+def _check_damaged_copies_refused(snap: Path, tmp_path: Path) -> None:
+    """``snapshot verify`` refuses each damaged copy of ``snap`` in one line naming the
+    damage."""
+    for reason, bad in _damaged(snap, tmp_path).items():
+        refused = _cli("snapshot", "verify", str(bad))
+        assert refused.returncode == 2
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("bor-node: "), refused.stderr
+        assert any(r in lines[0] for r in reason.split("|")), (reason, lines[0])
+
+
+def _check_commands_refused_while_running(node: NodeProcess, data: Path, log: Path) -> None:
+    """The commands that would write to a running node's data dir are refused in one line,
+    and ``export`` hints at the node's admin address (from node.json) as a command to copy."""
+    assert node.proc is not None
+    running = f"a node is running on this data dir (pid {node.proc.pid})"
+    for command in (
+        ["export", "--to", str(log)],
+        ["snapshot", "create"],
+        ["import", str(log)],
+        ["run"],
+    ):
+        met = _cli(*command, "--data-dir", str(data))
+        assert met.returncode == 2 and met.stderr.count("\n") == 1, met.stderr
+        assert met.stderr.startswith(f"bor-node: {running}"), met.stderr
+    # The node wrote its admin address into node.json: the hint is a command to copy.
+    hint = _cli("export", "--to", str(log), "--data-dir", str(data)).stderr
+    assert "use its admin API: curl -X POST http://127.0.0.1:" in hint, hint
+    assert hint.rstrip().endswith("/v1/node/export_history"), hint
+
+
 def test_snapshot_made_verified_refused_and_started_from(nodes: Nodes, tmp_path: Path) -> None:
     """The admin RPC writes a snapshot at the LIB that ``snapshot verify`` accepts; damaged
     copies are refused in one line naming the damage; ``run --snapshot`` follows the chain
@@ -60,12 +91,7 @@ def test_snapshot_made_verified_refused_and_started_from(nodes: Nodes, tmp_path:
     assert verified.returncode == 0, verified.stderr
     assert made["head_block_id"] in verified.stdout
 
-    for reason, bad in _damaged(snap, tmp_path).items():
-        refused = _cli("snapshot", "verify", str(bad))
-        assert refused.returncode == 2
-        lines = refused.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("bor-node: "), refused.stderr
-        assert any(r in lines[0] for r in reason.split("|")), (reason, lines[0])
+    _check_damaged_copies_refused(snap, tmp_path)
 
     started = tmp_path / "started"  # none yet: the genesis given once is kept in it
     peer = ("--p2p-peer-address", f"127.0.0.1:{server_p2p}")
@@ -81,21 +107,7 @@ def test_snapshot_made_verified_refused_and_started_from(nodes: Nodes, tmp_path:
         == (server.rpc("/v1/chain/get_block", {"block_num_or_id": first + 1})["id"])
     )
 
-    assert node.proc is not None
-    running = f"a node is running on this data dir (pid {node.proc.pid})"
-    for command in (
-        ["export", "--to", str(tmp_path / "x.log")],
-        ["snapshot", "create"],
-        ["import", str(tmp_path / "x.log")],
-        ["run"],
-    ):
-        met = _cli(*command, "--data-dir", str(started))
-        assert met.returncode == 2 and met.stderr.count("\n") == 1, met.stderr
-        assert met.stderr.startswith(f"bor-node: {running}"), met.stderr
-    # The node wrote its admin address into node.json: the hint is a command to copy.
-    hint = _cli("export", "--to", str(tmp_path / "x.log"), "--data-dir", str(started)).stderr
-    assert "use its admin API: curl -X POST http://127.0.0.1:" in hint, hint
-    assert hint.rstrip().endswith("/v1/node/export_history"), hint
+    _check_commands_refused_while_running(node, started, tmp_path / "x.log")
     with pytest.raises(Exception, match="409"):  # its LIB is the snapshot's block
         node.admin("/v1/node/export_history", {})
     exported = server.admin("/v1/node/export_history", {})

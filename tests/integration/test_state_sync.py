@@ -68,6 +68,47 @@ def _events(log: str, event: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.splitlines() if f'"{event}"' in line]
 
 
+def _damage_behind_its_hashes(liar: NodeProcess, damaged: Path) -> None:
+    """Damage ``liar``'s snapshot file on disk while it is stopped, leaving the file's time
+    alone (bit rot), and start it again: it goes on serving the hashes it made of the good
+    file."""
+    liar.stop()
+    data = bytearray(damaged.read_bytes())
+    # Every third chunk from chunk 4 on, behind its hash: the first four, asked at once and
+    # answered in no set order, are sound, so some are kept whichever comes first.
+    for at in range(4 * CHUNK + CHUNK // 2, len(data), CHUNK * 3):
+        data[at] ^= 0xFF
+    kept = damaged.stat()
+    damaged.write_bytes(bytes(data))
+    # Damage on disk that leaves the file's time alone (bit rot): the liar goes on serving
+    # the hashes it made of the good file.
+    os.utime(damaged, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    served_before = liar.log.read_text().count("snapshot_served")
+    liar.start()
+    wait_for(
+        lambda: liar.log.read_text().count("snapshot_served") > served_before,
+        30,
+        "the liar to serve again",
+    )
+
+
+def _check_resumed_and_banned(log: str, liar_id: str, good_id: str) -> None:
+    """The restarted node kept the chunks it had fetched and fetched none again, caught the
+    corrupt server's chunks, and banned it alone during the state sync."""
+    resumed = _events(log, "state_sync_resuming")
+    assert resumed and resumed[-1]["held"] > 0, "the restart kept what it had fetched"
+    (done,) = _events(log, "state_sync_done")
+    assert done["resumed"] == resumed[-1]["held"], "the chunks held were counted as held"
+    assert done["fetched"] == done["chunks"] - done["resumed"], "none was fetched again"
+    bad = {e["peer"] for e in _events(log, "state_sync_bad_chunk")}
+    assert bad == {liar_id}, "the corrupt server's chunks were caught"
+    # Bans during the state sync (in the block sync of the tail after it, a server slow to
+    # send its first range may be banned a while: a separate rule, tested on its own).
+    during = log[: log.index('"state_sync_done"')]
+    banned = {e["node"] for e in _events(during, "peer_banned")}
+    assert liar_id in banned and good_id not in banned, "the corrupt server alone was banned"
+
+
 def test_state_sync_from_three_peers_one_corrupt_one_killed_and_resume(
     nodes: Nodes, tmp_path: Path
 ) -> None:
@@ -94,25 +135,7 @@ def test_state_sync_from_three_peers_one_corrupt_one_killed_and_resume(
     assert [(s["block_id"], s["chunks"]) for s in listed] == [
         (trusted, -(-snapshot.stat().st_size // CHUNK))
     ], "an operator reads the trusted block id here"
-    liar.stop()
-    damaged = tmp_path / "liar" / "snapshots" / snapshot.name
-    data = bytearray(damaged.read_bytes())
-    # Every third chunk from chunk 4 on, behind its hash: the first four, asked at once and
-    # answered in no set order, are sound, so some are kept whichever comes first.
-    for at in range(4 * CHUNK + CHUNK // 2, len(data), CHUNK * 3):
-        data[at] ^= 0xFF
-    kept = damaged.stat()
-    damaged.write_bytes(bytes(data))
-    # Damage on disk that leaves the file's time alone (bit rot): the liar goes on serving
-    # the hashes it made of the good file.
-    os.utime(damaged, ns=(kept.st_atime_ns, kept.st_mtime_ns))
-    served_before = liar.log.read_text().count("snapshot_served")
-    liar.start()
-    wait_for(
-        lambda: liar.log.read_text().count("snapshot_served") > served_before,
-        30,
-        "the liar to serve again",
-    )
+    _damage_behind_its_hashes(liar, tmp_path / "liar" / "snapshots" / snapshot.name)
     liar_id = str(liar.rpc("/v1/net/peers")["node_id"])[:16]
     good_id = str(good.rpc("/v1/net/peers")["node_id"])[:16]
 
@@ -151,18 +174,7 @@ def test_state_sync_from_three_peers_one_corrupt_one_killed_and_resume(
     syncer.start()
     wait_for(lambda: syncer.info()["head_block_num"] >= head, 120, "the node to reach the head")
     log = syncer.log.read_text()
-    resumed = _events(log, "state_sync_resuming")
-    assert resumed and resumed[-1]["held"] > 0, "the restart kept what it had fetched"
-    (done,) = _events(log, "state_sync_done")
-    assert done["resumed"] == resumed[-1]["held"], "the chunks held were counted as held"
-    assert done["fetched"] == done["chunks"] - done["resumed"], "none was fetched again"
-    bad = {e["peer"] for e in _events(log, "state_sync_bad_chunk")}
-    assert bad == {liar_id}, "the corrupt server's chunks were caught"
-    # Bans during the state sync (in the block sync of the tail after it, a server slow to
-    # send its first range may be banned a while: a separate rule, tested on its own).
-    during = log[: log.index('"state_sync_done"')]
-    banned = {e["node"] for e in _events(during, "peer_banned")}
-    assert liar_id in banned and good_id not in banned, "the corrupt server alone was banned"
+    _check_resumed_and_banned(log, liar_id, good_id)
     assert "state_sync_imported" in log
     assert syncer.info()["head_block_id"] == good.info()["head_block_id"]
     assert syncer.info()["sync_stage"] == "in_sync"
