@@ -20,7 +20,6 @@ import contextlib
 from collections.abc import Sequence
 from enum import Enum
 
-from chain.core.block import BlockHeader, SignedBlock
 from chain.core.block_transition import (
     BlockTransition,
     Evidence,
@@ -30,10 +29,19 @@ from chain.core.block_transition import (
     process_block_header,
     process_header,
 )
-from chain.core.contracts import ContractHost, TxTrace
-from chain.core.crypto import SIGNATURE_SIZE, PrivateKey, recover_many
-from chain.core.dpos import HeaderState
-from chain.core.errors import (
+from chain.core.consensus.block import BlockHeader, SignedBlock
+from chain.core.consensus.dpos import HeaderState
+from chain.core.consensus.finality import finalizer_policy
+from chain.core.consensus.qc import QcClaim, QuorumCertificate, Vote, VoteResult
+from chain.core.consensus.votes import DoubleVote, VoteOutcome, VotePool
+from chain.core.execution.contracts import ContractHost, TxTrace
+from chain.core.execution.sizes import BLOCK_ENVELOPE_BYTES, encoded_tx_size
+from chain.core.execution.state import Account, Producer, StateView
+from chain.core.execution.transaction import MAX_SIGNATURES, SignedTransaction, decode_transaction
+from chain.core.execution.transition import Context, apply_transaction, settle
+from chain.core.initial_state import InitialState
+from chain.core.primitives.crypto import SIGNATURE_SIZE, PrivateKey, recover_many
+from chain.core.primitives.errors import (
     BadSignature,
     DoubleSign,
     EncodingError,
@@ -46,17 +54,9 @@ from chain.core.errors import (
     UnlinkableBlock,
     WrongProducerKey,
 )
-from chain.core.finality import finalizer_policy
-from chain.core.initial_state import InitialState
-from chain.core.merkle import merkle_root
-from chain.core.params import slot_of_ms, slot_time_s
-from chain.core.qc import QcClaim, QuorumCertificate, Vote, VoteResult
-from chain.core.sizes import BLOCK_ENVELOPE_BYTES, encoded_tx_size
-from chain.core.state import Account, Producer, StateView
-from chain.core.transaction import MAX_SIGNATURES, SignedTransaction, decode_transaction
-from chain.core.transition import Context, apply_transaction, settle
-from chain.core.types import AccountName, BlockId, BlockNum, PublicKey, TxId
-from chain.core.votes import DoubleVote, VoteOutcome, VotePool
+from chain.core.primitives.merkle import merkle_root
+from chain.core.primitives.params import slot_of_ms, slot_time_s
+from chain.core.primitives.types import AccountName, BlockId, BlockNum, PublicKey, TxId
 from chain.events import NO_EVENTS, BlockStep, ChainEvents
 from chain.fork_db import ForkBlock, ForkDatabase
 from chain.mempool import Mempool

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chain.core.block import SignedBlock
-from chain.core.contracts import TxTrace
-from chain.core.transaction import SignedTransaction
-from chain.core.types import BlockNum, TxId
+from chain.core.consensus.block import SignedBlock
+from chain.core.execution.contracts import TxTrace
+from chain.core.execution.transaction import SignedTransaction
+from chain.core.primitives.types import BlockNum, TxId
 from chain.view import ChainView
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chain.core.block import SignedBlock
-from chain.core.dpos import HeaderState
-from chain.core.types import AccountName, BlockId
+from chain.core.consensus.block import SignedBlock
+from chain.core.consensus.dpos import HeaderState
+from chain.core.primitives.types import AccountName, BlockId
 
 
 @dataclass(slots=True)

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from chain.core.errors import DuplicateTransaction, MempoolFull
-from chain.core.transaction import SignedTransaction
-from chain.core.types import AccountName, PublicKey, TxId
+from chain.core.execution.transaction import SignedTransaction
+from chain.core.primitives.errors import DuplicateTransaction, MempoolFull
+from chain.core.primitives.types import AccountName, PublicKey, TxId
 
 MIB = 1 << 20
 # 64 MiB: more than a producer's whole turn of full blocks (12 blocks of the default 4 MiB

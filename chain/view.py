@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chain.core.dpos import HeaderState
-from chain.core.params import ChainParams
-from chain.core.types import BlockId, BlockNum
+from chain.core.consensus.dpos import HeaderState
+from chain.core.primitives.params import ChainParams
+from chain.core.primitives.types import BlockId, BlockNum
 
 
 @dataclass(frozen=True, slots=True)

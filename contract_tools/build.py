@@ -16,9 +16,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from chain.core.abi import parse_abi
-from chain.core.errors import ContractError, EncodingError
-from chain.core.params import ChainParams
+from chain.abi import parse_abi
+from chain.core.primitives.errors import ContractError, EncodingError
+from chain.core.primitives.params import ChainParams
 from chain.vm.engine import engine
 from chain.vm.validate import check_module, code_hash
 

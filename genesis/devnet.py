@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from chain.core.crypto import PrivateKey, public_key_to_text
+from chain.core.primitives.crypto import PrivateKey, public_key_to_text
 from genesis.model import Genesis, parse_genesis
 
 DEV_USERS = ("alice", "bob", "carol")

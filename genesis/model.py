@@ -12,23 +12,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from chain.core.block import ProducerKey, Schedule
-from chain.core.crypto import public_key_from_text, public_key_to_text, sha256
-from chain.core.encoding import pack
-from chain.core.errors import ChainError
-from chain.core.finality import FINALITY_DPOS, FINALITY_MODES, FINALITY_VOTES
+from chain.core.consensus.block import ProducerKey, Schedule
+from chain.core.consensus.finality import FINALITY_DPOS, FINALITY_MODES, FINALITY_VOTES
+from chain.core.consensus.qc import MAX_FINALIZERS
+from chain.core.execution.sizes import min_block_bytes
+from chain.core.execution.state import Account, Producer
 from chain.core.initial_state import InitialState
-from chain.core.params import (
+from chain.core.primitives.crypto import public_key_from_text, public_key_to_text, sha256
+from chain.core.primitives.encoding import pack
+from chain.core.primitives.errors import ChainError
+from chain.core.primitives.params import (
     CONTRACT_PARAMS,
     DEFAULT_MAX_BLOCK_BYTES,
     MAX_BLOCK_BYTES,
     ChainParams,
     slot_of_ms,
 )
-from chain.core.qc import MAX_FINALIZERS
-from chain.core.sizes import min_block_bytes
-from chain.core.state import Account, Producer
-from chain.core.types import MAX_AMOUNT, AccountName, PublicKey, is_valid_name
+from chain.core.primitives.types import MAX_AMOUNT, AccountName, PublicKey, is_valid_name
 from genesis.errors import GenesisError
 
 

@@ -9,13 +9,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from chain.controller import Chain
-from chain.core.actions import Action
-from chain.core.block import SignedBlock
-from chain.core.crypto import PrivateKey
-from chain.core.params import slot_of_ms
-from chain.core.qc import Vote
-from chain.core.transaction import SignedTransaction, Transaction, tapos_of
-from chain.core.types import BlockId
+from chain.core.consensus.block import SignedBlock
+from chain.core.consensus.qc import Vote
+from chain.core.execution.actions import Action
+from chain.core.execution.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.params import slot_of_ms
+from chain.core.primitives.types import BlockId
 from chain.storage.store import BlockStore
 from chain.testing import now_ms
 from genesis.devnet import make_dev_genesis

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 import structlog
 
 from chain.controller import Chain
-from chain.core.actions import SetCode
-from chain.core.contracts import TxTrace
-from chain.core.errors import DuplicateTransaction, MempoolFull, TransactionError
-from chain.core.transaction import SignedTransaction
-from chain.core.types import TxId
+from chain.core.execution.actions import SetCode
+from chain.core.execution.contracts import TxTrace
+from chain.core.execution.transaction import SignedTransaction
+from chain.core.primitives.errors import DuplicateTransaction, MempoolFull, TransactionError
+from chain.core.primitives.types import TxId
 from chain.vm.errors import RuntimeFault
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner

@@ -24,12 +24,12 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from chain.core.crypto import PrivateKey, public_key_to_text
-from chain.core.finality import FINALITY_VOTES, finalizer_policy
+from chain.core.consensus.finality import FINALITY_VOTES, finalizer_policy
+from chain.core.consensus.qc import Vote
+from chain.core.consensus.votes import VoteOutcome
 from chain.core.header_chain import HeaderChain
-from chain.core.qc import Vote
-from chain.core.types import BlockId
-from chain.core.votes import VoteOutcome
+from chain.core.primitives.crypto import PrivateKey, public_key_to_text
+from chain.core.primitives.types import BlockId
 from chain.signatures.sigpool import ParallelRecoverer
 from chain.view import ChainView
 from chain.vm import ContractRuntime

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import structlog
 
-from chain.core.params import slot_start_ms
+from chain.core.primitives.params import slot_start_ms
 from chain.events import ChainUpdate
 from node.metrics import NodeMetrics
 

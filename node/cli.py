@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from chain.core.crypto import public_key_to_text
-from chain.core.errors import ChainError
+from chain.core.primitives.crypto import public_key_to_text
+from chain.core.primitives.errors import ChainError
 from chain.signatures.sigpool import ParallelRecoverer
 from genesis.devnet import DEV_USERS, producer_key_file, write_dev_genesis
 from genesis.errors import GenesisError

@@ -16,8 +16,8 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import cast
 
-from chain.core.crypto import PrivateKey
-from chain.core.types import BlockId, PublicKey
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.types import BlockId, PublicKey
 from chain.mempool import ACCOUNT_SHARE, DEFAULT_MAX_BYTES, MIB
 from node.errors import ConfigError
 from node.options import (

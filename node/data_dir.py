@@ -14,9 +14,9 @@ from pathlib import Path
 import structlog
 
 from chain.controller import Chain
-from chain.core.crypto import recover_many
-from chain.core.errors import SnapshotError, StoreInUse
-from chain.core.types import BlockId, block_num_of
+from chain.core.primitives.crypto import recover_many
+from chain.core.primitives.errors import SnapshotError, StoreInUse
+from chain.core.primitives.types import BlockId, block_num_of
 from chain.mempool import Mempool
 from chain.signatures.sigpool import ParallelRecoverer
 from chain.storage.store import BlockStore

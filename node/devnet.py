@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from chain.core.crypto import PrivateKey, public_key_to_text
+from chain.core.primitives.crypto import PrivateKey, public_key_to_text
 from genesis.devnet import producer_names, write_dev_genesis, write_private
 from node.errors import NodeError
 

@@ -1,8 +1,8 @@
 """This node's finalizers: they vote on each new head, and never forget how they voted.
 
 After every new head the service asks each of its keys' safety rules
-(``chain.core.finalizer.decide_vote``) whether to vote, signs the votes, writes every key's
-safety info to ``<data-dir>/finalizer/safety.dat`` and fsyncs it (file and directory), and
+(``chain.core.consensus.finalizer.decide_vote``) whether to vote, signs the votes, writes every
+key's safety info to ``<data-dir>/finalizer/safety.dat`` and fsyncs it (file and directory), and
 only then hands the votes to the network. A node killed at any instant therefore restarts
 with a record at least as new as any vote it sent, and cannot vote against one (Spring's
 ``safety.dat``). A key with no record starts locked on the node's LIB.
@@ -29,15 +29,15 @@ from typing import Any
 
 import structlog
 
-from chain.core.crypto import PrivateKey, public_key_to_text
-from chain.core.dpos import HeaderState
-from chain.core.encoding import pack, unpack
-from chain.core.errors import ChainError
-from chain.core.finality import BlockRef, finalizer_policy
-from chain.core.finalizer import SafetyInfo, VoteDecision, decide_vote, decode_safety_info
-from chain.core.params import slot_of_ms
-from chain.core.qc import Vote
-from chain.core.types import PublicKey
+from chain.core.consensus.dpos import HeaderState
+from chain.core.consensus.finality import BlockRef, finalizer_policy
+from chain.core.consensus.finalizer import SafetyInfo, VoteDecision, decide_vote, decode_safety_info
+from chain.core.consensus.qc import Vote
+from chain.core.primitives.crypto import PrivateKey, public_key_to_text
+from chain.core.primitives.encoding import pack, unpack
+from chain.core.primitives.errors import ChainError
+from chain.core.primitives.params import slot_of_ms
+from chain.core.primitives.types import PublicKey
 from chain.events import ChainUpdate
 from chain.view import ChainView
 from node.errors import NodeError

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import structlog
 
-from chain.core.errors import ChainError
 from chain.core.header_chain import Checkpoint, HeaderChain
-from chain.core.params import ChainParams
+from chain.core.primitives.errors import ChainError
+from chain.core.primitives.params import ChainParams
 
 log = structlog.get_logger("state_sync")
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chain.controller import Chain
-from chain.core.block import decode_block
-from chain.core.errors import StoreError
+from chain.core.consensus.block import decode_block
+from chain.core.primitives.errors import StoreError
 from chain.signatures.signers import PREFETCH_BLOCKS
 from chain.storage.blocklog import BlockLog, BlockLogWriter, index_path
 from chain.storage.store import BlockStore

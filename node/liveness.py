@@ -16,9 +16,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from chain.core.params import slot_start_ms
-from chain.core.qc import QcClaim
-from chain.core.votes import VoteOutcome
+from chain.core.consensus.qc import QcClaim
+from chain.core.consensus.votes import VoteOutcome
+from chain.core.primitives.params import slot_start_ms
 from chain.events import ChainUpdate
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from chain.core.params import slot_start_s
+from chain.core.primitives.params import slot_start_s
 from chain.view import ChainView
 from node.network import NetworkStatus
 from p2p.snapshot_fetch import StateSyncStatus

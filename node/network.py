@@ -20,19 +20,19 @@ from typing import Any, Protocol
 import structlog
 
 from chain.controller import Chain, Pushed
-from chain.core.block import SignedBlock
-from chain.core.crypto import PrivateKey
-from chain.core.errors import (
+from chain.core.consensus.block import SignedBlock
+from chain.core.consensus.qc import Vote
+from chain.core.consensus.votes import VoteOutcome
+from chain.core.execution.transaction import SignedTransaction
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.errors import (
     DoubleSign,
     InvalidBlock,
     StaleBlock,
     TransactionError,
     UnlinkableBlock,
 )
-from chain.core.qc import Vote
-from chain.core.transaction import SignedTransaction
-from chain.core.types import BlockId
-from chain.core.votes import VoteOutcome
+from chain.core.primitives.types import BlockId
 from chain.signatures.signers import PREFETCH_BLOCKS
 from chain.vm.errors import RuntimeFault
 from node.runner import ChainRunner

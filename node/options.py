@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from chain.core.crypto import PrivateKey, public_key_from_text
-from chain.core.errors import ChainError
-from chain.core.types import BlockId, PublicKey, is_valid_name
+from chain.core.primitives.crypto import PrivateKey, public_key_from_text
+from chain.core.primitives.errors import ChainError
+from chain.core.primitives.types import BlockId, PublicKey, is_valid_name
 from node.errors import ConfigError
 
 T = TypeVar("T")

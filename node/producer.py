@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import structlog
 
-from chain.core.block import SignedBlock
-from chain.core.crypto import PrivateKey
-from chain.core.params import slot_of_ms, slot_start_ms
-from chain.core.types import PublicKey
+from chain.core.consensus.block import SignedBlock
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.params import slot_of_ms, slot_start_ms
+from chain.core.primitives.types import PublicKey
 from chain.vm.errors import RuntimeFault
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner

@@ -24,7 +24,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import structlog
 
 from chain.controller import Chain
-from chain.core.types import BlockId, BlockNum, TxId
+from chain.core.primitives.types import BlockId, BlockNum, TxId
 from chain.events import ChainUpdate
 from chain.view import ChainView
 

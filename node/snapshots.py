@@ -23,9 +23,9 @@ from pathlib import Path
 import structlog
 from blake3 import blake3
 
-from chain.core.encoding import check_bytes, check_int, pack, unpack
-from chain.core.errors import ChainError, SnapshotError
-from chain.core.types import BlockId
+from chain.core.primitives.encoding import check_bytes, check_int, pack, unpack
+from chain.core.primitives.errors import ChainError, SnapshotError
+from chain.core.primitives.types import BlockId
 from chain.storage.snapshot import (
     HEAD_PREFIX,
     SnapshotHead,

@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
-from chain.core.block import SignedBlock
+from chain.core.consensus.block import SignedBlock
 from chain.signatures.signers import PREFETCH_BLOCKS
 from p2p.service import BlockResult, ChainService, PushOutcome
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from chain.core.block import SignedBlock
-from chain.core.types import BlockId
+from chain.core.consensus.block import SignedBlock
+from chain.core.primitives.types import BlockId
 from chain.events import ChainUpdate
 from p2p.messages import BlockMessage
 from p2p.peer import KnownIds, Peer

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import structlog
 
-from chain.core.types import block_num_of
+from chain.core.primitives.types import block_num_of
 from chain.events import ChainUpdate
 from p2p.applier import BlockApplier
 from p2p.block_relay import BlockRelay

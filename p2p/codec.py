@@ -11,12 +11,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from chain.core.block import decode_block
-from chain.core.encoding import check_bytes, check_int, check_list, check_str, pack, unpack
-from chain.core.errors import ChainError
-from chain.core.qc import vote_from_wire
-from chain.core.transaction import decode_signed_transaction
-from chain.core.types import BlockId, TxId
+from chain.core.consensus.block import decode_block
+from chain.core.consensus.qc import vote_from_wire
+from chain.core.execution.transaction import decode_signed_transaction
+from chain.core.primitives.encoding import (
+    check_bytes,
+    check_int,
+    check_list,
+    check_str,
+    pack,
+    unpack,
+)
+from chain.core.primitives.errors import ChainError
+from chain.core.primitives.types import BlockId, TxId
 from p2p.errors import MalformedMessage, OversizedFrame
 from p2p.messages import (
     MAX_TX_IDS,

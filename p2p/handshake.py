@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-from chain.core.crypto import PrivateKey, recover, sha256
-from chain.core.errors import BadSignature
-from chain.core.types import BlockId
+from chain.core.primitives.crypto import PrivateKey, recover, sha256
+from chain.core.primitives.errors import BadSignature
+from chain.core.primitives.types import BlockId
 from p2p.errors import HandshakeFailed
 from p2p.messages import PROTOCOL_VERSION, GoAwayReason, Handshake, Hello
 

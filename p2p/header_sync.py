@@ -38,9 +38,9 @@ from typing import Protocol
 
 import structlog
 
-from chain.core.block import decode_signed_header, header_of_encoded_block
-from chain.core.errors import ChainError, EncodingError
+from chain.core.consensus.block import decode_signed_header, header_of_encoded_block
 from chain.core.header_chain import Checkpoint, HeaderChain, Judged, NotContinuing
+from chain.core.primitives.errors import ChainError, EncodingError
 from p2p.codec import MAX_HEADERS
 from p2p.errors import ChannelClosed, P2PError
 from p2p.messages import GoAwayReason, HeaderRange, HeaderRangeRequest, Message

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-from chain.core.block import SignedBlock
-from chain.core.qc import Vote
-from chain.core.transaction import SignedTransaction
-from chain.core.types import BlockId, TxId
+from chain.core.consensus.block import SignedBlock
+from chain.core.consensus.qc import Vote
+from chain.core.execution.transaction import SignedTransaction
+from chain.core.primitives.types import BlockId, TxId
 
 # 2: handshakes say the first block a node holds (nodes started from a snapshot).
 # 3: the de-duplication set in the state commitment as one id list per block.
@@ -253,8 +253,8 @@ class HeaderRangeRequest:
 
 @dataclass(frozen=True, slots=True)
 class HeaderRange:
-    """Encoded ``chain.core.block.SignedHeader``s of consecutive blocks from ``start`` on; fewer
-    than asked when the sender holds no more."""
+    """Encoded ``chain.core.consensus.block.SignedHeader``s of consecutive blocks from ``start`` on;
+    fewer than asked when the sender holds no more."""
 
     start: int
     headers: tuple[bytes, ...]

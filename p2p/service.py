@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from chain.core.block import SignedBlock
-from chain.core.errors import TransactionError
-from chain.core.qc import Vote
-from chain.core.transaction import SignedTransaction
-from chain.core.types import BlockId
-from chain.core.votes import VoteOutcome
+from chain.core.consensus.block import SignedBlock
+from chain.core.consensus.qc import Vote
+from chain.core.consensus.votes import VoteOutcome
+from chain.core.execution.transaction import SignedTransaction
+from chain.core.primitives.errors import TransactionError
+from chain.core.primitives.types import BlockId
 from p2p.handshake import ChainPosition
 
 SERVE_CHUNK = 50  # blocks read from the store per trip to the chain thread when serving

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from blake3 import blake3
 
 from chain.core.header_chain import HeaderChain
-from chain.core.types import BlockId
+from chain.core.primitives.types import BlockId
 from p2p.codec import MAX_CHUNK, MAX_CHUNKS, MIN_CHUNK
 from p2p.header_sync import HeaderCheckpoints
 from p2p.messages import SnapshotChunk, SnapshotOffer

@@ -22,7 +22,7 @@ from typing import Protocol
 
 import structlog
 
-from chain.core.types import BlockId
+from chain.core.primitives.types import BlockId
 from p2p.messages import (
     Message,
     SnapshotChunk,

@@ -46,8 +46,8 @@ from collections import Counter, deque
 
 import structlog
 
-from chain.core.crypto import sha256
-from chain.core.errors import SnapshotError
+from chain.core.primitives.crypto import sha256
+from chain.core.primitives.errors import SnapshotError
 from chain.storage.snapshot import read_head
 from p2p.messages import (
     GoAwayReason,

@@ -1,7 +1,7 @@
 """TLS 1.3 between nodes, bound to the node key that the signed handshake proves.
 
-Node keys are secp256k1 (``chain.core.crypto``), which TLS 1.3 does not offer as a signature
-algorithm, so they cannot sign a certificate. Each node instead makes a throw-away Ed25519
+Node keys are secp256k1 (``chain.core.primitives.crypto``), which TLS 1.3 does not offer as a
+signature algorithm, so they cannot sign a certificate. Each node instead makes a throw-away Ed25519
 key and a self-signed certificate when it starts (``TlsIdentity``); the key lives in memory
 (on disk only encrypted, for the moment OpenSSL loads it). The listener is the TLS server
 and presents that certificate; the dialler is the TLS client and checks no certificate
@@ -52,7 +52,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.x509.oid import NameOID
 
-from chain.core.crypto import sha256
+from chain.core.primitives.crypto import sha256
 from p2p.errors import HandshakeFailed
 from p2p.messages import GoAwayReason
 from p2p.tcp import TcpChannel

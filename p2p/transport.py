@@ -31,7 +31,7 @@ from typing import Protocol
 
 import structlog
 
-from chain.core.crypto import PrivateKey
+from chain.core.primitives.crypto import PrivateKey
 from p2p.channel import Channel
 from p2p.codec import HANDSHAKE_MAX_FRAME, MAX_FRAME_SIZE
 from p2p.errors import ChannelBroken, ChannelClosed, HandshakeFailed, MalformedMessage

@@ -20,8 +20,8 @@ import contextlib
 import time
 from collections import OrderedDict
 
-from chain.core.transaction import SignedTransaction
-from chain.core.types import TxId
+from chain.core.execution.transaction import SignedTransaction
+from chain.core.primitives.types import TxId
 from chain.events import ChainUpdate
 from p2p.messages import MAX_TX_IDS, Message, TransactionMessage, TxAnnounce, TxRequest
 from p2p.peer import KnownIds, Peer, RecentSet

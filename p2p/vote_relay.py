@@ -18,9 +18,9 @@ import contextlib
 from collections import OrderedDict
 from collections.abc import Callable
 
-from chain.core.crypto import sha256
-from chain.core.qc import Vote, VoteResult
-from chain.core.votes import VoteOutcome
+from chain.core.consensus.qc import Vote, VoteResult
+from chain.core.consensus.votes import VoteOutcome
+from chain.core.primitives.crypto import sha256
 from p2p.messages import GoAwayReason, Message, VoteMessage
 from p2p.peer import KnownIds, Peer, RecentSet
 from p2p.reactor import Reactor

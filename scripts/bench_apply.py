@@ -33,12 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from chain.controller import Chain
 from chain.core import block_transition
-from chain.core.actions import Transfer
-from chain.core.block import SignedBlock, decode_block
-from chain.core.crypto import PrivateKey, public_key_to_text
-from chain.core.state_hash import StateHash
-from chain.core.transaction import SignedTransaction, Transaction, tapos_of
-from chain.core.types import AccountName
+from chain.core.consensus.block import SignedBlock, decode_block
+from chain.core.execution.actions import Transfer
+from chain.core.execution.state_hash import StateHash
+from chain.core.execution.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.primitives.crypto import PrivateKey, public_key_to_text
+from chain.core.primitives.types import AccountName
 from chain.mempool import Mempool
 from chain.signatures.sigpool import ParallelRecoverer
 from chain.storage.store import BlockStore
@@ -208,7 +208,7 @@ def _workers_cpu() -> float:
 
 
 def _one(items: list[tuple[bytes, bytes]]) -> list[Any]:
-    from chain.core.crypto import recover_many
+    from chain.core.primitives.crypto import recover_many
 
     return recover_many(items)
 

@@ -30,8 +30,8 @@ import wasmtime
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chain.core.errors import ContractError
-from chain.core.params import ChainParams
+from chain.core.primitives.errors import ContractError
+from chain.core.primitives.params import ChainParams
 from chain.vm import structure
 from chain.vm.engine import make_config
 from scripts.benchtools import cores

@@ -36,16 +36,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from chain.abi import Abi, parse_abi
 from chain.controller import Chain
-from chain.core.abi import Abi, parse_abi
-from chain.core.actions import Action, Call, SetCode, Transfer
-from chain.core.block import SignedBlock, decode_block
-from chain.core.contracts import ContractCall, TxTrace
-from chain.core.crypto import PrivateKey, public_key_to_text
-from chain.core.params import slot_time_s
-from chain.core.state import StateView
-from chain.core.transaction import SignedTransaction, Transaction, tapos_of
-from chain.core.types import AccountName, BlockId
+from chain.core.consensus.block import SignedBlock, decode_block
+from chain.core.execution.actions import Action, Call, SetCode, Transfer
+from chain.core.execution.contracts import ContractCall, TxTrace
+from chain.core.execution.state import StateView
+from chain.core.execution.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.primitives.crypto import PrivateKey, public_key_to_text
+from chain.core.primitives.params import slot_time_s
+from chain.core.primitives.types import AccountName, BlockId
 from chain.mempool import Mempool
 from chain.storage.store import BlockStore
 from chain.vm import ContractRuntime

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from chain.controller import Chain
-from chain.core.block import decode_signed_header, header_of_encoded_block
+from chain.core.consensus.block import decode_signed_header, header_of_encoded_block
 from chain.core.header_chain import HeaderChain
 from chain.storage.store import BlockStore
 from genesis.model import load_genesis

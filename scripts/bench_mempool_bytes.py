@@ -38,10 +38,10 @@ import wasmtime
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chain.core.actions import SetCode
-from chain.core.crypto import PrivateKey, public_key_to_text
-from chain.core.transaction import SignedTransaction, Transaction, tapos_of
-from chain.core.types import AccountName, BlockId
+from chain.core.execution.actions import SetCode
+from chain.core.execution.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.primitives.crypto import PrivateKey, public_key_to_text
+from chain.core.primitives.types import AccountName, BlockId
 from genesis.model import Genesis
 from node.config import OPTIONS
 from scripts import bench_apply

@@ -33,10 +33,10 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chain.core.actions import Transfer
-from chain.core.crypto import PrivateKey
-from chain.core.transaction import SignedTransaction, Transaction, tapos_of
-from chain.core.types import AccountName, BlockId
+from chain.core.execution.actions import Transfer
+from chain.core.execution.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.types import AccountName, BlockId
 from genesis.devnet import DEV_USERS
 from scripts.benchtools import Cores, cores, cores_used, free_ports, post_json, push, tree_cpu
 

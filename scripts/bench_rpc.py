@@ -34,7 +34,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chain.core.crypto import PrivateKey, public_key_to_text
+from chain.core.primitives.crypto import PrivateKey, public_key_to_text
 from scripts.bench_apply import bench_genesis, signed_transfers
 from scripts.benchtools import (
     cores,

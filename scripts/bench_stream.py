@@ -44,7 +44,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chain.core.params import slot_start_ms
+from chain.core.primitives.params import slot_start_ms
 from scripts.bench_rpc import percentile, push_bodies, start_node
 from scripts.benchtools import cores, free_port, post_json, push, stop_node
 from scripts.make_history import make_history

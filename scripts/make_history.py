@@ -26,7 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from chain.controller import Chain
-from chain.core.actions import (
+from chain.core.consensus.finality import finalizer_policy
+from chain.core.consensus.qc import Vote
+from chain.core.execution.actions import (
     Action,
     ApproveProducer,
     NewAccount,
@@ -35,12 +37,10 @@ from chain.core.actions import (
     Transfer,
     VoteProducer,
 )
-from chain.core.crypto import PrivateKey
-from chain.core.finality import finalizer_policy
-from chain.core.params import slot_start_ms, slot_time_s
-from chain.core.qc import Vote
-from chain.core.transaction import SignedTransaction, Transaction, tapos_of
-from chain.core.types import AccountName
+from chain.core.execution.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.params import slot_start_ms, slot_time_s
+from chain.core.primitives.types import AccountName
 from chain.mempool import Mempool
 from chain.storage.blocklog import BlockLogWriter
 from chain.storage.store import BlockStore
@@ -205,7 +205,7 @@ class HistoryBuilder:
 
 
 def _seed(name: str) -> bytes:
-    from chain.core.crypto import sha256
+    from chain.core.primitives.crypto import sha256
 
     return sha256(b"bor-history-key:" + name.encode())
 

@@ -13,9 +13,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from chain.core.block import BlockHeader, SignedBlock
-from chain.core.crypto import PrivateKey
-from chain.core.types import AccountName, BlockId, BlockNum, block_num_of
+from chain.core.consensus.block import BlockHeader, SignedBlock
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.types import AccountName, BlockId, BlockNum, block_num_of
 from p2p.channel import Channel
 from p2p.errors import ChannelBroken, ChannelClosed, HandshakeFailed, MalformedMessage, P2PError
 from p2p.handshake import ChainPosition, make_handshake

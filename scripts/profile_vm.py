@@ -33,12 +33,13 @@ import wasmtime
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chain.core import ram, schema
-from chain.core.contracts import ActionTrace, ContractCall, TxTrace, name_to_u64
-from chain.core.encoding import pack
-from chain.core.params import ChainParams
-from chain.core.state import Account, StateView
-from chain.core.types import AccountName, PublicKey
+from chain.core.execution import ram
+from chain.core.execution.contracts import ActionTrace, ContractCall, TxTrace, name_to_u64
+from chain.core.execution.state import Account, StateView
+from chain.core.primitives import schema
+from chain.core.primitives.encoding import pack
+from chain.core.primitives.params import ChainParams
+from chain.core.primitives.types import AccountName, PublicKey
 from chain.testing import MemoryKV
 from chain.vm import ContractRuntime, host, raw
 from chain.vm.validate import HOST_SIGNATURES

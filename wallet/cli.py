@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from chain.core.actions import (
+from chain.core.execution.actions import (
     MAX_MEMO,
     MAX_URL,
     Action,
@@ -31,11 +31,11 @@ from chain.core.actions import (
     UpdateKey,
     VoteProducer,
 )
-from chain.core.crypto import PrivateKey, public_key_from_text
-from chain.core.errors import ChainError
-from chain.core.transaction import SignedTransaction, Transaction, tapos_of
-from chain.core.transition import format_units as format_amount
-from chain.core.types import MAX_AMOUNT, BlockId, account_name
+from chain.core.execution.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.execution.transition import format_units as format_amount
+from chain.core.primitives.crypto import PrivateKey, public_key_from_text
+from chain.core.primitives.errors import ChainError
+from chain.core.primitives.types import MAX_AMOUNT, BlockId, account_name
 from wallet import contracts
 from wallet.client import RpcClient
 from wallet.errors import WalletError, WalletFileError

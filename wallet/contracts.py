@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 from typing import Any, Protocol
 
-from chain.core.abi import Abi, parse_abi
-from chain.core.actions import Call, SetCode
-from chain.core.types import AccountName, account_name
+from chain.abi import Abi, parse_abi
+from chain.core.execution.actions import Call, SetCode
+from chain.core.primitives.types import AccountName, account_name
 from wallet.errors import WalletError
 
 MAX_AUTHORIZERS = 16

@@ -18,8 +18,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
-from chain.core.crypto import PrivateKey, public_key_to_text
-from chain.core.errors import InvalidKey
+from chain.core.primitives.crypto import PrivateKey, public_key_to_text
+from chain.core.primitives.errors import InvalidKey
 from wallet.errors import WalletFileError, WrongPassword
 
 # scrypt cost: N=2^15, r=8 is ~32 MiB and ~0.1 s per unlock, the interactive-login level

@@ -30,26 +30,32 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from chain.core.actions import Call
-from chain.core.block import BlockHeader, Schedule, SignedBlock, SignedHeader, header_digest
-from chain.core.contracts import ContractHost, TxTrace
-from chain.core.crypto import recover
-from chain.core.dpos import HeaderState, elect
-from chain.core.errors import (
+from chain.core.consensus.block import (
+    BlockHeader,
+    Schedule,
+    SignedBlock,
+    SignedHeader,
+    header_digest,
+)
+from chain.core.consensus.dpos import HeaderState, elect
+from chain.core.consensus.finality_rules import check_qc_claim, verify_block_qc
+from chain.core.execution.actions import Call
+from chain.core.execution.contracts import ContractHost, TxTrace
+from chain.core.execution.state import Changes, KVReader, StateView
+from chain.core.execution.state_hash import StateHash
+from chain.core.execution.transaction import SignedTransaction
+from chain.core.execution.transition import Context, apply_transaction
+from chain.core.primitives.crypto import recover
+from chain.core.primitives.errors import (
     BadSignature,
     BlockFuelExhausted,
     InvalidBlock,
     OversizedBlock,
     TransactionError,
 )
-from chain.core.finality_rules import check_qc_claim, verify_block_qc
-from chain.core.merkle import merkle_root
-from chain.core.params import SLOT_MS, ChainParams, slot_start_ms, slot_time_s
-from chain.core.state import Changes, KVReader, StateView
-from chain.core.state_hash import StateHash
-from chain.core.transaction import SignedTransaction
-from chain.core.transition import Context, apply_transaction
-from chain.core.types import BlockId, PublicKey, TxId
+from chain.core.primitives.merkle import merkle_root
+from chain.core.primitives.params import SLOT_MS, ChainParams, slot_start_ms, slot_time_s
+from chain.core.primitives.types import BlockId, PublicKey, TxId
 
 __all__ = [
     "BlockTransition",

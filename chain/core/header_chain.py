@@ -28,14 +28,14 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from chain.core.block import SignedHeader
 from chain.core.block_transition import process_signed_header
-from chain.core.crypto import sha256
-from chain.core.dpos import HeaderState, decode_header_state
-from chain.core.encoding import check_bytes, check_int, pack, unpack
-from chain.core.errors import ChainError, EncodingError
-from chain.core.params import SLOT_MS, ChainParams, slot_start_ms
-from chain.core.types import BlockId, block_num_of
+from chain.core.consensus.block import SignedHeader
+from chain.core.consensus.dpos import HeaderState, decode_header_state
+from chain.core.primitives.crypto import sha256
+from chain.core.primitives.encoding import check_bytes, check_int, pack, unpack
+from chain.core.primitives.errors import ChainError, EncodingError
+from chain.core.primitives.params import SLOT_MS, ChainParams, slot_start_ms
+from chain.core.primitives.types import BlockId, block_num_of
 
 __all__ = [
     "CHECKPOINT_VERSION",

@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from chain.core import schema
-from chain.core.block import Schedule
-from chain.core.dpos import HeaderState
-from chain.core.finality import FINALITY_VOTES, BlockRef, FinalityCore
-from chain.core.params import ChainParams
-from chain.core.state import Account, Changes, Producer, StateView
-from chain.core.state_hash import StateHash
-from chain.core.types import BlockId, BlockNum
+from chain.core.consensus.block import Schedule
+from chain.core.consensus.dpos import HeaderState
+from chain.core.consensus.finality import FINALITY_VOTES, BlockRef, FinalityCore
+from chain.core.execution.state import Account, Changes, Producer, StateView
+from chain.core.execution.state_hash import StateHash
+from chain.core.primitives import schema
+from chain.core.primitives.params import ChainParams
+from chain.core.primitives.types import BlockId, BlockNum
 
 
 class _NothingYet:

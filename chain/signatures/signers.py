@@ -13,10 +13,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from chain.core.crypto import recover_many
-from chain.core.errors import BadSignature
-from chain.core.transaction import SignedTransaction, signing_digest
-from chain.core.types import PublicKey, TxId
+from chain.core.execution.transaction import SignedTransaction, signing_digest
+from chain.core.primitives.crypto import recover_many
+from chain.core.primitives.errors import BadSignature
+from chain.core.primitives.types import PublicKey, TxId
 from chain.signatures.sigpool import ParallelRecoverer
 
 Recoverer = Callable[[list[tuple[bytes, bytes]]], list[PublicKey | None]]

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from chain.core.crypto import PUBLIC_KEY_SIZE, SIGNATURE_SIZE, recover_many
-from chain.core.types import PublicKey
+from chain.core.primitives.crypto import PUBLIC_KEY_SIZE, SIGNATURE_SIZE, recover_many
+from chain.core.primitives.types import PublicKey
 from chain.signatures.sigworker import NO_KEY
 
 # Below this many signatures the round trip to a worker costs more than it saves.

@@ -17,8 +17,8 @@ import signal
 import sys
 from multiprocessing.connection import Connection
 
-from chain.core.crypto import PUBLIC_KEY_SIZE, SIGNATURE_SIZE, recover
-from chain.core.errors import BadSignature
+from chain.core.primitives.crypto import PUBLIC_KEY_SIZE, SIGNATURE_SIZE, recover
+from chain.core.primitives.errors import BadSignature
 
 RECORD = SIGNATURE_SIZE + 32
 NO_KEY = bytes(PUBLIC_KEY_SIZE)

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from chain.core.errors import StoreError
+from chain.core.primitives.errors import StoreError
 
 MAGIC = b"BORLOG\x00\x01"
 HEADER_SIZE = len(MAGIC) + 32 + 4

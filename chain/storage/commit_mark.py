@@ -22,7 +22,7 @@ from pathlib import Path
 
 import plyvel
 
-from chain.core.errors import StoreError
+from chain.core.primitives.errors import StoreError
 
 MARK_FILE = "BOR-COMMITTED"
 _MAGIC = b"BORMARK1"

@@ -12,7 +12,7 @@ from typing import Any
 
 import plyvel
 
-from chain.core.errors import StoreError
+from chain.core.primitives.errors import StoreError
 
 
 def status_text(err: Exception) -> str:

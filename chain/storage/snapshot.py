@@ -5,8 +5,8 @@ big-endian length and a msgpack array:
 
 - the head: ``[0, chain id, the block, its header state, the state's lattice hash]``;
 - entry chunks: ``[1, [[key, value], ...]]``, every state entry the commitment covers
-  (``chain.core.schema.committed``: all but the de-duplication set's by-id index, which the
-  import rebuilds from the blocks' id lists) once, in key order, up to ``CHUNK_ENTRIES``
+  (``chain.core.primitives.schema.committed``: all but the de-duplication set's by-id index, which
+  the import rebuilds from the blocks' id lists) once, in key order, up to ``CHUNK_ENTRIES``
   entries or ``CHUNK_BYTES`` of keys and values a chunk;
 - the end: ``[2, entry count, content hash]``, the content hash being the BLAKE3 of every
   byte of the file before this frame.
@@ -28,12 +28,12 @@ from typing import Any, BinaryIO
 
 from blake3 import blake3
 
-from chain.core import schema
-from chain.core.block import SignedBlock, decode_block
-from chain.core.dpos import HeaderState, decode_header_state
-from chain.core.encoding import check_bytes, check_int, pack, unpack
-from chain.core.errors import ChainError, SnapshotError
-from chain.core.state_hash import StateHash
+from chain.core.consensus.block import SignedBlock, decode_block
+from chain.core.consensus.dpos import HeaderState, decode_header_state
+from chain.core.execution.state_hash import StateHash
+from chain.core.primitives import schema
+from chain.core.primitives.encoding import check_bytes, check_int, pack, unpack
+from chain.core.primitives.errors import ChainError, SnapshotError
 
 __all__ = [
     "HEAD_PREFIX",

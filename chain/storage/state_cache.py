@@ -20,10 +20,10 @@ from itertools import islice
 from operator import itemgetter
 from typing import Any
 
-from chain.core import schema
 from chain.core.block_transition import StateReader
-from chain.core.state import CachingReader, Changes
-from chain.core.state_hash import StateHash
+from chain.core.execution.state import CachingReader, Changes
+from chain.core.execution.state_hash import StateHash
+from chain.core.primitives import schema
 
 __all__ = ["CachedState"]
 

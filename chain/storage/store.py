@@ -18,18 +18,18 @@ from typing import Any
 
 import plyvel
 
-from chain.core import schema
-from chain.core.block import SignedBlock, decode_block
-from chain.core.contracts import TxTrace, decode_traces, encode_traces
-from chain.core.dpos import HeaderState, decode_header_state
-from chain.core.encoding import pack, unpack
-from chain.core.errors import SnapshotError, StoreError, StoreInUse
+from chain.core.consensus.block import SignedBlock, decode_block
+from chain.core.consensus.dpos import HeaderState, decode_header_state
+from chain.core.consensus.qc import vote_from_wire
+from chain.core.consensus.votes import DoubleVote
+from chain.core.execution.contracts import TxTrace, decode_traces, encode_traces
+from chain.core.execution.state import Changes
+from chain.core.execution.state_hash import StateHash
 from chain.core.initial_state import InitialState
-from chain.core.qc import vote_from_wire
-from chain.core.state import Changes
-from chain.core.state_hash import StateHash
-from chain.core.types import BlockId, BlockNum, TxId, block_num_of
-from chain.core.votes import DoubleVote
+from chain.core.primitives import schema
+from chain.core.primitives.encoding import pack, unpack
+from chain.core.primitives.errors import SnapshotError, StoreError, StoreInUse
+from chain.core.primitives.types import BlockId, BlockNum, TxId, block_num_of
 from chain.storage.commit_mark import CommitMark, Mark, holds_a_store, rebuild
 from chain.storage.leveldb import FrozenReader, lock_owner, status_text
 from chain.storage.snapshot import SnapshotHead

@@ -19,11 +19,11 @@ from typing import Any
 
 import wasmtime
 
-from chain.core.contracts import ActionTrace, ContractCall, name_to_u64, u64_to_name
-from chain.core.errors import ContractError, OutOfFuel, ResourceExceeded
-from chain.core.params import ChainParams
-from chain.core.state import StateView
-from chain.core.types import AccountName
+from chain.core.execution.contracts import ActionTrace, ContractCall, name_to_u64, u64_to_name
+from chain.core.execution.state import StateView
+from chain.core.primitives.errors import ContractError, OutOfFuel, ResourceExceeded
+from chain.core.primitives.params import ChainParams
+from chain.core.primitives.types import AccountName
 from chain.vm import raw
 from chain.vm.raw import ADDRESS_SPACE
 from chain.vm.tables import Tables

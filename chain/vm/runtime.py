@@ -19,12 +19,12 @@ from typing import Any, NamedTuple
 import structlog
 import wasmtime
 
-from chain.core import schema
-from chain.core.contracts import ActionTrace, ContractCall, TxTrace, name_to_u64
-from chain.core.encoding import unpack
-from chain.core.errors import ChainError, ContractError, OutOfFuel, ResourceExceeded
-from chain.core.params import ChainParams
-from chain.core.state import StateView
+from chain.core.execution.contracts import ActionTrace, ContractCall, TxTrace, name_to_u64
+from chain.core.execution.state import StateView
+from chain.core.primitives import schema
+from chain.core.primitives.encoding import unpack
+from chain.core.primitives.errors import ChainError, ContractError, OutOfFuel, ResourceExceeded
+from chain.core.primitives.params import ChainParams
 from chain.vm import host, raw
 from chain.vm.artefacts import ArtefactDir
 from chain.vm.cache import Compiled, ModuleCache

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chain.core.errors import ContractError
+from chain.core.primitives.errors import ContractError
 
 # --- limits (EOS VM checks the same kinds; ours are set by measurement) ----------------------
 MAX_FUNCTIONS = 2048  # functions defined by the module (its code section)

@@ -13,12 +13,13 @@ each entry's bytes are billed to a payer who is the receiver or authorized the a
 
 from __future__ import annotations
 
-from chain.core import ram, schema
-from chain.core.contracts import u64_to_name
-from chain.core.errors import ContractError, ResourceExceeded
-from chain.core.params import ChainParams
-from chain.core.state import StateView
-from chain.core.types import AccountName
+from chain.core.execution import ram
+from chain.core.execution.contracts import u64_to_name
+from chain.core.execution.state import StateView
+from chain.core.primitives import schema
+from chain.core.primitives.errors import ContractError, ResourceExceeded
+from chain.core.primitives.params import ChainParams
+from chain.core.primitives.types import AccountName
 
 # Past every key of a prefix whose keys are the prefix and 8 or 16 more bytes.
 _AFTER = b"\xff" * 17

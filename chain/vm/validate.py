@@ -16,8 +16,8 @@ import hashlib
 
 import wasmtime
 
-from chain.core.errors import ContractError
-from chain.core.params import ChainParams
+from chain.core.primitives.errors import ContractError
+from chain.core.primitives.params import ChainParams
 from chain.vm.structure import check_structure
 
 I32 = wasmtime.ValType.i32()

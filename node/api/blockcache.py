@@ -19,8 +19,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from chain.core.block import SignedBlock
-from chain.core.types import BlockId
+from chain.core.consensus.block import SignedBlock
+from chain.core.primitives.types import BlockId
 from chain.events import BlockStep
 from chain.view import ChainView
 from node.api.views import block_json, dumps

@@ -12,12 +12,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from chain.core import schema
-from chain.core.abi import Abi, parse_abi, symbol_code_value
-from chain.core.contracts import name_to_u64, u64_to_name
-from chain.core.encoding import unpack
-from chain.core.errors import EncodingError, NotFound
-from chain.core.state import KVReader
+from chain.abi import Abi, parse_abi, symbol_code_value
+from chain.core.execution.contracts import name_to_u64, u64_to_name
+from chain.core.execution.state import KVReader
+from chain.core.primitives import schema
+from chain.core.primitives.encoding import unpack
+from chain.core.primitives.errors import EncodingError, NotFound
 
 MAX_ROWS = 1000
 # Row bytes per page: 1000 rows of ~1 KiB, while the JSON answer stays a few MiB at most.

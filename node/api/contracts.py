@@ -17,12 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from chain.core.abi import Abi
-from chain.core.contracts import ContractCall, TxTrace
-from chain.core.errors import EncodingError, NotFound
-from chain.core.params import ChainParams, slot_time_s
-from chain.core.state import StateView
-from chain.core.types import AccountName
+from chain.abi import Abi
+from chain.core.execution.contracts import ContractCall, TxTrace
+from chain.core.execution.state import StateView
+from chain.core.primitives.errors import EncodingError, NotFound
+from chain.core.primitives.params import ChainParams, slot_time_s
+from chain.core.primitives.types import AccountName
 from node.api.contract_reads import (
     MAX_ROWS,
     RowQuery,

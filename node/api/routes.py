@@ -9,9 +9,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from chain.core.crypto import SIGNATURE_SIZE
-from chain.core.params import ChainParams
-from chain.core.transaction import MAX_SIGNATURES
+from chain.core.execution.transaction import MAX_SIGNATURES
+from chain.core.primitives.crypto import SIGNATURE_SIZE
+from chain.core.primitives.params import ChainParams
 from node.api.fields import AnyOf, Choice, Field, Hex, Integer, ListOf, Text
 from node.api.views import (
     ACCOUNT_SCHEMA,

@@ -20,12 +20,12 @@ from typing import Any, Protocol
 import structlog
 
 from chain.controller import Chain
-from chain.core import errors as ce
-from chain.core.encoding import pack
-from chain.core.errors import ChainError, EncodingError
-from chain.core.params import slot_start_s
-from chain.core.transaction import SignedTransaction, decode_signed_transaction
-from chain.core.types import AccountName, BlockId, BlockNum, TxId
+from chain.core.execution.transaction import SignedTransaction, decode_signed_transaction
+from chain.core.primitives import errors as ce
+from chain.core.primitives.encoding import pack
+from chain.core.primitives.errors import ChainError, EncodingError
+from chain.core.primitives.params import slot_start_s
+from chain.core.primitives.types import AccountName, BlockId, BlockNum, TxId
 from chain.events import ChainUpdate
 from chain.storage.snapshot import VERSION as SNAPSHOT_VERSION
 from chain.storage.store import BlockStore

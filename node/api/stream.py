@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import structlog
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from chain.core.types import BlockId
+from chain.core.primitives.types import BlockId
 from chain.events import ChainUpdate
 from node.api.stream_frames import (
     MAX_SUBSCRIBE_BYTES,

@@ -15,10 +15,10 @@ from typing import Any
 
 import orjson
 
-from chain.core.actions import ACTION_TYPES, Action, Call, action_to_json
-from chain.core.block import SignedBlock
-from chain.core.contracts import ActionTrace, TxTrace
-from chain.core.types import BlockId, TxId, is_valid_name
+from chain.core.consensus.block import SignedBlock
+from chain.core.execution.actions import ACTION_TYPES, Action, Call, action_to_json
+from chain.core.execution.contracts import ActionTrace, TxTrace
+from chain.core.primitives.types import BlockId, TxId, is_valid_name
 from node.api.views import dumps, slot_iso
 
 # A block's contract traces, per transaction that ran any (``chain.events.BlockStep``).

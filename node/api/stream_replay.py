@@ -20,9 +20,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from chain.controller import Chain
-from chain.core.actions import Call
-from chain.core.block import SignedBlock
-from chain.core.types import BlockId, TxId
+from chain.core.consensus.block import SignedBlock
+from chain.core.execution.actions import Call
+from chain.core.primitives.types import BlockId, TxId
 from chain.view import ChainView
 from node.api.stream_frames import BlockIndex, Cursor, Traces
 

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 import structlog
 
-from chain.core.types import BlockId
+from chain.core.primitives.types import BlockId
 from chain.events import BlockStep, ChainUpdate
 from node.api.stream_frames import (
     INTERNAL_ERROR,

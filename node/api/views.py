@@ -9,12 +9,12 @@ from typing import Any
 import orjson
 
 from chain.controller import Chain
-from chain.core.block import Schedule, SignedBlock
-from chain.core.crypto import public_key_to_text
-from chain.core.finality import finalizer_policy
-from chain.core.params import slot_start_ms
-from chain.core.qc import QuorumCertificate
-from chain.core.state import Account, Producer
+from chain.core.consensus.block import Schedule, SignedBlock
+from chain.core.consensus.finality import finalizer_policy
+from chain.core.consensus.qc import QuorumCertificate
+from chain.core.execution.state import Account, Producer
+from chain.core.primitives.crypto import public_key_to_text
+from chain.core.primitives.params import slot_start_ms
 from p2p.snapshot_fetch import StateSyncStatus
 from p2p.sync import SyncStatus
 

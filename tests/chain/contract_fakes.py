@@ -9,12 +9,12 @@ raises ContractError, ``ram`` raises ResourceExceeded for a storage limit.
 
 from __future__ import annotations
 
-from chain.core import schema
-from chain.core.contracts import ActionTrace, ContractCall, TxTrace
-from chain.core.crypto import sha256
-from chain.core.errors import ContractError, OutOfFuel, ResourceExceeded
-from chain.core.params import ChainParams
-from chain.core.state import StateView
+from chain.core.execution.contracts import ActionTrace, ContractCall, TxTrace
+from chain.core.execution.state import StateView
+from chain.core.primitives import schema
+from chain.core.primitives.crypto import sha256
+from chain.core.primitives.errors import ContractError, OutOfFuel, ResourceExceeded
+from chain.core.primitives.params import ChainParams
 
 
 class ScriptedHost:

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from chain.controller import Chain, Pushed
-from chain.core.actions import Transfer
-from chain.core.block import BlockHeader, SignedBlock
-from chain.core.errors import (
+from chain.core.consensus.block import BlockHeader, SignedBlock
+from chain.core.execution.actions import Transfer
+from chain.core.execution.transaction import SignedTransaction
+from chain.core.primitives.errors import (
     DoubleSign,
     DuplicateTransaction,
     InvalidBlock,
@@ -18,10 +19,9 @@ from chain.core.errors import (
     StaleBlock,
     UnlinkableBlock,
 )
-from chain.core.merkle import merkle_root
-from chain.core.params import slot_of_ms
-from chain.core.transaction import SignedTransaction
-from chain.core.types import AccountName, BlockId
+from chain.core.primitives.merkle import merkle_root
+from chain.core.primitives.params import slot_of_ms
+from chain.core.primitives.types import AccountName, BlockId
 from chain.testing import now_ms, state_dump
 from genesis.testing import DevNet
 

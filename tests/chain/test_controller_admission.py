@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from chain.core.actions import MAX_MEMO, Transfer
-from chain.core.block import decode_block
-from chain.core.errors import MalformedTransaction
-from chain.core.transaction import (
+from chain.core.consensus.block import decode_block
+from chain.core.execution.actions import MAX_MEMO, Transfer
+from chain.core.execution.transaction import (
     MAX_ACTIONS,
     MAX_SIGNATURES,
     SignedTransaction,
     Transaction,
 )
-from chain.core.types import AccountName
+from chain.core.primitives.errors import MalformedTransaction
+from chain.core.primitives.types import AccountName
 from chain.testing import now_ms
 from genesis.testing import DevNet
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from chain.abi import parse_abi
 from chain.controller import Chain
-from chain.core.abi import parse_abi
-from chain.core.actions import Call, SetCode, Transfer
 from chain.core.block_transition import execute_transactions
-from chain.core.contracts import TxTrace
-from chain.core.errors import InvalidBlock
-from chain.core.transaction import SignedTransaction
-from chain.core.types import AccountName, PublicKey
+from chain.core.execution.actions import Call, SetCode, Transfer
+from chain.core.execution.contracts import TxTrace
+from chain.core.execution.transaction import SignedTransaction
+from chain.core.primitives.errors import InvalidBlock
+from chain.core.primitives.types import AccountName, PublicKey
 from chain.storage.store import BlockStore
 from chain.testing import now_ms, state_dump
 from chain.vm import ContractRuntime

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from chain.controller import Chain
-from chain.core.actions import Transfer
-from chain.core.block import SignedBlock
-from chain.core.errors import InvalidBlock
-from chain.core.types import AccountName
+from chain.core.consensus.block import SignedBlock
+from chain.core.execution.actions import Transfer
+from chain.core.primitives.errors import InvalidBlock
+from chain.core.primitives.types import AccountName
 from chain.events import NO_EVENTS, BlockStep
 from chain.testing import now_ms
 from genesis.testing import DevNet

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from chain.controller import Chain, Pushed
-from chain.core.block import SignedBlock
-from chain.core.crypto import PrivateKey
-from chain.core.errors import InvalidBlock, StaleBlock
-from chain.core.qc import QcClaim, Vote, VoteResult, vote_digest
-from chain.core.types import BlockNum
+from chain.core.consensus.block import SignedBlock
+from chain.core.consensus.qc import QcClaim, Vote, VoteResult, vote_digest
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.errors import InvalidBlock, StaleBlock
+from chain.core.primitives.types import BlockNum
 from chain.testing import now_ms
 from genesis.testing import DevNet
 

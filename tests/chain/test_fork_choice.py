@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from chain.controller import Pushed
-from chain.core.actions import Transfer
-from chain.core.errors import StaleBlock
-from chain.core.types import AccountName
+from chain.core.execution.actions import Transfer
+from chain.core.primitives.errors import StaleBlock
+from chain.core.primitives.types import AccountName
 from chain.events import NO_EVENTS
 from chain.testing import now_ms, state_dump
 from genesis.testing import DevNet

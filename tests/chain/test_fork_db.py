@@ -10,10 +10,10 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from chain.core.block import BlockHeader, ProducerKey, Schedule, SignedBlock
-from chain.core.crypto import PrivateKey
-from chain.core.dpos import HeaderState
-from chain.core.types import AccountName, BlockId, BlockNum
+from chain.core.consensus.block import BlockHeader, ProducerKey, Schedule, SignedBlock
+from chain.core.consensus.dpos import HeaderState
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.types import AccountName, BlockId, BlockNum
 from chain.fork_db import ForkDatabase
 
 PRODUCERS = tuple(AccountName(n) for n in ("pa", "pb", "pc"))

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from chain.core.actions import Transfer
-from chain.core.crypto import PrivateKey
-from chain.core.errors import DuplicateTransaction, MempoolFull
-from chain.core.transaction import SignedTransaction, Transaction
-from chain.core.types import AccountName
+from chain.core.execution.actions import Transfer
+from chain.core.execution.transaction import SignedTransaction, Transaction
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.errors import DuplicateTransaction, MempoolFull
+from chain.core.primitives.types import AccountName
 from chain.mempool import Mempool
 
 KEY = PrivateKey(b"\x03" * 32)

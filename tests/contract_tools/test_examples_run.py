@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from chain.core import schema
-from chain.core.abi import Abi, parse_abi
-from chain.core.contracts import ContractCall, TxTrace, name_to_u64
-from chain.core.crypto import PrivateKey
-from chain.core.encoding import pack
-from chain.core.errors import ContractError
-from chain.core.params import ChainParams
-from chain.core.state import Account, StateView
-from chain.core.types import AccountName
+from chain.abi import Abi, parse_abi
+from chain.core.execution.contracts import ContractCall, TxTrace, name_to_u64
+from chain.core.execution.state import Account, StateView
+from chain.core.primitives import schema
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.encoding import pack
+from chain.core.primitives.errors import ContractError
+from chain.core.primitives.params import ChainParams
+from chain.core.primitives.types import AccountName
 from chain.testing import MemoryKV
 from chain.vm import ContractRuntime
 from contract_tools.build import Built

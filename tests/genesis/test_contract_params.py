@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from chain.core.crypto import PrivateKey, public_key_to_text
-from chain.core.params import ChainParams
+from chain.core.primitives.crypto import PrivateKey, public_key_to_text
+from chain.core.primitives.params import ChainParams
 from genesis.errors import GenesisError
 from genesis.model import parse_genesis
 

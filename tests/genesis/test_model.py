@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from chain.core.crypto import PrivateKey, public_key_to_text, sha256
-from chain.core.encoding import pack
-from chain.core.params import DEFAULT_MAX_BLOCK_BYTES, MAX_BLOCK_BYTES
-from chain.core.sizes import min_block_bytes
+from chain.core.execution.sizes import min_block_bytes
+from chain.core.primitives.crypto import PrivateKey, public_key_to_text, sha256
+from chain.core.primitives.encoding import pack
+from chain.core.primitives.params import DEFAULT_MAX_BLOCK_BYTES, MAX_BLOCK_BYTES
 from genesis.devnet import make_dev_genesis, write_dev_genesis
 from genesis.errors import GenesisError
 from genesis.model import load_genesis, parse_genesis

@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 
-from chain.core.crypto import PrivateKey
+from chain.core.primitives.crypto import PrivateKey
 from node.devnet import prepare
 from tests.integration.conftest import (
     NodeProcess,

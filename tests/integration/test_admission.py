@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import wasmtime
 
-from chain.core.actions import SetCode, Transfer
-from chain.core.crypto import PrivateKey
-from chain.core.transaction import SignedTransaction, Transaction, tapos_of
-from chain.core.types import AccountName, BlockId
+from chain.core.execution.actions import SetCode, Transfer
+from chain.core.execution.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.types import AccountName, BlockId
 from tests.integration.conftest import (
     NodeProcess,
     Nodes,

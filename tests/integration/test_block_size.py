@@ -15,11 +15,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from chain.core.actions import Transfer
-from chain.core.crypto import PrivateKey
-from chain.core.params import DEFAULT_MAX_BLOCK_BYTES, slot_of_ms, slot_start_ms
-from chain.core.transaction import SignedTransaction, Transaction, tapos_of
-from chain.core.types import AccountName, BlockId
+from chain.core.execution.actions import Transfer
+from chain.core.execution.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.params import DEFAULT_MAX_BLOCK_BYTES, slot_of_ms, slot_start_ms
+from chain.core.primitives.types import AccountName, BlockId
 from node.devnet import plan, prepare
 from tests.integration.conftest import Nodes, free_port, wait_for
 
@@ -44,8 +44,8 @@ def big_transfers(keys: dict[str, str], chain_id: bytes, head_id: str) -> list[S
 
 
 def gap_left_s() -> float:
-    """Seconds left of producerb's turn (``chain.core.dpos``'s rule), 0 outside it: producerb
-    never starts, so nothing is produced then."""
+    """Seconds left of producerb's turn (``chain.core.consensus.dpos``'s rule), 0 outside it:
+    producerb never starts, so nothing is produced then."""
     now_ms = time.time() * 1000
     slot = slot_of_ms(int(now_ms))
     turn_start = slot - slot % (2 * TURN)

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import wasmtime
 
-from chain.core.abi import Abi, parse_abi
-from chain.core.actions import Call
-from chain.core.crypto import PrivateKey
-from chain.core.transaction import SignedTransaction, Transaction, tapos_of
-from chain.core.types import AccountName, BlockId
+from chain.abi import Abi, parse_abi
+from chain.core.execution.actions import Call
+from chain.core.execution.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.types import AccountName, BlockId
 from node.devnet import prepare
 from tests.contract_tools.conftest import require_toolchain
 from tests.integration.conftest import BIN, NodeProcess, Nodes, loopback_plan, wait_for

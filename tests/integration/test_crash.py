@@ -8,8 +8,8 @@ import threading
 from pathlib import Path
 
 from chain.controller import Chain
-from chain.core.crypto import PrivateKey
-from chain.core.state import decode_account
+from chain.core.execution.state import decode_account
+from chain.core.primitives.crypto import PrivateKey
 from chain.storage.store import BlockStore
 from chain.testing import now_ms, state_dump
 from genesis.model import load_genesis

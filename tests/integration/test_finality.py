@@ -13,10 +13,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from chain.core.block import SignedBlock, decode_block
-from chain.core.crypto import PrivateKey, public_key_to_text
-from chain.core.qc import Vote
-from chain.core.types import BlockId, block_num_of
+from chain.core.consensus.block import SignedBlock, decode_block
+from chain.core.consensus.qc import Vote
+from chain.core.primitives.crypto import PrivateKey, public_key_to_text
+from chain.core.primitives.types import BlockId, block_num_of
 from chain.storage.store import BlockStore
 from node.devnet import DevNode, prepare
 from p2p.handshake import ChainPosition

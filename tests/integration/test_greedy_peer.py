@@ -17,10 +17,10 @@ import threading
 import time
 from pathlib import Path
 
-from chain.core.actions import Transfer
-from chain.core.crypto import PrivateKey
-from chain.core.transaction import MAX_ACTIONS, SignedTransaction, Transaction, tapos_of
-from chain.core.types import AccountName, BlockId
+from chain.core.execution.actions import Transfer
+from chain.core.execution.transaction import MAX_ACTIONS, SignedTransaction, Transaction, tapos_of
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.types import AccountName, BlockId
 from node.devnet import plan, prepare
 from p2p.errors import ChannelClosed, P2PError
 from p2p.messages import SyncRequest

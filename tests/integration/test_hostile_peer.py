@@ -16,7 +16,7 @@ from collections import Counter
 from functools import partial
 from pathlib import Path
 
-from chain.core.types import BlockId
+from chain.core.primitives.types import BlockId
 from node.devnet import DevNode, prepare
 from p2p.errors import P2PError
 from p2p.handshake import ChainPosition

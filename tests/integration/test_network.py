@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from chain.core.actions import Transfer
-from chain.core.crypto import PrivateKey
-from chain.core.transaction import SignedTransaction, Transaction, tapos_of
-from chain.core.types import AccountName, BlockId
+from chain.core.execution.actions import Transfer
+from chain.core.execution.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.types import AccountName, BlockId
 from node.devnet import prepare
 from scripts.make_history import make_history
 from tests.integration.conftest import BIN, Nodes, loopback_plan, rpc, wait_for

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chain.core.types import BlockId
+from chain.core.primitives.types import BlockId
 from p2p.messages import GoAwayReason, SnapshotOffer
 from scripts.make_history import make_history
 from scripts.peers import SilentOfferer

@@ -9,7 +9,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from chain.core.crypto import PrivateKey
+from chain.core.primitives.crypto import PrivateKey
 from tests.integration.conftest import BIN, NodeProcess, Nodes, push_transfers
 from tests.support.wait import SLOWDOWN
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from chain.core.crypto import PrivateKey
+from chain.core.primitives.crypto import PrivateKey
 from node.devnet import plan, prepare
 from p2p.errors import P2PError
 from p2p.messages import GoAway, GoAwayReason, Handshake, Message

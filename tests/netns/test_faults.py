@@ -1,8 +1,8 @@
 """Faults on namespaced hosts: partitions, a flapping link, a frozen node, a moved node.
 
 Four producers, one per host. LIB needs more than two thirds of them (3 of 4) to have built on
-a block (``chain.core.dpos.irreversible_candidate``), so a 2/2 split stops finality on both sides
-while both keep producing in their own slots. A cut link drops frames without a word (no
+a block (``chain.core.consensus.dpos.irreversible_candidate``), so a 2/2 split stops finality on
+both sides while both keep producing in their own slots. A cut link drops frames without a word (no
 ``tc netem`` or ``iptables`` here, only ``ip link``): the nodes notice through keepalives.
 """
 
@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chain.core.params import slot_of_ms, slot_start_ms
+from chain.core.primitives.params import slot_of_ms, slot_start_ms
 from scripts.netns import P2P_PORT
 from tests.integration.conftest import wait_for
 from tests.netns.conftest import TURN, Cluster, LibWatch, TxLoad, admin, quick

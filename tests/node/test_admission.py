@@ -12,10 +12,10 @@ from typing import Any
 import wasmtime
 
 from chain.controller import Chain
-from chain.core.actions import Call, SetCode, Transfer
-from chain.core.errors import MempoolFull, TransactionError
-from chain.core.transaction import SignedTransaction
-from chain.core.types import AccountName
+from chain.core.execution.actions import Call, SetCode, Transfer
+from chain.core.execution.transaction import SignedTransaction
+from chain.core.primitives.errors import MempoolFull, TransactionError
+from chain.core.primitives.types import AccountName
 from genesis.testing import DevNet
 from node.admission import Admitter
 from node.metrics import NodeMetrics

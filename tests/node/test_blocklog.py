@@ -6,8 +6,8 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
-from chain.core.actions import Transfer
-from chain.core.types import AccountName
+from chain.core.execution.actions import Transfer
+from chain.core.primitives.types import AccountName
 from chain.events import BlockStep, ChainEvents, ChainUpdate
 from chain.testing import now_ms
 from genesis.testing import DevNet

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from chain.core.crypto import PrivateKey, public_key_to_text
+from chain.core.primitives.crypto import PrivateKey, public_key_to_text
 from node.app import GC_THRESHOLDS
 from node.cli import build_parser, tune_gc
 from node.config import OPTION_SECTIONS

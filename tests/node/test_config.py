@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from chain.core.crypto import PrivateKey, public_key_to_text
+from chain.core.primitives.crypto import PrivateKey, public_key_to_text
 from node.config import OPTION_SECTIONS, OPTIONS, NodeConfig
 from node.config_file import add_options, commented_config, load_config, read_ini
 from node.errors import ConfigError

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from chain.controller import Chain
-from chain.core.params import slot_start_ms
-from chain.core.qc import Vote
-from chain.core.types import PublicKey
+from chain.core.consensus.qc import Vote
+from chain.core.primitives.params import slot_start_ms
+from chain.core.primitives.types import PublicKey
 from chain.events import NO_EVENTS, ChainUpdate
 from chain.view import ChainView
 from genesis.testing import DevNet

@@ -6,9 +6,9 @@ import asyncio
 from pathlib import Path
 
 from chain.controller import Chain
-from chain.core.qc import VoteResult
-from chain.core.types import PublicKey
-from chain.core.votes import VoteOutcome
+from chain.core.consensus.qc import VoteResult
+from chain.core.consensus.votes import VoteOutcome
+from chain.core.primitives.types import PublicKey
 from chain.events import ChainUpdate
 from genesis.testing import DevNet
 from node.liveness import FinalityProgress

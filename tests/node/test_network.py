@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import p2p.switch
-from chain.core.crypto import PrivateKey
+from chain.core.primitives.crypto import PrivateKey
 from chain.view import ChainView
 from genesis.testing import DevNet
 from node.admission import Admitter

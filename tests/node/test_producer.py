@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from chain.core.types import PublicKey
+from chain.core.primitives.types import PublicKey
 from genesis.testing import DevNet
 from node.metrics import NodeMetrics
 from node.producer import IN_STEP_SLOTS, ProducerLoop

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from chain.controller import Chain
-from chain.core.actions import Transfer
-from chain.core.block import SignedBlock
-from chain.core.types import AccountName
+from chain.core.consensus.block import SignedBlock
+from chain.core.execution.actions import Transfer
+from chain.core.primitives.types import AccountName
 from chain.events import BlockStep, ChainEvents, ChainUpdate
 from chain.testing import now_ms
 from genesis.testing import DevNet

@@ -8,10 +8,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from chain.core.actions import Transfer
-from chain.core.crypto import PrivateKey
-from chain.core.transaction import SignedTransaction, Transaction
-from chain.core.types import AccountName
+from chain.core.execution.actions import Transfer
+from chain.core.execution.transaction import SignedTransaction, Transaction
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.types import AccountName
 from chain.vm.errors import RuntimeFault
 from node.admission import Admitter
 from node.api.rpc import error_response

@@ -7,7 +7,7 @@ import asyncio
 from dataclasses import replace
 from pathlib import Path
 
-from chain.core.types import BlockNum
+from chain.core.primitives.types import BlockNum
 from chain.events import NO_EVENTS, ChainUpdate
 from chain.view import ChainView
 from genesis.testing import DevNet

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from blake3 import blake3
 
-from chain.core.actions import Transfer
-from chain.core.errors import SnapshotError
-from chain.core.types import AccountName, BlockId
+from chain.core.execution.actions import Transfer
+from chain.core.primitives.errors import SnapshotError
+from chain.core.primitives.types import AccountName, BlockId
 from chain.storage.snapshot import SnapshotHead
 from chain.testing import now_ms
 from genesis.testing import DevNet

@@ -7,12 +7,12 @@ from collections.abc import Callable, Collection, Sequence
 
 import pytest
 
-from chain.core.block import SignedBlock
-from chain.core.errors import TransactionError
-from chain.core.qc import Vote
-from chain.core.transaction import SignedTransaction
-from chain.core.types import BlockId
-from chain.core.votes import VoteOutcome
+from chain.core.consensus.block import SignedBlock
+from chain.core.consensus.qc import Vote
+from chain.core.consensus.votes import VoteOutcome
+from chain.core.execution.transaction import SignedTransaction
+from chain.core.primitives.errors import TransactionError
+from chain.core.primitives.types import BlockId
 from genesis.testing import DevNet
 from p2p import applier as applier_module
 from p2p.applier import AHEAD, BATCH, LOOKAHEAD, BlockApplier

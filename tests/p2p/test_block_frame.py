@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from chain.core.params import MAX_BLOCK_BYTES
+from chain.core.primitives.params import MAX_BLOCK_BYTES
 from p2p.codec import HEADER_SIZE, MAX_FRAME_SIZE, encode_frame
 from p2p.messages import Notice, RawBlock, Time
 from p2p.peer import peer_id_of

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import cast
 
-from chain.core.actions import Transfer
-from chain.core.types import AccountName, BlockNum
+from chain.core.execution.actions import Transfer
+from chain.core.primitives.types import AccountName, BlockNum
 from chain.events import BlockStep, ChainEvents, ChainUpdate
 from chain.testing import now_ms
 from genesis.testing import DevNet

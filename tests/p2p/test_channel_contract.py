@@ -11,13 +11,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from chain.core.actions import Transfer
-from chain.core.block import BlockHeader, SignedBlock
-from chain.core.crypto import PrivateKey
-from chain.core.merkle import merkle_root
-from chain.core.qc import Vote
-from chain.core.transaction import SignedTransaction, Transaction
-from chain.core.types import AccountName, BlockId, BlockNum
+from chain.core.consensus.block import BlockHeader, SignedBlock
+from chain.core.consensus.qc import Vote
+from chain.core.execution.actions import Transfer
+from chain.core.execution.transaction import SignedTransaction, Transaction
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.merkle import merkle_root
+from chain.core.primitives.types import AccountName, BlockId, BlockNum
 from p2p.channel import Channel
 from p2p.codec import encode_frame
 from p2p.errors import ChannelClosed, MalformedMessage, OversizedFrame

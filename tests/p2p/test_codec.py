@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chain.core.block import BlockHeader, ProducerKey, Schedule, SignedBlock
-from chain.core.crypto import PrivateKey
-from chain.core.encoding import pack
-from chain.core.merkle import merkle_root
-from chain.core.qc import MAX_FINALIZERS, QcClaim, QuorumCertificate, Vote
-from chain.core.transaction import SignedTransaction
-from chain.core.types import BlockId, BlockNum, TxId
+from chain.core.consensus.block import BlockHeader, ProducerKey, Schedule, SignedBlock
+from chain.core.consensus.qc import MAX_FINALIZERS, QcClaim, QuorumCertificate, Vote
+from chain.core.execution.transaction import SignedTransaction
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.encoding import pack
+from chain.core.primitives.merkle import merkle_root
+from chain.core.primitives.types import BlockId, BlockNum, TxId
 from p2p.codec import (
     _TYPES,
     HANDSHAKE_MAX_FRAME,
@@ -59,7 +59,7 @@ from p2p.messages import (
     TxRequest,
     VoteMessage,
 )
-from tests.chain.core.test_encoding import names, transactions
+from tests.chain.core.primitives.test_encoding import names, transactions
 from tests.p2p.test_channel_contract import sample_messages
 
 FRAMES = [encode_frame(m) for m in sample_messages()]

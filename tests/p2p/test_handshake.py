@@ -7,8 +7,8 @@ from collections.abc import Callable, Collection
 
 import pytest
 
-from chain.core.crypto import PrivateKey
-from chain.core.types import BlockId
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.types import BlockId
 from p2p.errors import HandshakeFailed
 from p2p.handshake import AuthPolicy, ChainPosition, check_handshake, check_hello, make_handshake
 from p2p.messages import PROTOCOL_VERSION, GoAwayReason, Handshake, Hello

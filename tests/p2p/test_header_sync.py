@@ -12,10 +12,10 @@ from types import SimpleNamespace
 from typing import cast
 
 from chain.controller import Chain
-from chain.core.actions import Transfer
-from chain.core.block import SignedHeader, decode_signed_header, signed_header_of
+from chain.core.consensus.block import SignedHeader, decode_signed_header, signed_header_of
+from chain.core.execution.actions import Transfer
 from chain.core.header_chain import Checkpoint, HeaderChain
-from chain.core.types import AccountName
+from chain.core.primitives.types import AccountName
 from chain.testing import now_ms
 from genesis.testing import DevNet
 from p2p.codec import MAX_HEADERS

@@ -12,7 +12,7 @@ from typing import cast
 import pytest
 from blake3 import blake3
 
-from chain.core.types import BlockId
+from chain.core.primitives.types import BlockId
 from p2p.messages import (
     Message,
     SnapshotChunkRequest,

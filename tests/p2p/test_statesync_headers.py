@@ -11,9 +11,9 @@ from typing import cast
 
 import pytest
 
-from chain.core.crypto import sha256
 from chain.core.header_chain import HeaderChain
-from chain.core.types import BlockId
+from chain.core.primitives.crypto import sha256
+from chain.core.primitives.types import BlockId
 from chain.storage.snapshot import write_snapshot
 from genesis.testing import DevNet
 from p2p.messages import (

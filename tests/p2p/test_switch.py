@@ -10,7 +10,7 @@ from typing import ClassVar
 
 import pytest
 
-from chain.core.types import BlockId
+from chain.core.primitives.types import BlockId
 from p2p import switch as switch_module
 from p2p.errors import ChannelClosed, HandshakeFailed
 from p2p.messages import (

@@ -15,8 +15,8 @@ from contextlib import asynccontextmanager
 import pytest
 
 import p2p.tcp
-from chain.core.crypto import PrivateKey, sha256
-from chain.core.types import BlockId
+from chain.core.primitives.crypto import PrivateKey, sha256
+from chain.core.primitives.types import BlockId
 from p2p.codec import encode_frame
 from p2p.errors import ChannelBroken, ChannelClosed, HandshakeFailed, OversizedFrame
 from p2p.handshake import AuthPolicy, ChainPosition, check_handshake, make_handshake

@@ -11,13 +11,13 @@ import time
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 
-from chain.core.actions import Transfer
-from chain.core.crypto import PrivateKey
-from chain.core.errors import TransactionError
-from chain.core.qc import Vote
-from chain.core.transaction import SignedTransaction, Transaction
-from chain.core.types import AccountName, BlockId
-from chain.core.votes import VoteOutcome
+from chain.core.consensus.qc import Vote
+from chain.core.consensus.votes import VoteOutcome
+from chain.core.execution.actions import Transfer
+from chain.core.execution.transaction import SignedTransaction, Transaction
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.errors import TransactionError
+from chain.core.primitives.types import AccountName, BlockId
 from p2p.codec import HANDSHAKE_MAX_FRAME, encode_frame
 from p2p.errors import ChannelClosed
 from p2p.handshake import ChainPosition

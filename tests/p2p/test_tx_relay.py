@@ -9,11 +9,11 @@ from typing import cast
 
 import pytest
 
-from chain.core.actions import Transfer
-from chain.core.crypto import PrivateKey
-from chain.core.errors import TransactionError
-from chain.core.transaction import SignedTransaction, Transaction
-from chain.core.types import AccountName, TxId
+from chain.core.execution.actions import Transfer
+from chain.core.execution.transaction import SignedTransaction, Transaction
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.errors import TransactionError
+from chain.core.primitives.types import AccountName, TxId
 from p2p import tx_relay
 from p2p.messages import Message, TransactionMessage, TxAnnounce, TxRequest
 from p2p.peer import Peer

@@ -7,10 +7,10 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import cast
 
-from chain.core.crypto import PrivateKey
-from chain.core.qc import Vote, VoteResult
-from chain.core.types import BlockId
-from chain.core.votes import VoteOutcome
+from chain.core.consensus.qc import Vote, VoteResult
+from chain.core.consensus.votes import VoteOutcome
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.types import BlockId
 from p2p.messages import GoAwayReason, Message, VoteMessage
 from p2p.peer import Peer
 from p2p.service import ChainService

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chain.core.actions import Transfer
-from chain.core.block import BlockHeader, SignedBlock
-from chain.core.crypto import PrivateKey
-from chain.core.merkle import merkle_root
-from chain.core.transaction import SignedTransaction, Transaction
-from chain.core.types import AccountName, BlockId, BlockNum
+from chain.core.consensus.block import BlockHeader, SignedBlock
+from chain.core.execution.actions import Transfer
+from chain.core.execution.transaction import SignedTransaction, Transaction
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.merkle import merkle_root
+from chain.core.primitives.types import AccountName, BlockId, BlockNum
 from p2p.codec import decode_frame, encode_frame
 from p2p.errors import ChannelBroken, ChannelClosed, MalformedMessage
 from p2p.messages import (

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from chain.core.block import decode_block
+from chain.core.consensus.block import decode_block
 from chain.storage.blocklog import BlockLog
 from tests.integration.conftest import NodeProcess, Nodes, free_port, rpc, wait_for
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from chain.core.params import ChainParams
+from chain.core.primitives.params import ChainParams
 from chain.vm import structure
 from scripts import bench_compile
 

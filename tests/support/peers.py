@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from chain.core.crypto import PrivateKey
-from chain.core.types import BlockId
+from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.types import BlockId
 from p2p.handshake import ChainPosition, make_handshake
 from p2p.messages import PROTOCOL_VERSION, Handshake, Hello
 from p2p.tcp import TcpChannel

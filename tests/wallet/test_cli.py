@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from chain.core.actions import MAX_MEMO, Transfer
-from chain.core.crypto import PrivateKey, public_key_to_text
-from chain.core.transaction import decode_transaction
-from chain.core.types import MAX_AMOUNT
+from chain.core.execution.actions import MAX_MEMO, Transfer
+from chain.core.execution.transaction import decode_transaction
+from chain.core.primitives.crypto import PrivateKey, public_key_to_text
+from chain.core.primitives.types import MAX_AMOUNT
 
 BIN = Path(sys.executable).parent
 KEY = PrivateKey.from_text("PVT_K1_" + "11" * 32)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from chain.core.errors import EncodingError
+from chain.core.primitives.errors import EncodingError
 from tests.node.api import kv_contract
 from wallet import contracts
 from wallet.cli import main

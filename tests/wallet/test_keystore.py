@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from chain.core.crypto import PrivateKey
+from chain.core.primitives.crypto import PrivateKey
 from wallet.cli import main, parse_amount
 from wallet.errors import WalletError, WalletFileError, WrongPassword
 from wallet.keystore import Keystore

@@ -10,8 +10,6 @@ from pathlib import Path
 import pytest
 
 from chain.controller import Chain
-from chain.core.actions import Transfer
-from chain.core.block import ProducerKey, Schedule, SignedBlock
 from chain.core.block_transition import (
     BlockTransition,
     Evidence,
@@ -20,10 +18,12 @@ from chain.core.block_transition import (
     process_block_header,
     process_header,
 )
-from chain.core.errors import InvalidBlock
-from chain.core.params import SLOT_MS, slot_start_ms
-from chain.core.state_hash import StateHash
-from chain.core.types import AccountName, BlockId, BlockNum, PublicKey
+from chain.core.consensus.block import ProducerKey, Schedule, SignedBlock
+from chain.core.execution.actions import Transfer
+from chain.core.execution.state_hash import StateHash
+from chain.core.primitives.errors import InvalidBlock
+from chain.core.primitives.params import SLOT_MS, slot_start_ms
+from chain.core.primitives.types import AccountName, BlockId, BlockNum, PublicKey
 from chain.storage.store import BlockStore
 from chain.testing import now_ms, state_dump
 from genesis.testing import DevNet

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chain.core.actions import (
+from chain.core.execution.actions import (
     MAX_AUTHORIZATION,
     Action,
     AllowCode,
@@ -19,9 +19,9 @@ from chain.core.actions import (
     decode_action,
     encode_action,
 )
-from chain.core.encoding import pack, unpack
-from chain.core.errors import EncodingError
-from chain.core.types import AccountName
+from chain.core.primitives.encoding import pack, unpack
+from chain.core.primitives.errors import EncodingError
+from chain.core.primitives.types import AccountName
 
 A, B = AccountName("alice"), AccountName("bob")
 names = st.from_regex(r"[a-z1-5.]{0,11}[a-z1-5]", fullmatch=True).map(AccountName)

@@ -7,12 +7,16 @@ import dataclasses
 
 import pytest
 
-from chain.core import ram, schema
-from chain.core.actions import AllowCode, Call, SetCode, Transfer
-from chain.core.contracts import TxTrace
-from chain.core.crypto import PrivateKey, sha256
-from chain.core.encoding import unpack
-from chain.core.errors import (
+from chain.core.execution import ram
+from chain.core.execution.actions import AllowCode, Call, SetCode, Transfer
+from chain.core.execution.contracts import TxTrace
+from chain.core.execution.state import Account, StateView
+from chain.core.execution.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.execution.transition import Context, apply_action, apply_transaction
+from chain.core.primitives import schema
+from chain.core.primitives.crypto import PrivateKey, sha256
+from chain.core.primitives.encoding import unpack
+from chain.core.primitives.errors import (
     BlockFuelExhausted,
     ContractError,
     InvalidAction,
@@ -20,11 +24,8 @@ from chain.core.errors import (
     ResourceExceeded,
     Unauthorized,
 )
-from chain.core.params import ChainParams
-from chain.core.state import Account, StateView
-from chain.core.transaction import SignedTransaction, Transaction, tapos_of
-from chain.core.transition import Context, apply_action, apply_transaction
-from chain.core.types import AccountName, BlockId, PublicKey
+from chain.core.primitives.params import ChainParams
+from chain.core.primitives.types import AccountName, BlockId, PublicKey
 from chain.testing import MemoryKV
 from tests.chain.contract_fakes import ScriptedHost, script
 

@@ -12,15 +12,20 @@ from pathlib import Path
 import pytest
 
 from chain.controller import Chain
-from chain.core.actions import Transfer
-from chain.core.block import SignedBlock, SignedHeader, decode_signed_header, signed_header_of
 from chain.core.block_transition import process_signed_header
-from chain.core.crypto import sha256
-from chain.core.encoding import pack, unpack
-from chain.core.errors import EncodingError, InvalidBlock
+from chain.core.consensus.block import (
+    SignedBlock,
+    SignedHeader,
+    decode_signed_header,
+    signed_header_of,
+)
+from chain.core.execution.actions import Transfer
 from chain.core.header_chain import CHECKPOINT_VERSION, HeaderChain, NotContinuing
-from chain.core.params import SLOT_MS, slot_start_ms
-from chain.core.types import AccountName, BlockId
+from chain.core.primitives.crypto import sha256
+from chain.core.primitives.encoding import pack, unpack
+from chain.core.primitives.errors import EncodingError, InvalidBlock
+from chain.core.primitives.params import SLOT_MS, slot_start_ms
+from chain.core.primitives.types import AccountName, BlockId
 from chain.testing import now_ms
 from genesis.testing import DevNet
 

@@ -8,11 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from chain.core.actions import Transfer
-from chain.core.crypto import PrivateKey, recover_many, sha256
-from chain.core.errors import BadSignature
-from chain.core.transaction import SignedTransaction, Transaction
-from chain.core.types import AccountName, PublicKey
+from chain.core.execution.actions import Transfer
+from chain.core.execution.transaction import SignedTransaction, Transaction
+from chain.core.primitives.crypto import PrivateKey, recover_many, sha256
+from chain.core.primitives.errors import BadSignature
+from chain.core.primitives.types import AccountName, PublicKey
 from chain.signatures import signers as signers_module
 from chain.signatures.signers import MAX_SHARE, SignerKeys
 from chain.signatures.sigpool import ParallelRecoverer, Waiter

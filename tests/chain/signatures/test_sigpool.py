@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from chain.core.crypto import PrivateKey, recover_many, sha256
+from chain.core.primitives.crypto import PrivateKey, recover_many, sha256
 from chain.signatures.sigpool import ParallelRecoverer, worker_env
 
 
@@ -70,7 +70,7 @@ def test_workers_do_not_import_the_program_that_starts_them(tmp_path: Path) -> N
             f"""
             with open({str(marker)!r}, "a") as f:
                 f.write("x")
-            from chain.core.crypto import PrivateKey, sha256
+            from chain.core.primitives.crypto import PrivateKey, sha256
             from chain.signatures.sigpool import ParallelRecoverer
 
             if __name__ == "__main__":

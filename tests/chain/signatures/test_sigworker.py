@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from chain.core.crypto import PrivateKey, recover_many, sha256
+from chain.core.primitives.crypto import PrivateKey, recover_many, sha256
 from chain.signatures.sigworker import NO_KEY
 
 

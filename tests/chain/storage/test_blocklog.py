@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from chain.core.errors import StoreError
+from chain.core.primitives.errors import StoreError
 from chain.storage.blocklog import HEADER_SIZE, BlockLog, BlockLogWriter
 
 CHAIN_ID = bytes(range(32))

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from chain.controller import Chain
-from chain.core.block import SignedBlock
-from chain.core.errors import StoreError
-from chain.core.types import BlockId
+from chain.core.consensus.block import SignedBlock
+from chain.core.primitives.errors import StoreError
+from chain.core.primitives.types import BlockId
 from chain.storage.commit_mark import MARK_FILE, CommitMark, Mark
 from chain.storage.store import BlockStore
 from genesis.testing import DevNet

@@ -10,13 +10,13 @@ from pathlib import Path
 import plyvel
 import pytest
 
+from chain.abi import parse_abi
 from chain.controller import Chain
-from chain.core import schema
-from chain.core.abi import parse_abi
-from chain.core.actions import Call, SetCode, Transfer
-from chain.core.errors import DuplicateTransaction, NotFound, SnapshotError
-from chain.core.state_hash import StateHash
-from chain.core.types import AccountName
+from chain.core.execution.actions import Call, SetCode, Transfer
+from chain.core.execution.state_hash import StateHash
+from chain.core.primitives import schema
+from chain.core.primitives.errors import DuplicateTransaction, NotFound, SnapshotError
+from chain.core.primitives.types import AccountName
 from chain.storage import snapshot
 from chain.storage.snapshot import (
     HEAD_PREFIX,

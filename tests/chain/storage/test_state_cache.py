@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from chain.controller import Pushed
-from chain.core import schema
-from chain.core.actions import Transfer
-from chain.core.state import Account, StateView, decode_account
-from chain.core.state_hash import StateHash
-from chain.core.types import AccountName, PublicKey
+from chain.core.execution.actions import Transfer
+from chain.core.execution.state import Account, StateView, decode_account
+from chain.core.execution.state_hash import StateHash
+from chain.core.primitives import schema
+from chain.core.primitives.types import AccountName, PublicKey
 from chain.storage.state_cache import CachedState
 from chain.testing import now_ms, state_dump
 from genesis.testing import DevNet

@@ -8,15 +8,15 @@ from pathlib import Path
 import plyvel
 import pytest
 
-from chain.core import schema
-from chain.core.actions import Transfer
-from chain.core.block import SignedBlock
-from chain.core.dpos import HeaderState
-from chain.core.encoding import pack, unpack
-from chain.core.errors import StoreError, StoreInUse
-from chain.core.state import Changes
-from chain.core.state_hash import StateHash
-from chain.core.types import AccountName
+from chain.core.consensus.block import SignedBlock
+from chain.core.consensus.dpos import HeaderState
+from chain.core.execution.actions import Transfer
+from chain.core.execution.state import Changes
+from chain.core.execution.state_hash import StateHash
+from chain.core.primitives import schema
+from chain.core.primitives.encoding import pack, unpack
+from chain.core.primitives.errors import StoreError, StoreInUse
+from chain.core.primitives.types import AccountName
 from chain.storage.store import BlockStore
 from chain.testing import now_ms
 from genesis.testing import DevNet

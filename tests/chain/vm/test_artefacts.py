@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import wasmtime
 
-from chain.core.errors import ContractError
-from chain.core.params import ChainParams
-from chain.core.state import StateView
+from chain.core.execution.state import StateView
+from chain.core.primitives.errors import ContractError
+from chain.core.primitives.params import ChainParams
 from chain.testing import MemoryKV
 from chain.vm import ContractRuntime
 from chain.vm import runtime as runtime_module

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 import wasmtime
 
-from chain.core import schema
-from chain.core.contracts import ContractCall, TxTrace, name_to_u64
-from chain.core.encoding import pack
-from chain.core.errors import ContractError, OutOfFuel, ResourceExceeded
-from chain.core.params import ChainParams
-from chain.core.state import StateView
-from chain.core.types import AccountName
+from chain.core.execution.contracts import ContractCall, TxTrace, name_to_u64
+from chain.core.execution.state import StateView
+from chain.core.primitives import schema
+from chain.core.primitives.encoding import pack
+from chain.core.primitives.errors import ContractError, OutOfFuel, ResourceExceeded
+from chain.core.primitives.params import ChainParams
+from chain.core.primitives.types import AccountName
 from chain.testing import MemoryKV
 from chain.vm import ContractRuntime
 from chain.vm.errors import RuntimeFault

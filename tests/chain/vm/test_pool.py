@@ -8,11 +8,11 @@ import threading
 
 import pytest
 
-from chain.core.contracts import ContractCall
-from chain.core.errors import ContractError, ResourceExceeded
-from chain.core.params import ChainParams
-from chain.core.state import StateView
-from chain.core.types import AccountName
+from chain.core.execution.contracts import ContractCall
+from chain.core.execution.state import StateView
+from chain.core.primitives.errors import ContractError, ResourceExceeded
+from chain.core.primitives.params import ChainParams
+from chain.core.primitives.types import AccountName
 from chain.testing import MemoryKV
 from chain.vm import ContractRuntime
 from chain.vm import runtime as runtime_module

@@ -8,11 +8,11 @@ import struct
 import pytest
 import wasmtime
 
-from chain.core import schema
-from chain.core.contracts import ContractHost, name_to_u64
-from chain.core.errors import ContractError, ResourceExceeded
-from chain.core.params import ChainParams
-from chain.core.state import StateView
+from chain.core.execution.contracts import ContractHost, name_to_u64
+from chain.core.execution.state import StateView
+from chain.core.primitives import schema
+from chain.core.primitives.errors import ContractError, ResourceExceeded
+from chain.core.primitives.params import ChainParams
 from chain.testing import MemoryKV
 from chain.vm import ContractRuntime
 from chain.vm.cache import ModuleCache

@@ -7,8 +7,8 @@ import wasmtime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chain.core.errors import ContractError
-from chain.core.params import ChainParams
+from chain.core.primitives.errors import ContractError
+from chain.core.primitives.params import ChainParams
 from chain.vm import structure
 from chain.vm.engine import engine
 from chain.vm.validate import check_bytes

@@ -8,12 +8,13 @@ import struct
 
 import pytest
 
-from chain.core import ram, schema
-from chain.core.contracts import ContractCall, TxTrace, name_to_u64
-from chain.core.errors import ContractError
-from chain.core.params import ChainParams
-from chain.core.state import Account, StateView
-from chain.core.types import AccountName, PublicKey
+from chain.core.execution import ram
+from chain.core.execution.contracts import ContractCall, TxTrace, name_to_u64
+from chain.core.execution.state import Account, StateView
+from chain.core.primitives import schema
+from chain.core.primitives.errors import ContractError
+from chain.core.primitives.params import ChainParams
+from chain.core.primitives.types import AccountName, PublicKey
 from chain.testing import MemoryKV
 from chain.vm import ContractRuntime
 from tests.chain.vm.wat import contract, deploy, le, run

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import wasmtime
 
-from chain.core import schema
-from chain.core.contracts import ContractCall, TxTrace
-from chain.core.encoding import pack
-from chain.core.params import ChainParams
-from chain.core.state import StateView
-from chain.core.types import AccountName
+from chain.core.execution.contracts import ContractCall, TxTrace
+from chain.core.execution.state import StateView
+from chain.core.primitives import schema
+from chain.core.primitives.encoding import pack
+from chain.core.primitives.params import ChainParams
+from chain.core.primitives.types import AccountName
 from chain.vm import ContractRuntime
 from chain.vm.validate import HOST_SIGNATURES
 

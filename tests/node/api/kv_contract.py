@@ -9,7 +9,7 @@ import json
 
 import wasmtime
 
-from chain.core.contracts import name_to_u64
+from chain.core.execution.contracts import name_to_u64
 
 
 def _i64(name: str) -> int:

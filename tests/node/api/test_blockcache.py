@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from chain.core.block import SignedBlock
-from chain.core.types import BlockId, BlockNum
+from chain.core.consensus.block import SignedBlock
+from chain.core.primitives.types import BlockId, BlockNum
 from chain.events import BlockStep
 from chain.view import ChainView
 from genesis.testing import DevNet

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from chain.core.contracts import name_to_u64
-from chain.core.errors import EncodingError
+from chain.core.execution.contracts import name_to_u64
+from chain.core.primitives.errors import EncodingError
 from node.api.contract_reads import u64_of
 
 

@@ -14,9 +14,9 @@ import aiohttp
 import pytest
 
 from chain.controller import Chain
-from chain.core.actions import Transfer
-from chain.core.block import SignedBlock
-from chain.core.types import AccountName
+from chain.core.consensus.block import SignedBlock
+from chain.core.execution.actions import Transfer
+from chain.core.primitives.types import AccountName
 from chain.testing import now_ms
 from genesis.testing import DevNet
 from node.admission import Admitter

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from chain.controller import Chain
-from chain.core.errors import NotFound
+from chain.core.primitives.errors import NotFound
 from genesis.testing import DevNet
 from node.api import reads as reads_module
 from node.api.reads import ChainReads, ReadPacer, ReadsBusy

@@ -13,11 +13,11 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from chain.controller import Chain
-from chain.core.actions import Action, Transfer
-from chain.core.block import SignedBlock
-from chain.core.params import ChainParams
-from chain.core.transaction import SignedTransaction
-from chain.core.types import AccountName
+from chain.core.consensus.block import SignedBlock
+from chain.core.execution.actions import Action, Transfer
+from chain.core.execution.transaction import SignedTransaction
+from chain.core.primitives.params import ChainParams
+from chain.core.primitives.types import AccountName
 from genesis.testing import DevNet
 from node.admission import Admitter
 from node.api.http import make_admin_app, make_app

@@ -14,8 +14,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from chain.controller import Chain
-from chain.core.actions import Stake, Transfer
-from chain.core.types import AccountName
+from chain.core.execution.actions import Stake, Transfer
+from chain.core.primitives.types import AccountName
 from chain.testing import now_ms
 from genesis.testing import DevNet
 from node.admission import Admitter

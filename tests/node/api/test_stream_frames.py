@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from chain.core.actions import ACTION_TYPES, Stake, Transfer, VoteProducer
-from chain.core.types import AccountName, BlockId
+from chain.core.execution.actions import ACTION_TYPES, Stake, Transfer, VoteProducer
+from chain.core.primitives.types import AccountName, BlockId
 from chain.testing import now_ms
 from genesis.testing import DevNet
 from node.api.stream_frames import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chain.core.block import SignedBlock
+from chain.core.consensus.block import SignedBlock
 from genesis.testing import DevNet
 from node.api.stream_replay import INDEX_WEIGHT, ReplayCache
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from chain.controller import Chain
-from chain.core.actions import Transfer
-from chain.core.block import SignedBlock
-from chain.core.types import AccountName, BlockId
+from chain.core.consensus.block import SignedBlock
+from chain.core.execution.actions import Transfer
+from chain.core.primitives.types import AccountName, BlockId
 from chain.events import ChainUpdate
 from chain.testing import now_ms
 from genesis.testing import DevNet

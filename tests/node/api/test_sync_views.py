@@ -3,7 +3,7 @@ publish: the field names and values that /v1/node/sync, /v1/net/peers and get_in
 
 from __future__ import annotations
 
-from chain.core.types import BlockId
+from chain.core.primitives.types import BlockId
 from node.api.views import state_sync_json, sync_json, sync_summary_json
 from p2p.snapshot_fetch import StateSyncStatus
 from p2p.sync import Stage, SyncStatus

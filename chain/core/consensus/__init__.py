@@ -1,0 +1,2 @@
+"""Blocks and agreement on them: headers, the DPoS schedule, quorum certificates, votes and
+finality."""
