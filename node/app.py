@@ -64,8 +64,8 @@ from node.snapshots import (
 )
 from p2p.errors import P2PError
 from p2p.rdma.device import RdmaDevice, RdmaInfo, detect
-from p2p.snapshot_fetch import Fetcher
-from p2p.statesync import StateSync
+from p2p.statesync.fetch import Fetcher
+from p2p.statesync.reactor import StateSync
 
 log = structlog.get_logger("node")
 

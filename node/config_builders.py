@@ -16,11 +16,11 @@ from node.api.stream import StreamLimits
 from node.config import NodeConfig, P2pConfig, StreamConfig
 from node.errors import ConfigError
 from node.network import NetConfig
-from p2p.handshake import AuthPolicy
-from p2p.switch import SwitchConfig
-from p2p.sync import SyncConfig
-from p2p.tls import TlsIdentity
-from p2p.transport import MAX_WAITING, TransportConfig
+from p2p.blocksync.manager import SyncConfig
+from p2p.transport.connections import MAX_WAITING, TransportConfig
+from p2p.transport.switch import SwitchConfig
+from p2p.transport.tls import TlsIdentity
+from p2p.wire.handshake import AuthPolicy
 
 
 def transport_config(p2p: P2pConfig) -> TransportConfig:

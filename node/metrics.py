@@ -7,8 +7,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from chain.core.primitives.params import slot_start_s
 from chain.view import ChainView
 from node.network import NetworkStatus
-from p2p.snapshot_fetch import StateSyncStatus
-from p2p.sync import Stage
+from p2p.blocksync.manager import Stage
+from p2p.statesync.fetch import StateSyncStatus
 
 
 class NodeMetrics:
@@ -221,7 +221,7 @@ class NodeMetrics:
                 self.rdma_completions.labels(peer).set(stats.rdma_completions)
 
     def observe_state_sync(self, status: StateSyncStatus) -> None:
-        """Take the fetcher's progress (``p2p.snapshot_fetch.Fetcher.status``)."""
+        """Take the fetcher's progress (``p2p.statesync.fetch.Fetcher.status``)."""
         self.state_sync_chunks.set(status.chunks)
         self.state_sync_chunks_total.set(status.chunks_total)
         self.state_sync_bytes.set(status.bytes)

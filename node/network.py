@@ -36,22 +36,22 @@ from chain.core.primitives.types import BlockId
 from chain.signatures.signers import PREFETCH_BLOCKS
 from chain.vm.errors import RuntimeFault
 from node.runner import ChainRunner
-from p2p.block_relay import BlockRelay
-from p2p.blocksync import BlockSync
-from p2p.channel import ChannelStats
-from p2p.handshake import ChainPosition
-from p2p.header_sync import HeaderSync
+from p2p.blocksync.headers import HeaderSync
+from p2p.blocksync.manager import SyncConfig, SyncStatus
+from p2p.blocksync.reactor import BlockSync
 from p2p.rdma.device import RdmaDevice
 from p2p.rdma.upgrade import RdmaUpgrade
-from p2p.reactor import Reactor
+from p2p.relay.blocks import BlockRelay
+from p2p.relay.transactions import TxRelay
+from p2p.relay.votes import OnCounted, VoteRelay
 from p2p.service import BlockResult, Outcome, PushOutcome
-from p2p.snapshot_fetch import StateSyncStatus
-from p2p.statesync import StateSync
-from p2p.switch import Switch, SwitchConfig
-from p2p.sync import SyncConfig, SyncStatus
-from p2p.transport import Transport, TransportConfig
-from p2p.tx_relay import TxRelay
-from p2p.vote_relay import OnCounted, VoteRelay
+from p2p.statesync.fetch import StateSyncStatus
+from p2p.statesync.reactor import StateSync
+from p2p.transport.channel import ChannelStats
+from p2p.transport.connections import Transport, TransportConfig
+from p2p.transport.reactor import Reactor
+from p2p.transport.switch import Switch, SwitchConfig
+from p2p.wire.handshake import ChainPosition
 
 log = structlog.get_logger("chain")
 

@@ -2,7 +2,7 @@
 one, serve them to peers and fetch one from peers (state sync).
 
 The format and its checks are ``chain.storage.snapshot``'s, the state sync protocol
-``p2p.statesync``'s; this module adds files (written under a temporary name, fsynced, then
+``p2p.statesync.reactor``'s; this module adds files (written under a temporary name, fsynced, then
 renamed, so a file with the final name is always whole), the progress reports, and the rules
 for a data dir: a snapshot starts an empty store (or one holding the genesis only).
 """
@@ -36,8 +36,8 @@ from chain.storage.snapshot import (
     write_snapshot,
 )
 from chain.storage.store import BlockStore
-from p2p.messages import SnapshotOffer
-from p2p.snapshot_fetch import chunk_length, manifest_root, offer_problem
+from p2p.statesync.fetch import chunk_length, manifest_root, offer_problem
+from p2p.wire.messages import SnapshotOffer
 
 log = structlog.get_logger("snapshots")
 
@@ -189,7 +189,7 @@ def prune_snapshots(directory: Path, keep: int) -> None:
 
 
 class SnapshotDir:
-    """The snapshots in a node's snapshot directory, served to peers (``p2p.snapshot_serving``).
+    """The snapshots in a node's snapshot directory, served to peers (``p2p.statesync.serving``).
 
     A file is offered once its chunk hashes are known: they are computed off the event loop
     the first time the file is seen and kept beside it (``NAME.chunks``), so that a restart

@@ -19,7 +19,7 @@ from chain.core.consensus.votes import VoteOutcome
 from chain.core.execution.transaction import SignedTransaction
 from chain.core.primitives.errors import TransactionError
 from chain.core.primitives.types import BlockId
-from p2p.handshake import ChainPosition
+from p2p.wire.handshake import ChainPosition
 
 SERVE_CHUNK = 50  # blocks read from the store per trip to the chain thread when serving
 

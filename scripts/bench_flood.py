@@ -204,7 +204,7 @@ def main() -> None:
     )
     parser.add_argument("node_args", nargs="*", help="extra bor-node run flags (after --)")
     args = parser.parse_args()
-    # Our strangers run p2p.tls, which logs each session: not what this script reports.
+    # Our strangers run p2p.transport.tls, which logs each session: not what this script reports.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     machine = cores()
     print(machine, flush=True)

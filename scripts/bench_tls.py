@@ -28,10 +28,10 @@ import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from p2p.codec import HEADER_SIZE
-from p2p.messages import RawBlock
-from p2p.tcp import TcpChannel
-from p2p.tls import TlsIdentity, negotiate
+from p2p.transport.tcp import TcpChannel
+from p2p.transport.tls import TlsIdentity, negotiate
+from p2p.wire.codec import HEADER_SIZE
+from p2p.wire.messages import RawBlock
 from scripts.benchtools import cores, cores_used
 
 

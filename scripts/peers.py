@@ -16,10 +16,12 @@ from collections.abc import Callable
 from chain.core.consensus.block import BlockHeader, SignedBlock
 from chain.core.primitives.crypto import PrivateKey
 from chain.core.primitives.types import AccountName, BlockId, BlockNum, block_num_of
-from p2p.channel import Channel
 from p2p.errors import ChannelBroken, ChannelClosed, HandshakeFailed, MalformedMessage, P2PError
-from p2p.handshake import ChainPosition, make_handshake
-from p2p.messages import (
+from p2p.transport.channel import Channel
+from p2p.transport.tcp import TcpChannel
+from p2p.transport.tls import TlsIdentity, negotiate
+from p2p.wire.handshake import ChainPosition, make_handshake
+from p2p.wire.messages import (
     PROTOCOL_VERSION,
     BlockMessage,
     GoAway,
@@ -35,8 +37,6 @@ from p2p.messages import (
     SyncRequest,
     Time,
 )
-from p2p.tcp import TcpChannel
-from p2p.tls import TlsIdentity, negotiate
 
 # --- a dialler played by hand ---------------------------------------------------------------
 
@@ -71,8 +71,8 @@ async def negotiated(
     timeout: float = 5.0,
 ) -> tuple[TcpChannel, bytes]:
     """On a connection we dialled, do what a node's dialler does before the first frame, with
-    ``p2p.tls.negotiate``: the preamble, then with ``tls`` TLS 1.3. Returns the channel, which
-    then carries frames (or, with ``send_raw``, any bytes) inside TLS, and the binding a
+    ``p2p.transport.tls.negotiate``: the preamble, then with ``tls`` TLS 1.3. Returns the channel,
+    which then carries frames (or, with ``send_raw``, any bytes) inside TLS, and the binding a
     handshake on it must be signed over. Raises ChannelClosed (ChannelBroken) if the node
     refuses or closes the connection, HandshakeFailed if its preamble disagrees. Reading the
     node's preamble has no time limit here: wrap the call in one."""

@@ -54,8 +54,8 @@ from node.metrics import NodeMetrics
 from node.options import parse_endpoint
 from node.runner import ChainRunner, InclusionWatch
 from node.snapshot_writer import SnapshotBusy, SnapshotWriter
-from p2p.snapshot_fetch import StateSyncStatus
-from p2p.sync import SyncStatus
+from p2p.blocksync.manager import SyncStatus
+from p2p.statesync.fetch import StateSyncStatus
 
 log = structlog.get_logger("rpc")
 

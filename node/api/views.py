@@ -15,8 +15,8 @@ from chain.core.consensus.qc import QuorumCertificate
 from chain.core.execution.state import Account, Producer
 from chain.core.primitives.crypto import public_key_to_text
 from chain.core.primitives.params import slot_start_ms
-from p2p.snapshot_fetch import StateSyncStatus
-from p2p.sync import SyncStatus
+from p2p.blocksync.manager import SyncStatus
+from p2p.statesync.fetch import StateSyncStatus
 
 
 def dumps(value: Any) -> bytes:

@@ -16,19 +16,7 @@ import socket
 from collections import deque
 from typing import Any
 
-from p2p.channel import Channel, ChannelStats
-from p2p.codec import HEADER_SIZE, MAX_FRAME_SIZE, decode_message, encode_frame, frame_length
 from p2p.errors import ChannelBroken, ChannelClosed, MalformedMessage
-from p2p.messages import (
-    Message,
-    Outbound,
-    RawBlock,
-    RdmaChunkRequest,
-    RdmaSyncRequest,
-    SnapshotChunk,
-    SnapshotChunkRequest,
-    SyncRequest,
-)
 from p2p.rdma.device import Completion, RdmaDevice
 from p2p.rdma.landing import ZoneReader, ZoneWriter, units_of
 from p2p.rdma.qp import connect_qp, control_wr, write_wr
@@ -45,6 +33,18 @@ from p2p.rdma.wire import (
     OPS,
     Endpoint,
     immediate,
+)
+from p2p.transport.channel import Channel, ChannelStats
+from p2p.wire.codec import HEADER_SIZE, MAX_FRAME_SIZE, decode_message, encode_frame, frame_length
+from p2p.wire.messages import (
+    Message,
+    Outbound,
+    RawBlock,
+    RdmaChunkRequest,
+    RdmaSyncRequest,
+    SnapshotChunk,
+    SnapshotChunkRequest,
+    SyncRequest,
 )
 
 
@@ -146,8 +146,8 @@ class RdmaChannel(Channel):
         await self._send_frame(frame)
 
     def _wire_form(self, message: Outbound) -> Outbound:
-        """The channel's hook (see ``p2p.channel``): a range or snapshot chunk request names
-        our landing zone, so the peer writes the blocks or the chunk straight into it.
+        """The channel's hook (see ``p2p.transport.channel``): a range or snapshot chunk request
+        names our landing zone, so the peer writes the blocks or the chunk straight into it.
         ``_from_wire`` undoes it."""
         if isinstance(message, SyncRequest) and message.end:
             return RdmaSyncRequest(message.start, message.end, *self._our_zone())

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from p2p.codec import HEADER_SIZE
 from p2p.errors import MalformedMessage
 from p2p.rdma.wire import LAND_UNIT
+from p2p.wire.codec import HEADER_SIZE
 
 
 def units_of(length: int) -> int:

@@ -14,13 +14,13 @@ import time
 
 import structlog
 
-from p2p.channel import Channel
 from p2p.errors import ChannelClosed, HandshakeFailed, MalformedMessage
-from p2p.messages import GoAwayReason, RdmaSetup, RdmaStep, Time
 from p2p.rdma.channel import RdmaChannel
 from p2p.rdma.device import RdmaDevice
 from p2p.rdma.verbs import RdmaFailure
 from p2p.rdma.wire import Endpoint
+from p2p.transport.channel import Channel
+from p2p.wire.messages import GoAwayReason, RdmaSetup, RdmaStep, Time
 
 log = structlog.get_logger("p2p")
 

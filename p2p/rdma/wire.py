@@ -5,7 +5,7 @@ On the wire
 -----------
 Each side owns a receive ring of ``slots`` slots of ``slot_size`` bytes in its registered
 pool, and tells the peer its address and rkey when the queue pairs are connected. A message
-is the same frame as on TCP (u32 length, u8 type, payload: ``p2p.codec``), cut into chunks of
+is the same frame as on TCP (u32 length, u8 type, payload: ``p2p.wire.codec``), cut into chunks of
 at most ``slot_size`` bytes; chunk k of the stream goes into slot k mod ``slots`` of the
 peer's ring, written from the same slot of our staging area. Every write carries a 32-bit
 immediate (network byte order on the wire), which is all the receiver learns besides the
@@ -50,8 +50,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from p2p.codec import HEADER_SIZE
 from p2p.errors import MalformedMessage
+from p2p.wire.codec import HEADER_SIZE
 
 OP_DATA, OP_END, OP_CREDIT, OP_CLOSE, OP_LAND, OP_LAND_CREDIT = 1, 2, 3, 4, 5, 6
 OPS = (OP_DATA, OP_END, OP_CREDIT, OP_CLOSE, OP_LAND, OP_LAND_CREDIT)

@@ -19,8 +19,8 @@ from chain.core.primitives.crypto import PrivateKey, public_key_to_text
 from chain.core.primitives.types import BlockId, block_num_of
 from chain.storage.store import BlockStore
 from node.devnet import DevNode, prepare
-from p2p.handshake import ChainPosition
-from p2p.messages import BlockMessage, VoteMessage
+from p2p.wire.handshake import ChainPosition
+from p2p.wire.messages import BlockMessage, VoteMessage
 from scripts.make_history import make_history
 from scripts.peers import dial
 from tests.integration.conftest import (

@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 
 from node.devnet import plan, prepare
-from p2p.codec import encode_frame
 from p2p.errors import ChannelClosed
-from p2p.messages import PROTOCOL_VERSION, Hello
-from p2p.tcp import FRAME_SECONDS, TcpChannel
-from p2p.tls import preamble
+from p2p.transport.tcp import FRAME_SECONDS, TcpChannel
+from p2p.transport.tls import preamble
+from p2p.wire.codec import encode_frame
+from p2p.wire.messages import PROTOCOL_VERSION, Hello
 from scripts.bench_flood import ANNOUNCED, hostile, rss_mib, source_address
 from scripts.peers import dial, until_closed
 from tests.integration.conftest import NodeProcess, Nodes, free_port, wait_for

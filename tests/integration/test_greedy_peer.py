@@ -23,9 +23,9 @@ from chain.core.primitives.crypto import PrivateKey
 from chain.core.primitives.types import AccountName, BlockId
 from node.devnet import plan, prepare
 from p2p.errors import ChannelClosed, P2PError
-from p2p.messages import SyncRequest
-from p2p.tcp import TcpChannel
-from p2p.tls import preamble
+from p2p.transport.tcp import TcpChannel
+from p2p.transport.tls import preamble
+from p2p.wire.messages import SyncRequest
 from scripts.bench_flood import rss_mib
 from scripts.peers import dial, negotiated, until_closed
 from tests.integration.conftest import NodeProcess, Nodes, free_port, wait_for

@@ -19,8 +19,8 @@ from pathlib import Path
 from chain.core.primitives.types import BlockId
 from node.devnet import DevNode, prepare
 from p2p.errors import P2PError
-from p2p.handshake import ChainPosition
-from p2p.messages import GoAwayReason
+from p2p.wire.handshake import ChainPosition
+from p2p.wire.messages import GoAwayReason
 from scripts.peers import LyingPeer, TricklingPeer
 from tests.integration.conftest import (
     NodeProcess,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from chain.core.primitives.types import BlockId
-from p2p.messages import GoAwayReason, SnapshotOffer
+from p2p.wire.messages import GoAwayReason, SnapshotOffer
 from scripts.make_history import make_history
 from scripts.peers import SilentOfferer
 from tests.integration.conftest import NodeProcess, Nodes, fresh_data_dir, wait_for

@@ -16,9 +16,9 @@ import pytest
 from chain.core.primitives.crypto import PrivateKey
 from node.devnet import plan, prepare
 from p2p.errors import P2PError
-from p2p.messages import GoAway, GoAwayReason, Handshake, Message
-from p2p.tcp import TcpChannel
-from p2p.tls import TlsIdentity, negotiate, preamble
+from p2p.transport.tcp import TcpChannel
+from p2p.transport.tls import TlsIdentity, negotiate, preamble
+from p2p.wire.messages import GoAway, GoAwayReason, Handshake, Message
 from tests.integration.conftest import NodeProcess, Nodes, free_port, wait_for
 from tests.integration.test_network import _transfer_body
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from node.metrics import NodeMetrics
 from node.network import NetworkStatus, PeerTraffic
-from p2p.channel import ChannelStats
-from p2p.snapshot_fetch import StateSyncStatus
-from p2p.sync import Stage, SyncStatus
+from p2p.blocksync.manager import Stage, SyncStatus
+from p2p.statesync.fetch import StateSyncStatus
+from p2p.transport.channel import ChannelStats
 
 
 def _sample(metrics: NodeMetrics, name: str, **labels: str) -> float | None:

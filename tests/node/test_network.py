@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import p2p.switch
+import p2p.transport.switch
 from chain.core.primitives.crypto import PrivateKey
 from chain.view import ChainView
 from genesis.testing import DevNet
@@ -23,14 +23,22 @@ from node.config_builders import net_config
 from node.metrics import NodeMetrics
 from node.network import NetConfig, Network, NodeChainService
 from node.runner import ChainRunner
-from p2p.blocksync import MAX_BAD_REQUESTS
+from p2p.blocksync.reactor import MAX_BAD_REQUESTS
 from p2p.errors import ChannelClosed
-from p2p.handshake import AuthPolicy, ChainPosition, make_handshake
-from p2p.messages import PROTOCOL_VERSION, GoAway, GoAwayReason, Hello, RawBlock, SyncRequest, Time
 from p2p.rdma.device import RdmaDevice
 from p2p.service import Outcome
-from p2p.tcp import TcpChannel
-from p2p.tls import TlsIdentity
+from p2p.transport.tcp import TcpChannel
+from p2p.transport.tls import TlsIdentity
+from p2p.wire.handshake import AuthPolicy, ChainPosition, make_handshake
+from p2p.wire.messages import (
+    PROTOCOL_VERSION,
+    GoAway,
+    GoAwayReason,
+    Hello,
+    RawBlock,
+    SyncRequest,
+    Time,
+)
 from scripts.peers import dial
 from tests.p2p.configs import transport_config
 from tests.support.wait import SLOWDOWN, until
@@ -315,7 +323,7 @@ def test_a_punished_peer_is_refused_while_banned_and_welcome_after(
 ) -> None:
     """A peer the switch punishes is sent away and its redials are refused with BANNED until
     the ban runs out; then it connects again."""
-    monkeypatch.setattr(p2p.switch, "BAN_SECONDS", 1.5)
+    monkeypatch.setattr(p2p.transport.switch, "BAN_SECONDS", 1.5)
 
     async def body(members: Members) -> None:
         devnet = DevNet.create()

@@ -28,8 +28,8 @@ from node.config_file import load_config
 from node.data_dir import STATE_SYNC_DIR, restart_from_snapshot
 from node.errors import NodeError
 from node.snapshots import FileDownload, SnapshotDir, create_snapshot, snapshot_name
-from p2p.messages import SnapshotOffer
-from p2p.snapshot_fetch import MAX_SNAPSHOT_BYTES, manifest_root
+from p2p.statesync.fetch import MAX_SNAPSHOT_BYTES, manifest_root
+from p2p.wire.messages import SnapshotOffer
 
 A, B = AccountName("alice"), AccountName("bob")
 CHUNK = 4096

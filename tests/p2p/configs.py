@@ -8,9 +8,9 @@ from typing import Any
 
 from node import config_builders
 from node.config import P2pConfig
-from p2p.switch import SwitchConfig
-from p2p.sync import SyncConfig
-from p2p.transport import TransportConfig
+from p2p.blocksync.manager import SyncConfig
+from p2p.transport.connections import TransportConfig
+from p2p.transport.switch import SwitchConfig
 
 # Where tests listen, rather than the declared 0.0.0.0:9876.
 LOOPBACK = ("127.0.0.1", 0)

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import cast
 
-from p2p.messages import GoAwayReason, Message
-from p2p.peer import Peer
+from p2p.transport.peer import Peer
+from p2p.wire.messages import GoAwayReason, Message
 
 
 class FakePeer:
@@ -26,7 +26,7 @@ class FakePeer:
 
 
 class FakeSwitch:
-    """The switch's face to reactors (``p2p.reactor.PeerSet``) over fake peers, recording
+    """The switch's face to reactors (``p2p.transport.reactor.PeerSet``) over fake peers, recording
     who was punished (banned) and who sent away."""
 
     def __init__(self, peers: Iterable[FakePeer]) -> None:

@@ -7,12 +7,12 @@ import asyncio
 import os
 
 from chain.core.primitives.params import MAX_BLOCK_BYTES
-from p2p.codec import HEADER_SIZE, MAX_FRAME_SIZE, encode_frame
-from p2p.messages import Notice, RawBlock, Time
-from p2p.peer import peer_id_of
-from p2p.switch import Switch
+from p2p.transport.peer import peer_id_of
+from p2p.transport.switch import Switch
+from p2p.wire.codec import HEADER_SIZE, MAX_FRAME_SIZE, encode_frame
+from p2p.wire.messages import Notice, RawBlock, Time
 from tests.p2p.configs import switch_config
-from tests.p2p.test_switch import connect
+from tests.p2p.transport.test_switch import connect
 
 
 def test_the_largest_block_a_genesis_may_allow_fits_in_a_frame() -> None:

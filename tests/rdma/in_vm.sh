@@ -20,7 +20,7 @@ selection=("$@")
 # First of all: the guest has started (scripts/vm_boot.py boots a VM again only when it did not).
 case $what in host1 | host2) date >"$out/guest-started.$what" ;; *) date >"$out/guest-started" ;; esac
 [ ${#selection[@]} -gt 0 ] ||
-    selection=(-k rdma tests/p2p/test_channel_contract.py tests/rdma)
+    selection=(-k rdma tests/p2p/transport/test_channel_contract.py tests/rdma)
 cd "$src"
 result=$out/result
 [ "$what" = host1 ] && result=$out/result.host1

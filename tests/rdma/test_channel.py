@@ -16,9 +16,12 @@ from chain.core.execution.transaction import SignedTransaction, Transaction
 from chain.core.primitives.crypto import PrivateKey
 from chain.core.primitives.merkle import merkle_root
 from chain.core.primitives.types import AccountName, BlockId, BlockNum
-from p2p.codec import decode_frame, encode_frame
 from p2p.errors import ChannelBroken, ChannelClosed, MalformedMessage
-from p2p.messages import (
+from p2p.rdma.channel import RdmaChannel
+from p2p.rdma.device import RdmaDevice
+from p2p.rdma.wire import Endpoint
+from p2p.wire.codec import decode_frame, encode_frame
+from p2p.wire.messages import (
     BlockMessage,
     RawBlock,
     RdmaSetup,
@@ -28,9 +31,6 @@ from p2p.messages import (
     SyncRequest,
     TransactionMessage,
 )
-from p2p.rdma.channel import RdmaChannel
-from p2p.rdma.device import RdmaDevice
-from p2p.rdma.wire import Endpoint
 from tests.rdma.test_device import device_info
 
 Scenario = Callable[[RdmaChannel, RdmaChannel], Awaitable[None]]

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from p2p.errors import HandshakeFailed
-from p2p.messages import GoAwayReason, RdmaSetup, RdmaStep, Time
 from p2p.rdma.upgrade import RdmaUpgrade
 from p2p.rdma.verbs import RdmaFailure
+from p2p.wire.messages import GoAwayReason, RdmaSetup, RdmaStep, Time
 from tests.support.channels import MemoryChannel
 
 

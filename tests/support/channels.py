@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
-from p2p.channel import Channel
-from p2p.codec import decode_frame, encode_frame
 from p2p.errors import ChannelClosed, MalformedMessage
-from p2p.messages import (
+from p2p.transport.channel import Channel
+from p2p.wire.codec import decode_frame, encode_frame
+from p2p.wire.messages import (
     Message,
     Outbound,
 )

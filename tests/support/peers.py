@@ -9,9 +9,9 @@ from collections.abc import Mapping
 
 from chain.core.primitives.crypto import PrivateKey
 from chain.core.primitives.types import BlockId
-from p2p.handshake import ChainPosition, make_handshake
-from p2p.messages import PROTOCOL_VERSION, Handshake, Hello
-from p2p.tcp import TcpChannel
+from p2p.transport.tcp import TcpChannel
+from p2p.wire.handshake import ChainPosition, make_handshake
+from p2p.wire.messages import PROTOCOL_VERSION, Handshake, Hello
 from scripts.peers import dial, refusal
 
 

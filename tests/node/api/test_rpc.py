@@ -29,8 +29,8 @@ from node.metrics import NodeMetrics
 from node.producer import ProducerLoop
 from node.runner import ChainRunner, InclusionWatch
 from node.snapshot_writer import SnapshotWriter
-from p2p.snapshot_fetch import StateSyncStatus
-from p2p.sync import Stage, SyncStatus
+from p2p.blocksync.manager import Stage, SyncStatus
+from p2p.statesync.fetch import StateSyncStatus
 from tests.support.wait import until
 
 A, B = AccountName("alice"), AccountName("bob")

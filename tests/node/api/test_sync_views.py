@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from chain.core.primitives.types import BlockId
 from node.api.views import state_sync_json, sync_json, sync_summary_json
-from p2p.snapshot_fetch import StateSyncStatus
-from p2p.sync import Stage, SyncStatus
+from p2p.blocksync.manager import Stage, SyncStatus
+from p2p.statesync.fetch import StateSyncStatus
 
 SYNC = SyncStatus(Stage.HEAD_CATCHUP, 10, 8, 40, 11, ("a", "b"), 2, 25.5, 80.0, 1.2, 3, True)
 

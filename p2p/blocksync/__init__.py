@@ -1,0 +1,2 @@
+"""Block sync: the manager that plans ranges, the reactor that fetches and serves them, the
+applier that orders them, and header sync."""

@@ -1,0 +1,2 @@
+"""State sync: fetching a trusted snapshot from several peers in verified chunks, and
+serving ours."""

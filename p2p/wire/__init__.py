@@ -1,0 +1,1 @@
+"""What travels between nodes: every message, their one codec, and the handshake."""
