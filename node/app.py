@@ -33,18 +33,15 @@ from chain.core.primitives.types import BlockId
 from chain.signatures.sigpool import ParallelRecoverer
 from chain.view import ChainView
 from chain.vm import ContractRuntime
-from node import fds
 from node.admission import Admitter
 from node.api.http import bind_error, make_admin_app, make_app, serve
 from node.api.rpc import Api
-from node.api.stream import StreamHub
-from node.blocklog import BlockLog
-from node.config import NodeConfig
-from node.config_builders import http_limits, net_config, stream_limits
+from node.api.stream.hub import StreamHub
+from node.block_report import BlockLog
+from node.config.builders import http_limits, net_config, stream_limits
+from node.config.model import NodeConfig
 from node.data_dir import STATE_SYNC_DIR, contract_runtime, open_chain
 from node.errors import NodeError
-from node.finalizer import FinalizerService
-from node.header_checkpoint import HEADER_CHECKPOINT, HeaderCheckpointFile
 from node.liveness import FinalityProgress
 from node.metrics import NodeMetrics
 from node.network import Network
@@ -54,14 +51,17 @@ from node.node_file import (
     remove_node_file,
     write_node_file,
 )
+from node.process import fds
 from node.producer import ProducerLoop
 from node.runner import ChainRunner, InclusionWatch
-from node.snapshot_schedule import SnapshotSchedule
-from node.snapshot_writer import SnapshotWriter
-from node.snapshots import (
+from node.snapshots.header_checkpoint import HEADER_CHECKPOINT, HeaderCheckpointFile
+from node.snapshots.schedule import SnapshotSchedule
+from node.snapshots.service import (
     FileDownload,
     SnapshotDir,
 )
+from node.snapshots.writer import SnapshotWriter
+from node.voting import FinalizerService
 from p2p.errors import P2PError
 from p2p.rdma.device import RdmaDevice, RdmaInfo, detect
 from p2p.statesync.fetch import Fetcher

@@ -22,17 +22,17 @@ from chain.signatures.sigpool import ParallelRecoverer
 from genesis.devnet import DEV_USERS, producer_key_file, write_dev_genesis
 from genesis.errors import GenesisError
 from genesis.model import load_genesis
-from node import devnet, history, status
 from node.app import GC_THRESHOLDS, Node
-from node.config import OPTIONS, NodeConfig
-from node.config_file import add_options, commented_config, load_config
+from node.commands import devnet, history, status
+from node.config.file import add_options, commented_config, load_config
+from node.config.model import OPTIONS, NodeConfig
+from node.config.options import parse_endpoint
 from node.data_dir import open_chain, restart_from_snapshot
 from node.errors import NodeError
-from node.fds import raise_fd_limit
-from node.logging import configure_logging
-from node.malloc import return_big_buffers
-from node.options import parse_endpoint
-from node.snapshots import (
+from node.process.fds import raise_fd_limit
+from node.process.logging import configure_logging
+from node.process.malloc import return_big_buffers
+from node.snapshots.service import (
     ProgressLine,
     create_snapshot,
     snapshot_name,

@@ -23,13 +23,13 @@ from chain.storage.store import BlockStore
 from chain.vm import ContractRuntime
 from chain.vm.artefacts import ArtefactDir
 from genesis.model import Genesis, load_genesis
-from node.config import NodeConfig
+from node.config.model import NodeConfig
 from node.errors import NodeError
-from node.header_checkpoint import HEADER_CHECKPOINT, HeaderCheckpointFile
 from node.node_file import (
     read_node_file,
 )
-from node.snapshots import (
+from node.snapshots.header_checkpoint import HEADER_CHECKPOINT, HeaderCheckpointFile
+from node.snapshots.service import (
     Report,
     import_snapshot,
     read_snapshot_head,

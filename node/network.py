@@ -213,7 +213,7 @@ def _push_one(chain: Chain, block: SignedBlock, now: int) -> BlockResult:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class NetConfig:
     """The peer layer's parts' own configs, made from the node's by
-    ``node.config_builders.net_config``, and the peers to dial."""
+    ``node.config.builders.net_config``, and the peers to dial."""
 
     transport: TransportConfig
     switch: SwitchConfig

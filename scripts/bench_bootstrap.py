@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from node.snapshots import read_snapshot_head
+from node.snapshots.service import read_snapshot_head
 from scripts.bench_sync import BIN, fresh_dir, rpc, start_node, stop
 from scripts.benchtools import cores
 from scripts.make_history import make_history

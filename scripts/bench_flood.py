@@ -33,7 +33,7 @@ import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from node.devnet import plan, prepare
+from node.commands.devnet import plan, prepare
 from p2p.errors import ChannelClosed
 from scripts.benchtools import cores, free_port, free_ports, post_json
 from scripts.peers import negotiated, until_closed

@@ -43,7 +43,7 @@ from chain.core.execution.transaction import SignedTransaction, Transaction, tap
 from chain.core.primitives.crypto import PrivateKey, public_key_to_text
 from chain.core.primitives.types import AccountName, BlockId
 from genesis.model import Genesis
-from node.config import OPTIONS
+from node.config.model import OPTIONS
 from scripts import bench_apply
 from scripts.bench_setcode_stall import Heads, salted, start_pair
 from scripts.benchtools import post_json, stop_node

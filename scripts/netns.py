@@ -36,7 +36,7 @@ from pathlib import Path
 from types import TracebackType
 
 from genesis.devnet import producer_names
-from node.devnet import DevNode
+from node.commands.devnet import DevNode
 
 DATA_PREFIX = "10.88.0"
 CONTROL_NET = "10.89"
@@ -291,7 +291,7 @@ class HostNet:
 
 
 def plan_nodes(net: HostNet, by_name: bool = False) -> list[DevNode]:
-    """A producer node per host (``node.devnet.prepare`` writes their configs): RPC on the
+    """A producer node per host (``node.commands.devnet.prepare`` writes their configs): RPC on the
     host's control address, p2p on its data address, or on its name with ``by_name`` (the
     name is resolved at every dial and at listening); node i dials nodes 1 … i-1."""
     names = producer_names(net.count)

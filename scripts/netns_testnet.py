@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from node.devnet import prepare
+from node.commands.devnet import prepare
 from scripts.netns import RPC_PORT, HostNet, NetnsError, plan_nodes, teardown, unavailable
 
 TAG = "bortn"

@@ -32,8 +32,8 @@ from node.api.listener import GuardedSite, HttpLimits
 from node.api.openapi import Document, openapi_document, served_methods
 from node.api.routes import Route
 from node.api.rpc import SERVER_VERSION, Api, EncodedJson, RpcError, error_response, log
-from node.api.stream import STREAM_PATH, StreamHub
-from node.api.stream_doc import ASYNCAPI_PATH, asyncapi_document
+from node.api.stream.asyncapi import ASYNCAPI_PATH, asyncapi_document
+from node.api.stream.hub import STREAM_PATH, StreamHub
 from node.api.views import dumps
 from node.errors import NodeError
 from node.metrics import NodeMetrics

@@ -39,7 +39,7 @@ class HttpLimits:
     read_timeout_s: float = 10.0
     # Each open connection holds a file descriptor: past these the listener answers 503 at
     # accept and closes, so idle connections cannot take the fds the node's own files need
-    # (node.fds derives the node's caps from its fd limit).
+    # (node.process.fds derives the node's caps from its fd limit).
     max_connections: int = 1024
     max_connections_per_address: int = 256
     # A response whose bytes the client does not take for this long closes its connection:

@@ -48,12 +48,18 @@ from node.api.views import (
     sync_json,
     sync_summary_json,
 )
+from node.commands.history import (
+    ExportPlan,
+    NothingToExport,
+    export_history,
+    export_plan,
+    genesis_beside,
+)
+from node.config.options import parse_endpoint
 from node.errors import ConfigError
-from node.history import ExportPlan, NothingToExport, export_history, export_plan, genesis_beside
 from node.metrics import NodeMetrics
-from node.options import parse_endpoint
 from node.runner import ChainRunner, InclusionWatch
-from node.snapshot_writer import SnapshotBusy, SnapshotWriter
+from node.snapshots.writer import SnapshotBusy, SnapshotWriter
 from p2p.blocksync.manager import SyncStatus
 from p2p.statesync.fetch import StateSyncStatus
 

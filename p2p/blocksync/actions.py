@@ -55,8 +55,8 @@ class SyncStatus:
 
 @dataclass(kw_only=True, slots=True)
 class SyncConfig:
-    # Options (node.config's sync-*, same names): declared there once, with their defaults,
-    # and handed over by node.config_builders.sync_config.
+    # Options (node.config.model's sync-*, same names): declared there once, with their defaults,
+    # and handed over by node.config.builders.sync_config.
     sync_fetch_span: int  # blocks per range request
     sync_ranges: int  # ranges in flight at once, each from a different peer
     sync_progress_interval_ms: (

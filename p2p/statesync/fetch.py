@@ -8,7 +8,7 @@ refused and the peers banned, and the progress it reports (``status``). Its meth
 that bookkeeping consistent (``release`` or ``drop`` a peer, ``give_back`` a chunk,
 ``next_missing``); it does no I/O: the reactor (``p2p.statesync.reactor.StateSync``) sends the
 requests, reads the answers and decides, and the chunks go to a ``SnapshotDownload``
-(``node.snapshots.FileDownload``), which keeps them across restarts.
+(``node.snapshots.service.FileDownload``), which keeps them across restarts.
 
 What a fetched snapshot's pieces must be is here too, shared with the node's files: an
 offer worth fetching (``offer_problem``, at most ``MAX_SNAPSHOT_BYTES``), the root of a

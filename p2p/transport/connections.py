@@ -50,14 +50,14 @@ MAX_REDIAL_SECONDS = 30.0
 REFUSAL_LOG_SECONDS = 10.0  # refused inbound connections are logged as one count this often
 
 
-# The preamble waiting room's size: also what the node keeps fds for (node.fds).
+# The preamble waiting room's size: also what the node keeps fds for (node.process.fds).
 MAX_WAITING = 256
 
 
 @dataclass(kw_only=True, slots=True)
 class TransportConfig:
-    # Made from options (node.config's p2p-*, declared there with their defaults) by
-    # node.config_builders.transport_config.
+    # Made from options (node.config.model's p2p-*, declared there with their defaults) by
+    # node.config.builders.transport_config.
     listen: tuple[str, int] | None
     p2p_address: str  # the address we tell peers to reach us at (p2p-server-address)
     policy: AuthPolicy  # allowed-connection, peer-key

@@ -49,7 +49,7 @@ BURST_MESSAGES = 256
 
 @dataclass(kw_only=True, slots=True)
 class SwitchConfig:
-    # An option (node.config's max-clients), declared there with its default.
+    # An option (node.config.model's max-clients), declared there with its default.
     max_clients: int  # inbound peers at most (0: no limit)
     keepalive: float = 2.0  # seconds between pings; silent for 3 of them drops the peer
 

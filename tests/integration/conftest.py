@@ -23,7 +23,7 @@ from chain.core.execution.actions import Transfer
 from chain.core.execution.transaction import SignedTransaction, Transaction, tapos_of
 from chain.core.primitives.crypto import PrivateKey
 from chain.core.primitives.types import AccountName, BlockId
-from node.devnet import DevNode
+from node.commands.devnet import DevNode
 from tests.support.wait import SLOWDOWN, wait_until
 
 BIN = Path(sys.executable).parent
@@ -98,7 +98,7 @@ def fresh_data_dir(path: Path, genesis: Path) -> Path:
 
 def loopback_plan(count: int) -> list[DevNode]:
     """``count`` producer nodes (node1/producera, ...) on loopback, each with fresh RPC, P2P
-    and admin ports, for ``node.devnet.prepare``."""
+    and admin ports, for ``node.commands.devnet.prepare``."""
     return [
         DevNode(
             f"node{i + 1}",

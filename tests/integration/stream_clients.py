@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 
 from chain.core.primitives.crypto import PrivateKey
-from node.devnet import prepare
+from node.commands.devnet import prepare
 from tests.integration.conftest import (
     NodeProcess,
     Nodes,

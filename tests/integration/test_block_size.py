@@ -20,7 +20,7 @@ from chain.core.execution.transaction import SignedTransaction, Transaction, tap
 from chain.core.primitives.crypto import PrivateKey
 from chain.core.primitives.params import DEFAULT_MAX_BLOCK_BYTES, slot_of_ms, slot_start_ms
 from chain.core.primitives.types import AccountName, BlockId
-from node.devnet import plan, prepare
+from node.commands.devnet import plan, prepare
 from tests.integration.conftest import Nodes, free_port, wait_for
 
 TURN = 36  # blocks per turn: the idle gap is 18 s

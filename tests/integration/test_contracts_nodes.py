@@ -20,7 +20,7 @@ from chain.core.execution.actions import Call
 from chain.core.execution.transaction import SignedTransaction, Transaction, tapos_of
 from chain.core.primitives.crypto import PrivateKey
 from chain.core.primitives.types import AccountName, BlockId
-from node.devnet import prepare
+from node.commands.devnet import prepare
 from tests.contract_tools.conftest import require_toolchain
 from tests.integration.conftest import BIN, NodeProcess, Nodes, loopback_plan, wait_for
 from tests.integration.stream_clients import Follower, dev_keys

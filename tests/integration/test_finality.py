@@ -18,7 +18,7 @@ from chain.core.consensus.qc import Vote
 from chain.core.primitives.crypto import PrivateKey, public_key_to_text
 from chain.core.primitives.types import BlockId, block_num_of
 from chain.storage.store import BlockStore
-from node.devnet import DevNode, prepare
+from node.commands.devnet import DevNode, prepare
 from p2p.wire.handshake import ChainPosition
 from p2p.wire.messages import BlockMessage, VoteMessage
 from scripts.make_history import make_history

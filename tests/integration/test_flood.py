@@ -18,7 +18,7 @@ import shutil
 import time
 from pathlib import Path
 
-from node.devnet import plan, prepare
+from node.commands.devnet import plan, prepare
 from p2p.errors import ChannelClosed
 from p2p.transport.tcp import FRAME_SECONDS, TcpChannel
 from p2p.transport.tls import preamble

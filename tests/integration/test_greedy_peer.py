@@ -21,7 +21,7 @@ from chain.core.execution.actions import Transfer
 from chain.core.execution.transaction import MAX_ACTIONS, SignedTransaction, Transaction, tapos_of
 from chain.core.primitives.crypto import PrivateKey
 from chain.core.primitives.types import AccountName, BlockId
-from node.devnet import plan, prepare
+from node.commands.devnet import plan, prepare
 from p2p.errors import ChannelClosed, P2PError
 from p2p.transport.tcp import TcpChannel
 from p2p.transport.tls import preamble

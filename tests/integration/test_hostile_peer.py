@@ -17,7 +17,7 @@ from functools import partial
 from pathlib import Path
 
 from chain.core.primitives.types import BlockId
-from node.devnet import DevNode, prepare
+from node.commands.devnet import DevNode, prepare
 from p2p.errors import P2PError
 from p2p.wire.handshake import ChainPosition
 from p2p.wire.messages import GoAwayReason

@@ -23,13 +23,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from genesis.testing import DevNet
-from node.devnet import plan, prepare
+from node.commands.devnet import plan, prepare
 from scripts.bench_flood import rss_mib
 from tests.integration.conftest import BIN, NodeProcess, Nodes, free_port, wait_for
 from tests.node.api.test_http_budget import BIG_BLOCK_TXS, add_big_block
 
 FD_LIMIT = 1400
-# What node.fds leaves the public listener under FD_LIMIT with the default p2p caps:
+# What node.process.fds leaves the public listener under FD_LIMIT with the default p2p caps:
 # 1,400 - 1,100 (own files) - 121 (peers) = 179, less 32 for the admin listener; a quarter
 # of it per address.
 PUBLIC_CAP = 147
@@ -245,7 +245,7 @@ def test_clients_that_pipeline_big_blocks_and_never_read_leave_no_memory_behind(
     assert node.running, node.tail()
     assert info_status == 200
     # Measured: 90 -> 204 -> 91 MiB; without the budget the peak was 474, and without
-    # node.malloc the memory stayed at the peak (the 188 -> 780 -> 780).
+    # node.process.malloc the memory stayed at the peak (the 188 -> 780 -> 780).
     assert peak - rss_before < 160
     assert rss_after - rss_before < 15
     assert (

@@ -18,7 +18,7 @@ from chain.core.execution.actions import Transfer
 from chain.core.execution.transaction import SignedTransaction, Transaction, tapos_of
 from chain.core.primitives.crypto import PrivateKey
 from chain.core.primitives.types import AccountName, BlockId
-from node.devnet import prepare
+from node.commands.devnet import prepare
 from scripts.make_history import make_history
 from tests.integration.conftest import BIN, Nodes, loopback_plan, rpc, wait_for
 

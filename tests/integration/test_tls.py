@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import pytest
 
 from chain.core.primitives.crypto import PrivateKey
-from node.devnet import plan, prepare
+from node.commands.devnet import plan, prepare
 from p2p.errors import P2PError
 from p2p.transport.tcp import TcpChannel
 from p2p.transport.tls import TlsIdentity, negotiate, preamble

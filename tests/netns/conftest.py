@@ -20,7 +20,7 @@ from chain.core.execution.actions import Transfer
 from chain.core.execution.transaction import SignedTransaction, Transaction, tapos_of
 from chain.core.primitives.crypto import PrivateKey
 from chain.core.primitives.types import AccountName, BlockId
-from node.devnet import prepare
+from node.commands.devnet import prepare
 from scripts.netns import ADMIN_PORT, RPC_PORT, Host, HostNet, plan_nodes, unavailable
 from tests.integration.conftest import NodeProcess, rpc, wait_for
 

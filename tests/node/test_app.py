@@ -12,7 +12,7 @@ import pytest
 from node.admission import Admitter
 from node.app import Node
 from node.cli import main
-from node.config_file import load_config
+from node.config.file import load_config
 from node.data_dir import open_chain
 from tests.support.wait import until
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from chain.core.primitives.crypto import PrivateKey, public_key_to_text
 from node.app import GC_THRESHOLDS
 from node.cli import build_parser, tune_gc
-from node.config import OPTION_SECTIONS
-from node.config_file import commented_config, read_ini
+from node.config.file import commented_config, read_ini
+from node.config.model import OPTION_SECTIONS
 
 BIN = Path(sys.executable).parent
 

@@ -18,8 +18,8 @@ from chain.core.primitives.crypto import PrivateKey
 from chain.view import ChainView
 from genesis.testing import DevNet
 from node.admission import Admitter
-from node.config import P2pConfig
-from node.config_builders import net_config
+from node.config.builders import net_config
+from node.config.model import P2pConfig
 from node.metrics import NodeMetrics
 from node.network import NetConfig, Network, NodeChainService
 from node.runner import ChainRunner

@@ -1,13 +1,13 @@
-"""The p2p parts' configs for tests, built the node's way (``node.config_builders``) from the
-options' declared defaults (``node.config``), so that no test repeats a default."""
+"""The p2p parts' configs for tests, built the node's way (``node.config.builders``) from the
+options' declared defaults (``node.config.model``), so that no test repeats a default."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
 
-from node import config_builders
-from node.config import P2pConfig
+from node.config import builders as config_builders
+from node.config.model import P2pConfig
 from p2p.blocksync.manager import SyncConfig
 from p2p.transport.connections import TransportConfig
 from p2p.transport.switch import SwitchConfig

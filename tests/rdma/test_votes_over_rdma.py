@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from node.devnet import prepare
+from node.commands.devnet import prepare
 from p2p.rdma.device import detect
 from tests.integration.conftest import Nodes, loopback_plan, wait_for
 

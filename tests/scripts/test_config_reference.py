@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from node.config import OPTIONS
+from node.config.model import OPTIONS
 from scripts.config_reference import MACHINE_DEFAULTS, REFERENCE, render
 
 
 def test_the_config_reference_is_generated_from_the_options_table() -> None:
-    """An option added, removed or changed in node/config.py without regenerating
+    """An option added, removed or changed in node/config/model.py without regenerating
     docs/config.md fails here; run scripts/config_reference.py to update it."""
     assert REFERENCE.read_text() == render(), "run: .venv/bin/python scripts/config_reference.py"
 

@@ -11,7 +11,7 @@ from chain.abi import parse_abi
 from chain.core.execution.actions import Call, SetCode, Transfer
 from chain.core.execution.contracts import name_to_u64
 from chain.core.primitives.types import AccountName, TxId
-from node.api.stream_frames import BlockIndex, Subscription
+from node.api.stream.frames import BlockIndex, Subscription
 from tests.node.api import kv_contract
 from tests.node.api.test_rpc import Rig, _body, _run
 

@@ -28,7 +28,7 @@ from node.api.views import block_json
 from node.metrics import NodeMetrics
 from node.producer import ProducerLoop
 from node.runner import ChainRunner, InclusionWatch
-from node.snapshot_writer import SnapshotWriter
+from node.snapshots.writer import SnapshotWriter
 from p2p.blocksync.manager import Stage, SyncStatus
 from p2p.statesync.fetch import StateSyncStatus
 from tests.support.wait import until

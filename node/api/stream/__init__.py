@@ -1,0 +1,2 @@
+"""``/v1/chain/stream``: the hub that fans the chain's events out, one session per
+subscriber, replay from the store, the frames and their AsyncAPI document."""

@@ -1,0 +1,1 @@
+"""``bor-node`` commands beside ``run``: devnet, status, export and import of history."""

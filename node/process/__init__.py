@@ -1,0 +1,1 @@
+"""The process the node runs in: file descriptors, the allocator, and logging."""
