@@ -74,10 +74,10 @@ def test_longer_branch_wins_when_lib_is_equal(tmp_path: Path) -> None:
     assert x.lib == y.lib == 1, "neither branch moves the LIB"
 
     x.take_events()
-    assert x.push_block(y_blocks[0], now_ms()) is Pushed.ADDED
-    assert x.push_block(y_blocks[1], now_ms()) is Pushed.APPLIED, (
-        "the second block, making y's branch longer, decides"
-    )
+    # At equal length the tie-break may or may not take y's first block; the second, making
+    # y's branch longer, decides either way.
+    x.push_block(y_blocks[0], now_ms())
+    assert x.push_block(y_blocks[1], now_ms()) is Pushed.APPLIED, "the longer branch decides"
     events = x.take_events()
     assert events.popped == [x_block]
     assert events.applied == y_blocks
