@@ -5,7 +5,7 @@ glibc serves an allocation of 128 KiB or more with its own ``mmap`` and unmaps i
 ``free``, but the first such free raises that threshold to the size freed (up to 32 MiB):
 from then on, every block's JSON, every HTTP answer and every transport buffer of a few MB
 comes from the heap, and a heap keeps what it frees. Fixing the threshold keeps them
-mapped on their own (tests/integration/test_http_flood.py measures RSS after a flood).
+mapped on their own (tests/integration/api/test_http_flood.py measures RSS after a flood).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from p2p.wire.messages import SnapshotChunk, SnapshotOffer
 # The largest snapshot fetched. The codec lets an offer claim 200,000 chunks of 4 MiB
 # (800 GB, and a disk's worth of sparse file); a snapshot holds the state only, about 0.5 KB
 # per account (1,000 accounts and the dedup set of 8,000 transactions: 520 KB in
-# tests/integration/test_state_sync.py), so 64 GiB is room for some 100 million accounts.
+# tests/integration/bootstrap/test_state_sync.py), so 64 GiB is room for some 100 million accounts.
 MAX_SNAPSHOT_BYTES = 64 << 30
 # Peers whose lapses (strikes, drops) a download remembers at most, the oldest forgotten
 # first: an identity costs a stranger nothing, and 25 clients dropped every 10 s would add

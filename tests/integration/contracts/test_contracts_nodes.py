@@ -22,10 +22,10 @@ from chain.core.primitives.crypto import PrivateKey
 from chain.core.primitives.types import AccountName, BlockId
 from node.commands.devnet import prepare
 from tests.contract_tools.conftest import require_toolchain
+from tests.integration.api.stream_clients import Follower, dev_keys
 from tests.integration.conftest import BIN, NodeProcess, Nodes, loopback_plan, wait_for
-from tests.integration.stream_clients import Follower, dev_keys
 
-EXAMPLES = Path(__file__).parents[2] / "contracts" / "examples"
+EXAMPLES = Path(__file__).parents[3] / "contracts" / "examples"
 USERS = ("alice", "bob", "carol")
 SYMBOL_CODE = "4935508"  # "TOK" as the u64 primary key of an accounts row
 # An apply that never returns: only fuel stops it.

@@ -14,7 +14,7 @@ import pytest
 
 from tests.integration.conftest import BIN, Nodes
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _readme_steps() -> list[str]:

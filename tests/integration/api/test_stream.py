@@ -11,11 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import (
-    Nodes,
-    wait_for,
-)
-from tests.integration.stream_clients import (
+from tests.integration.api.stream_clients import (
     Follower,
     Load,
     SeenChain,
@@ -24,6 +20,10 @@ from tests.integration.stream_clients import (
     one_producer,
     reached,
     readme_consumer,
+)
+from tests.integration.conftest import (
+    Nodes,
+    wait_for,
 )
 from tests.integration.test_finality import four_producers
 

@@ -20,7 +20,7 @@ from p2p.transport.tcp import TcpChannel
 from p2p.transport.tls import TlsIdentity, negotiate, preamble
 from p2p.wire.messages import GoAway, GoAwayReason, Handshake, Message
 from tests.integration.conftest import NodeProcess, Nodes, free_port, wait_for
-from tests.integration.test_network import _transfer_body
+from tests.integration.network.test_network import _transfer_body
 
 T = TypeVar("T")
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]

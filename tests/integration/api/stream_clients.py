@@ -30,7 +30,7 @@ STREAM = "/v1/chain/stream"
 def readme_consumer() -> Callable[[str, Path], Coroutine[Any, Any, None]]:
     """The README's resuming consumer, taken from the README itself (all but its last line,
     which runs it against a fixed address), so the two cannot drift apart."""
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    readme = (Path(__file__).parents[3] / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
     code = next(b for b in blocks if "async def follow" in b)
     lines = [line for line in code.splitlines() if not line.startswith("asyncio.run(")]

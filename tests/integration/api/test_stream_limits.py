@@ -19,12 +19,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.integration.conftest import (
-    NodeProcess,
-    Nodes,
-    wait_for,
-)
-from tests.integration.stream_clients import (
+from tests.integration.api.stream_clients import (
     STREAM,
     Follower,
     Load,
@@ -32,6 +27,11 @@ from tests.integration.stream_clients import (
     dev_keys,
     one_producer,
     reached,
+)
+from tests.integration.conftest import (
+    NodeProcess,
+    Nodes,
+    wait_for,
 )
 from tests.support.wait import SLOWDOWN
 
