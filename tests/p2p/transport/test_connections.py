@@ -19,7 +19,7 @@ from chain.core.primitives.crypto import PrivateKey
 from chain.core.primitives.errors import TransactionError
 from chain.core.primitives.types import AccountName, BlockId
 from p2p.errors import ChannelClosed
-from p2p.service import PushOutcome
+from p2p.service import BlockResult
 from p2p.transport.connections import Transport, TransportConfig
 from p2p.transport.switch import Connection, SessionEnd
 from p2p.transport.tcp import TcpChannel
@@ -60,7 +60,7 @@ class Chain:
         light_upto: int,
         ahead: Sequence[object] = (),
         taken: Callable[[int], None] | None = None,
-    ) -> PushOutcome:
+    ) -> list[BlockResult]:
         raise NotImplementedError
 
     async def admit_transactions(
