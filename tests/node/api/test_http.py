@@ -20,7 +20,7 @@ from node.api.http import make_app
 from node.api.rpc import Api
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner, InclusionWatch
-from tests.node.api.limits import http_limits
+from tests.node.api.limits import CALL_FUEL, http_limits
 
 Client = TestClient[web.Request, web.Application]
 
@@ -34,7 +34,7 @@ def _serve(tmp_path: Path, metrics_ttl_s: float, check: Check) -> None:
         chain = net.open(tmp_path)
         runner = ChainRunner(chain)
         metrics = NodeMetrics()
-        api = Api(runner, metrics, InclusionWatch(), Admitter(runner, metrics))
+        api = Api(runner, metrics, InclusionWatch(), Admitter(runner, metrics), call_fuel=CALL_FUEL)
         app = make_app(
             api, metrics, http_limits(max_body_bytes=1 << 16), metrics_ttl_s=metrics_ttl_s
         )

@@ -24,7 +24,7 @@ from node.api.http import make_app, serve
 from node.api.rpc import Api
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner, InclusionWatch
-from tests.node.api.limits import http_limits
+from tests.node.api.limits import CALL_FUEL, http_limits
 from tests.node.api.test_rpc import FakeNetwork
 from tests.support.wait import until
 
@@ -75,7 +75,14 @@ def test_big_answers_past_the_budget_get_503_until_a_stalled_one_is_gone(
     async def main() -> None:
         runner = ChainRunner(chain)
         metrics = NodeMetrics()
-        api = Api(runner, metrics, InclusionWatch(), Admitter(runner, metrics), FakeNetwork())
+        api = Api(
+            runner,
+            metrics,
+            InclusionWatch(),
+            Admitter(runner, metrics),
+            FakeNetwork(),
+            call_fuel=CALL_FUEL,
+        )
         limits = http_limits(max_response_bytes_in_flight=3 << 20, write_timeout_s=1.5)
         site = await serve(make_app(api, metrics, limits), "127.0.0.1", 0, limits)
         reads = asyncio.create_task(api.run())

@@ -24,7 +24,7 @@ from node.api.listener import HttpLimits
 from node.api.rpc import Api
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner, InclusionWatch
-from tests.node.api.limits import http_limits
+from tests.node.api.limits import CALL_FUEL, http_limits
 from tests.node.api.test_rpc import FakeNetwork
 from tests.support.wait import SLOWDOWN, until
 
@@ -59,7 +59,14 @@ def _serve(
         chain = DevNet.create(1).open(tmp_path)
         runner = ChainRunner(chain)
         metrics, network = NodeMetrics(), FakeNetwork()
-        api = Api(runner, metrics, InclusionWatch(), Admitter(runner, metrics), network)
+        api = Api(
+            runner,
+            metrics,
+            InclusionWatch(),
+            Admitter(runner, metrics),
+            network,
+            call_fuel=CALL_FUEL,
+        )
         public_app = make_app(api, metrics, limits, cors_origin=cors_origin)
         public = await serve(public_app, "127.0.0.1", 0, limits)
         admin = await serve(make_admin_app(api, limits, token), "127.0.0.1", 0, limits)

@@ -30,7 +30,7 @@ from node.runner import ChainRunner, InclusionWatch
 from node.snapshots.writer import SnapshotWriter
 from p2p.blocksync.manager import Stage, SyncStatus
 from p2p.statesync.fetch import StateSyncStatus
-from tests.node.api.limits import http_limits
+from tests.node.api.limits import CALL_FUEL, http_limits
 from tests.support.wait import until
 
 A, B = AccountName("alice"), AccountName("bob")
@@ -86,6 +86,7 @@ def _run(
             watch,
             admitter,
             network,
+            call_fuel=CALL_FUEL,
             reads=None if make_reads is None else make_reads(runner, metrics),
             snapshot_writer=SnapshotWriter(runner, tmp_path / "snapshots"),
             exports=(tmp_path / "exports" / "history.log", tmp_path / "genesis-copy.json"),

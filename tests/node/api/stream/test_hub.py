@@ -24,7 +24,7 @@ from node.api.rpc import Api
 from node.api.stream.hub import STREAM_PATH, StreamHub, StreamLimits
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner, InclusionWatch
-from tests.node.api.limits import http_limits, stream_limits
+from tests.node.api.limits import CALL_FUEL, http_limits, stream_limits
 from tests.support.wait import until
 
 Client = TestClient[web.Request, web.Application]
@@ -59,7 +59,7 @@ def _serve(
         net = DevNet.create(1)
         runner = ChainRunner(net.open(tmp_path))
         metrics = NodeMetrics()
-        api = Api(runner, metrics, InclusionWatch(), Admitter(runner, metrics))
+        api = Api(runner, metrics, InclusionWatch(), Admitter(runner, metrics), call_fuel=CALL_FUEL)
         hub = StreamHub(runner, limits or stream_limits(), metrics, cors)
         runner.subscribe(hub.chain_updated)
         app = make_app(
