@@ -44,7 +44,7 @@ from p2p.rdma.upgrade import RdmaUpgrade
 from p2p.relay.blocks import BlockRelay
 from p2p.relay.transactions import TxRelay
 from p2p.relay.votes import OnCounted, VoteRelay
-from p2p.service import BlockResult, Outcome, PushOutcome
+from p2p.service import BlockResult, Outcome
 from p2p.statesync.fetch import StateSyncStatus
 from p2p.statesync.reactor import StateSync
 from p2p.transport.channel import ChannelStats
@@ -102,7 +102,7 @@ class NodeChainService:
         light_upto: int,
         ahead: Sequence[SignedBlock] = (),
         taken: Callable[[int], None] | None = None,
-    ) -> PushOutcome:
+    ) -> list[BlockResult]:
         await self.admitter.compile_code([stx for block in blocks for stx in block.transactions])
         now = int(time.time() * 1000)
         on_chain_thread = None
@@ -162,7 +162,7 @@ def _push(
     now: int,
     ahead: Sequence[SignedBlock] = (),
     taken: Callable[[int], None] | None = None,
-) -> PushOutcome:
+) -> list[BlockResult]:
     """On the chain thread: push each block, recovering the next blocks' signatures ahead,
     into ``ahead`` (the next call's blocks: the workers need not wait for it), and telling
     ``taken`` of each block done with. Only a verdict per block comes back, for block sync to
@@ -189,7 +189,7 @@ def _push(
             results.append(_push_one(chain, block, now))
             if taken is not None:
                 taken(block.num)
-    return PushOutcome(results)
+    return results
 
 
 def _push_one(chain: Chain, block: SignedBlock, now: int) -> BlockResult:

@@ -40,14 +40,6 @@ class BlockResult:
     detail: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class PushOutcome:
-    """One result per pushed block, in order. Which blocks joined or left our chain on the
-    way is not here: the chain's events tell every subscriber (``chain.events``)."""
-
-    results: list[BlockResult]
-
-
 class ChainService(Protocol):
     chain_id: bytes
 
@@ -71,8 +63,10 @@ class ChainService(Protocol):
         light_upto: int,
         ahead: Sequence[SignedBlock] = (),
         taken: Callable[[int], None] | None = None,
-    ) -> PushOutcome:
+    ) -> list[BlockResult]:
         """Validate and add ``blocks``; those numbered up to ``light_upto`` in light mode.
+        One result per block, in order; which blocks joined or left our chain on the way the
+        chain's events tell every subscriber (``chain.events``).
         ``ahead``: the blocks likely pushed next, whose signatures may be recovered early.
         ``taken(num)`` is called on the event loop as the chain is done with each block of
         ``blocks`` (whatever came of it), before the call returns."""

@@ -44,7 +44,6 @@ T = TypeVar("T")
 
 # Requests at work on worker threads at once (each holds a LevelDB snapshot and a thread).
 MAX_IN_FLIGHT = 8
-DEFAULT_CALL_FUEL = 5_000_000
 # Wall time a read-only call may take before the RPC answers 503; the call itself stops at
 # its fuel, so this only bounds how long a client waits behind a busy machine.
 CALL_TIME_S = 2.0
@@ -102,7 +101,7 @@ class ContractApi:
         self,
         read: ChainReads,
         *,
-        call_fuel: int = DEFAULT_CALL_FUEL,
+        call_fuel: int,
         call_time_s: float = CALL_TIME_S,
         max_in_flight: int = MAX_IN_FLIGHT,
     ) -> None:

@@ -23,33 +23,23 @@ SEND_BUFFER_BYTES = 256 << 10
 REFUSAL_LOG_S = 5.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HttpLimits:
-    """What one listener accepts (0 turns a limit off)."""
+    """What one listener accepts (0 turns a limit off): the ``http`` options (declared, with
+    their defaults and the reasons for them, in ``node.config.model.HttpConfig``), made by
+    ``node.config.builders.http_limits``."""
 
-    max_body_bytes: int = 1 << 20
-    # Each request in flight holds its body (up to max_body_bytes) and a handler: 256 bounds
-    # that to 256 MiB at the default body size, and is as many reads as may queue for the
-    # chain thread (node.api.reads.MAX_WAITING), so a burst that fits one fits the other.
-    max_in_flight: int = 256
-    # A commit-mode push waits for its block within this time; any other answer takes
-    # milliseconds unless the node is overloaded.
-    max_response_s: float = 30.0
-    # Real clients send a header in one packet and a body of a few KiB right after it.
-    read_timeout_s: float = 10.0
+    max_body_bytes: int
+    max_in_flight: int
+    max_response_s: float
+    read_timeout_s: float
     # Each open connection holds a file descriptor: past these the listener answers 503 at
     # accept and closes, so idle connections cannot take the fds the node's own files need
     # (node.process.fds derives the node's caps from its fd limit).
-    max_connections: int = 1024
-    max_connections_per_address: int = 256
-    # A response whose bytes the client does not take for this long closes its connection:
-    # a client that never reads holds no buffer, handler or fd beyond it.
-    write_timeout_s: float = 10.0
-    # The bytes of large answers being written at once, over all connections of a listener;
-    # each costs about twice its size until its client has taken it (the body, and the
-    # transport's copy of what the kernel's send queue has no room for). 100 clients that
-    # asked for a 2.27 MB block and never read held 380 MiB without this bound.
-    max_response_bytes_in_flight: int = 64 << 20
+    max_connections: int
+    max_connections_per_address: int
+    write_timeout_s: float
+    max_response_bytes_in_flight: int
 
 
 class Connections:

@@ -32,7 +32,7 @@ from chain.storage.store import BlockStore
 from chain.vm.errors import RuntimeFault
 from node.admission import Admitter
 from node.api.blockcache import BlockJsonCache
-from node.api.contracts import DEFAULT_CALL_FUEL, ContractApi, contract_routes
+from node.api.contracts import ContractApi, contract_routes
 from node.api.fields import RequestError
 from node.api.reads import WRITES_WINDOW_S, ChainReads, ReadPacer, ReadsBusy
 from node.api.routes import Handler, Route, route_table
@@ -189,7 +189,7 @@ class Api:
         finality: Callable[[], dict[str, Any]] | None = None,
         snapshot_writer: SnapshotWriter | None = None,
         exports: tuple[Path, Path] | None = None,
-        call_fuel: int = DEFAULT_CALL_FUEL,
+        call_fuel: int,
     ) -> None:
         """``reads`` and ``pacer`` default to ``ChainReads`` and ``ReadPacer`` tuned for a
         node; tests pass their own. A push in commit mode waits at most
@@ -198,7 +198,7 @@ class Api:
         finalizers, whether production is paused). Snapshots that the admin RPC asks for
         are written by ``snapshot_writer``; the history it exports goes to ``exports[0]``,
         with a copy of the genesis ``exports[1]`` beside it. A read-only contract call uses
-        ``call_fuel`` at most."""
+        ``call_fuel`` at most (the option http-call-fuel)."""
         self.runner = runner
         self.metrics = metrics
         self.watch = watch

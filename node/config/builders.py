@@ -31,9 +31,9 @@ def transport_config(p2p: P2pConfig) -> TransportConfig:
         raise ConfigError("allowed-connection", str(err)) from err
     return TransportConfig(
         listen=p2p.listen,
-        p2p_address=p2p.server_address,
+        p2p_server_address=p2p.server_address,
         policy=policy,
-        handshake_timeout=p2p.handshake_timeout_ms / 1000,
+        handshake_timeout_ms=p2p.handshake_timeout_ms,
         max_unauthenticated=p2p.max_unauthenticated,
         max_per_address=p2p.max_per_address,
         tls=TlsIdentity.generate() if p2p.tls else None,

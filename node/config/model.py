@@ -121,12 +121,18 @@ class HttpConfig:
         endpoint("admin-http-server-address", "127.0.0.1"),
     )
     admin_token: str = text("admin-token", "", "bearer token the admin RPC requires ('' for none)")
+    # Each request in flight holds its body (up to max-http-body-bytes) and a handler: 256
+    # bounds that to 256 MiB at the default body size, and is as many reads as may queue for
+    # the chain thread (node.api.reads.MAX_WAITING), so a burst that fits one fits the other.
     max_in_flight: int = number(
         "http-max-in-flight-requests", 256, "RPC requests handled at once (0: no limit)"
     )
+    # A commit-mode push waits for its block within this time; any other answer takes
+    # milliseconds unless the node is overloaded.
     max_response_ms: int = number(
         "http-max-response-time-ms", 30_000, "longest an RPC answer may take (0: no limit)"
     )
+    # Real clients send a header in one packet and a body of a few KiB right after it.
     read_timeout_ms: int = number(
         "http-read-timeout-ms",
         10_000,
@@ -145,12 +151,17 @@ class HttpConfig:
         "open connections to the HTTP RPC from one client address at most (0: a quarter of"
         " http-max-connections)",
     )
+    # A client that never reads holds no buffer, handler or fd beyond this.
     write_timeout_ms: int = number(
         "http-write-timeout-ms",
         10_000,
         "a connection whose client takes none of its answer's bytes for this long is closed",
         low=1,
     )
+    # Each large answer being written costs about twice its size until its client has taken
+    # it (the body, and the transport's copy of what the kernel's send queue has no room
+    # for). 100 clients that asked for a 2.27 MB block and never read held 380 MiB without
+    # this bound.
     max_response_bytes_in_flight: int = number(
         "http-max-response-bytes-in-flight",
         64 << 20,
@@ -193,6 +204,8 @@ class StreamConfig:
         64,
         "stream subscriptions open at once from one client address (0: no limit)",
     )
+    # 4096 messages are over half an hour of blocks at 2 a second, or a fork switch of any
+    # depth the chain allows.
     buffer: int = number(
         "http-stream-buffer",
         4096,
@@ -201,6 +214,8 @@ class StreamConfig:
         low=1,
         high=1 << 20,
     )
+    # 4096 full blocks would be GBs that a client which never reads keeps alive; 64 MiB is a
+    # minute of 500 KB blocks.
     buffer_bytes: int = number(
         "http-stream-buffer-bytes",
         64 << 20,
@@ -208,6 +223,8 @@ class StreamConfig:
         " sent 'lagged' and closed (0: no limit)",
         high=1 << 40,
     )
+    # A client needs one round trip, and a socket that says nothing should not hold a place
+    # for long.
     subscribe_timeout_ms: int = number(
         "http-stream-subscribe-timeout-ms",
         3_000,
@@ -216,6 +233,9 @@ class StreamConfig:
         low=100,
         high=60_000,
     )
+    # A client opening its streams together (scripts/bench_stream.py opens 25 an address) is
+    # not refused; one that never subscribes holds at most this many sockets, each for
+    # http-stream-subscribe-timeout-ms.
     max_unsubscribed_per_address: int = number(
         "http-max-unsubscribed-streams-per-address",
         32,

@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 
 from chain.core.consensus.block import SignedBlock
 from chain.signatures.signers import PREFETCH_BLOCKS
-from p2p.service import BlockResult, ChainService, PushOutcome
+from p2p.service import BlockResult, ChainService
 
 # Blocks per trip to the chain thread: a few hundred milliseconds of work at most, so that
 # produced blocks and RPC calls are not held up behind a sync batch for long.
@@ -51,7 +51,8 @@ FILL_WAIT = 0.5
 # than that still gets a block read from each peer every ROOM_WAIT seconds.
 ROOM_WAIT = 1.0
 
-OnPushed = Callable[[list[tuple[str, BlockResult]], PushOutcome], Awaitable[None]]
+# Told, after each batch, each block's result beside the peer that sent it.
+OnPushed = Callable[[list[tuple[str, BlockResult]]], Awaitable[None]]
 
 
 class BlockApplier:
@@ -200,12 +201,12 @@ class BlockApplier:
                 self._pushing = batch
                 taken = self._took if self._told_per_block(batch[-1][1].num) else None
                 try:
-                    outcome = await self.chain.push_blocks(
+                    results = await self.chain.push_blocks(
                         [b for _, b in batch], self.light_upto(), self._ahead(batch), taken
                     )
                 finally:
                     self._pushing = []
                     self._taken = 0  # the published head covers the batch now
                 self._wake_readers()
-                pairs = [(peer, r) for (peer, _), r in zip(batch, outcome.results, strict=True)]
-                await self.on_pushed(pairs, outcome)
+                pairs = [(peer, r) for (peer, _), r in zip(batch, results, strict=True)]
+                await self.on_pushed(pairs)

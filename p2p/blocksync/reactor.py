@@ -27,7 +27,7 @@ from p2p.blocksync.applier import BlockApplier
 from p2p.blocksync.manager import Action, DropPeer, FetchRange, Stage, SyncConfig, SyncManager
 from p2p.errors import ChannelClosed
 from p2p.relay.blocks import BlockRelay
-from p2p.service import SERVE_CHUNK, BlockResult, ChainService, Outcome, PushOutcome
+from p2p.service import SERVE_CHUNK, BlockResult, ChainService, Outcome
 from p2p.transport.peer import Peer
 from p2p.transport.reactor import Reactor
 from p2p.wire.messages import (
@@ -150,9 +150,7 @@ class BlockSync(Reactor):
             return self.sync.target
         return 0
 
-    async def _on_pushed(
-        self, results: list[tuple[str, BlockResult]], outcome: PushOutcome
-    ) -> None:
+    async def _on_pushed(self, results: list[tuple[str, BlockResult]]) -> None:
         for peer_id, result in results:
             block = result.block
             if result.outcome == Outcome.APPLIED:

@@ -14,7 +14,7 @@ Before a peer has authenticated it gets little. A new inbound connection waits f
 With its preamble read it takes one of ``max_unauthenticated`` handshake slots (of which one
 address holds ``max_unauthenticated_per_address``) and counts against ``max_per_address``,
 or is closed unanswered if those are full. Frames are refused above ``HANDSHAKE_MAX_FRAME``,
-and the handshake must finish within ``handshake_timeout``. An honest dialler writes its
+and the handshake must finish within ``handshake_timeout_ms``. An honest dialler writes its
 preamble as it connects, so strangers that drip theirs give way to each other rather than
 lock honest peers out, as they would if every connection took a handshake slot on
 arrival.
@@ -59,9 +59,9 @@ class TransportConfig:
     # Made from options (node.config.model's p2p-*, declared there with their defaults) by
     # node.config.builders.transport_config.
     listen: tuple[str, int] | None
-    p2p_address: str  # the address we tell peers to reach us at (p2p-server-address)
+    p2p_server_address: str  # the address we tell peers to reach us at
     policy: AuthPolicy  # allowed-connection, peer-key
-    handshake_timeout: float  # p2p-handshake-timeout-ms, in seconds
+    handshake_timeout_ms: int
     max_unauthenticated: int  # inbound connections in their handshake (0: no limit)
     max_per_address: int  # inbound connections from one IP address (0: no limit)
     tls: TlsIdentity | None  # p2p-tls = on: TLS 1.3 on every connection (``p2p.transport.tls``)
@@ -363,7 +363,7 @@ class Transport:
         the go_away reason that ended it, if any)."""
         channel.max_frame = HANDSHAKE_MAX_FRAME  # a stranger gets no 8 MiB buffer
         try:
-            limit = self.config.handshake_timeout
+            limit = self.config.handshake_timeout_ms / 1000
             if self.rdma is not None:
                 limit += self.config.rdma_probe_timeout
             async with asyncio.timeout(limit):
@@ -417,7 +417,7 @@ class Transport:
             tcp,
             self.config.tls,
             dialed,
-            self.config.handshake_timeout,
+            self.config.handshake_timeout_ms / 1000,
             preamble_timeout=self.config.preamble_timeout,
             preamble_read=lambda: self._preamble_read(tcp),
         )
@@ -440,7 +440,7 @@ class Transport:
                 node_key=self.node_key,
                 peer_nonce=hello.nonce,
                 position=position,
-                p2p_address=self.config.p2p_address,
+                p2p_address=self.config.p2p_server_address,
                 rdma=rdma_offered,
                 tls_binding=tls_binding,
             )

@@ -146,12 +146,12 @@ def test_the_chain_service_tells_of_each_block_it_is_done_with(tmp_path: Path) -
     async def push() -> tuple[list[tuple[int, bool]], list[Outcome]]:
         told: list[tuple[int, bool]] = []
         loop = asyncio.get_running_loop()
-        outcome = await service.push_blocks(
+        results = await service.push_blocks(
             [made[0], made[2], made[1]],  # 3 cannot link before 2 has come
             0,
             taken=lambda num: told.append((num, asyncio.get_running_loop() is loop)),
         )
-        return told, [r.outcome for r in outcome.results]
+        return told, [r.outcome for r in results]
 
     try:
         told, outcomes = asyncio.run(push())

@@ -63,30 +63,25 @@ POPPED_BLOCKS = 4096
 TRIM_DELAY_S = 1.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StreamLimits:
-    """What the stream serves (0 turns a cap off)."""
+    """What the stream serves (0 turns a cap off): the ``stream`` options (declared, with
+    their defaults and the reasons for them, in ``node.config.model.StreamConfig``), made by
+    ``node.config.builders.stream_limits``."""
 
     # Each stream holds a connection (an fd, counted under http-max-connections too) and a
-    # buffer of up to ``buffer`` messages.
-    max_streams: int = 1024
-    max_streams_per_address: int = 64
-    # Messages queued for one client before it is cut off with ``lagged``: 4096 is over half
-    # an hour of blocks at 2 a second, or a fork switch of any depth the chain allows.
-    buffer: int = 4096
-    # ... and the bytes of the blocks they hold (0: no cap): 4096 full blocks would be GBs
-    # that a client which never reads keeps alive; 64 MiB is a minute of 500 KB blocks.
-    buffer_bytes: int = 64 << 20
-    # A connection must subscribe this soon after the upgrade: a client needs one round
-    # trip, and a socket that says nothing should not hold a place for long.
-    subscribe_timeout_ms: int = 3_000
-    # Upgraded connections not yet subscribed, from one address (0: no limit); they do not
-    # count under max_streams until they subscribe. A client opening its streams together
-    # (scripts/bench_stream.py opens 25 an address) is not refused; one that never
-    # subscribes holds at most this many sockets, each for subscribe_timeout_ms.
-    max_unsubscribed_per_address: int = 32
+    # buffer of up to ``buffer`` messages (and ``buffer_bytes`` of blocks).
+    max_streams: int
+    max_streams_per_address: int
+    buffer: int
+    buffer_bytes: int
+    # A connection must subscribe this soon after the upgrade.
+    subscribe_timeout_ms: int
+    # Upgraded connections not yet subscribed, from one address; they do not count under
+    # max_streams until they subscribe.
+    max_unsubscribed_per_address: int
     # Pings go out this often; a client that does not answer within half of it is closed.
-    ping_ms: int = 20_000
+    ping_ms: int
 
 
 class StreamHub:

@@ -17,10 +17,10 @@ from genesis.testing import DevNet
 from node.admission import Admitter
 from node.api import http as http_module
 from node.api.http import make_app
-from node.api.listener import HttpLimits
 from node.api.rpc import Api
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner, InclusionWatch
+from tests.node.api.limits import CALL_FUEL, http_limits
 
 Client = TestClient[web.Request, web.Application]
 
@@ -34,8 +34,10 @@ def _serve(tmp_path: Path, metrics_ttl_s: float, check: Check) -> None:
         chain = net.open(tmp_path)
         runner = ChainRunner(chain)
         metrics = NodeMetrics()
-        api = Api(runner, metrics, InclusionWatch(), Admitter(runner, metrics))
-        app = make_app(api, metrics, HttpLimits(1 << 16), metrics_ttl_s=metrics_ttl_s)
+        api = Api(runner, metrics, InclusionWatch(), Admitter(runner, metrics), call_fuel=CALL_FUEL)
+        app = make_app(
+            api, metrics, http_limits(max_body_bytes=1 << 16), metrics_ttl_s=metrics_ttl_s
+        )
         client: Client = TestClient(TestServer(app))
         await client.start_server()
         reads = asyncio.create_task(api.run())

@@ -21,10 +21,10 @@ from chain.testing import now_ms
 from genesis.testing import DevNet
 from node.admission import Admitter
 from node.api.http import make_app, serve
-from node.api.listener import HttpLimits
 from node.api.rpc import Api
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner, InclusionWatch
+from tests.node.api.limits import CALL_FUEL, http_limits
 from tests.node.api.test_rpc import FakeNetwork
 from tests.support.wait import until
 
@@ -75,8 +75,15 @@ def test_big_answers_past_the_budget_get_503_until_a_stalled_one_is_gone(
     async def main() -> None:
         runner = ChainRunner(chain)
         metrics = NodeMetrics()
-        api = Api(runner, metrics, InclusionWatch(), Admitter(runner, metrics), FakeNetwork())
-        limits = HttpLimits(max_response_bytes_in_flight=3 << 20, write_timeout_s=1.5)
+        api = Api(
+            runner,
+            metrics,
+            InclusionWatch(),
+            Admitter(runner, metrics),
+            FakeNetwork(),
+            call_fuel=CALL_FUEL,
+        )
+        limits = http_limits(max_response_bytes_in_flight=3 << 20, write_timeout_s=1.5)
         site = await serve(make_app(api, metrics, limits), "127.0.0.1", 0, limits)
         reads = asyncio.create_task(api.run())
         port = int(site.addresses[0][1])

@@ -24,6 +24,7 @@ from node.api.listener import HttpLimits
 from node.api.rpc import Api
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner, InclusionWatch
+from tests.node.api.limits import CALL_FUEL, http_limits
 from tests.node.api.test_rpc import FakeNetwork
 from tests.support.wait import SLOWDOWN, until
 
@@ -58,7 +59,14 @@ def _serve(
         chain = DevNet.create(1).open(tmp_path)
         runner = ChainRunner(chain)
         metrics, network = NodeMetrics(), FakeNetwork()
-        api = Api(runner, metrics, InclusionWatch(), Admitter(runner, metrics), network)
+        api = Api(
+            runner,
+            metrics,
+            InclusionWatch(),
+            Admitter(runner, metrics),
+            network,
+            call_fuel=CALL_FUEL,
+        )
         public_app = make_app(api, metrics, limits, cors_origin=cors_origin)
         public = await serve(public_app, "127.0.0.1", 0, limits)
         admin = await serve(make_admin_app(api, limits, token), "127.0.0.1", 0, limits)
@@ -113,7 +121,7 @@ def test_requests_beyond_the_in_flight_limit_get_503_at_once(tmp_path: Path) -> 
         assert [status for status, _ in await asyncio.gather(*held)] == [200, 200]
         assert (await s.post("/v1/chain/get_info"))[0] == 200
 
-    _serve(tmp_path, HttpLimits(max_in_flight=2), check)
+    _serve(tmp_path, http_limits(max_in_flight=2), check)
 
 
 def test_an_answer_over_the_time_limit_gets_504(tmp_path: Path) -> None:
@@ -132,7 +140,7 @@ def test_an_answer_over_the_time_limit_gets_504(tmp_path: Path) -> None:
         await blocker
         assert (await s.post("/v1/chain/get_account", ALICE))[0] == 200
 
-    limits = HttpLimits(max_response_s=0.3)
+    limits = http_limits(max_response_s=0.3)
     _serve(tmp_path, limits, check)
 
 
@@ -164,7 +172,7 @@ def test_slow_drip_senders_are_cut_off(tmp_path: Path) -> None:
     are each disconnected within the read timeout (the body one after a 408 JSON answer);
     an honest client on a kept-alive connection is served meanwhile."""
 
-    limits = HttpLimits(read_timeout_s=0.5)
+    limits = http_limits(read_timeout_s=0.5)
     # A drip of 1,000 bytes at 0.05 s takes 50 s: cut within a few read timeouts, it was the
     # timeout that cut it (``_drip`` raises past ``cut``).
     cut = 6 * limits.read_timeout_s * SLOWDOWN
@@ -203,7 +211,7 @@ def test_a_405_allows_exactly_the_documented_methods(tmp_path: Path) -> None:
                         allow = {m.strip() for m in response.headers["Allow"].split(",")}
                         assert allow == documented, (method, path)
 
-    _serve(tmp_path, HttpLimits(), check)
+    _serve(tmp_path, http_limits(), check)
 
 
 def test_admin_routes_are_served_only_by_the_admin_listener(tmp_path: Path) -> None:
@@ -222,7 +230,7 @@ def test_admin_routes_are_served_only_by_the_admin_listener(tmp_path: Path) -> N
         async with s.http.post(s.admin_url + "/v1/chain/get_info", json={}) as response:
             assert response.status == 404
 
-    _serve(tmp_path, HttpLimits(), check)
+    _serve(tmp_path, http_limits(), check)
 
 
 def test_the_admin_token_is_required_when_set(tmp_path: Path) -> None:
@@ -243,7 +251,7 @@ def test_the_admin_token_is_required_when_set(tmp_path: Path) -> None:
         async with s.http.get(s.admin_url + "/openapi.json", headers=good) as response:
             assert (await response.json())["security"] == [{"admin": []}]
 
-    _serve(tmp_path, HttpLimits(), check, token="s3cret")
+    _serve(tmp_path, http_limits(), check, token="s3cret")
 
 
 def test_cors_headers_only_when_configured(tmp_path: Path) -> None:
@@ -267,5 +275,5 @@ def test_cors_headers_only_when_configured(tmp_path: Path) -> None:
         async with s.http.options(s.url + "/v1/chain/get_block") as response:
             assert response.status == 405
 
-    _serve(tmp_path / "on", HttpLimits(), configured, cors_origin=origin)
-    _serve(tmp_path / "off", HttpLimits(), off)
+    _serve(tmp_path / "on", http_limits(), configured, cors_origin=origin)
+    _serve(tmp_path / "off", http_limits(), off)

@@ -21,7 +21,6 @@ from chain.core.primitives.types import AccountName
 from genesis.testing import DevNet
 from node.admission import Admitter
 from node.api.http import make_admin_app, make_app
-from node.api.listener import HttpLimits
 from node.api.reads import ChainReads
 from node.api.rpc import Api, NetworkApi
 from node.api.views import block_json
@@ -31,6 +30,7 @@ from node.runner import ChainRunner, InclusionWatch
 from node.snapshots.writer import SnapshotWriter
 from p2p.blocksync.manager import Stage, SyncStatus
 from p2p.statesync.fetch import StateSyncStatus
+from tests.node.api.limits import CALL_FUEL, http_limits
 from tests.support.wait import until
 
 A, B = AccountName("alice"), AccountName("bob")
@@ -86,6 +86,7 @@ def _run(
             watch,
             admitter,
             network,
+            call_fuel=CALL_FUEL,
             reads=None if make_reads is None else make_reads(runner, metrics),
             snapshot_writer=SnapshotWriter(runner, tmp_path / "snapshots"),
             exports=(tmp_path / "exports" / "history.log", tmp_path / "genesis-copy.json"),
@@ -93,7 +94,7 @@ def _run(
         (tmp_path / "genesis-copy.json").write_text("{}")  # what the export copies beside
         if cache_follows:
             runner.subscribe(api.chain_updated)
-        limits = HttpLimits(max_body_bytes=1 << 16)
+        limits = http_limits(max_body_bytes=1 << 16)
         client = TestClient(TestServer(make_app(api, metrics, limits)))
         admin = TestClient(TestServer(make_admin_app(api, limits)))
         await client.start_server()

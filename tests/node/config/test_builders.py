@@ -37,9 +37,12 @@ def test_the_peer_layers_configs_carry_the_p2p_options(tmp_path: Path) -> None:
     )
     net = net_config(config.p2p)
     transport = net.transport
-    assert (transport.listen, transport.p2p_address) == (("127.0.0.1", 7000), "node.example:7000")
+    assert (transport.listen, transport.p2p_server_address) == (
+        ("127.0.0.1", 7000),
+        "node.example:7000",
+    )
     assert transport.policy.allow_producers and not transport.policy.allow_any
-    assert transport.tls is None and transport.handshake_timeout == 0.8
+    assert transport.tls is None and transport.handshake_timeout_ms == 800
     assert (transport.max_unauthenticated, transport.max_per_address) == (4, 2)
     assert net.switch.max_clients == 3
     assert (net.sync.sync_fetch_span, net.sync.sync_ranges) == (7, 2)

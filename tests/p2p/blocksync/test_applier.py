@@ -17,7 +17,7 @@ from genesis.testing import DevNet
 from p2p.blocksync import applier as applier_module
 from p2p.blocksync.applier import AHEAD, BATCH, LOOKAHEAD, BlockApplier
 from p2p.blocksync.manager import Action, FetchRange, Stage, SyncManager
-from p2p.service import BlockResult, Outcome, PushOutcome
+from p2p.service import BlockResult, Outcome
 from p2p.wire.handshake import ChainPosition
 from tests.p2p.configs import sync_config
 from tests.support.wait import settle, within
@@ -64,7 +64,7 @@ class FakeChain:
         light_upto: int,
         ahead: Sequence[SignedBlock] = (),
         taken: Callable[[int], None] | None = None,
-    ) -> PushOutcome:
+    ) -> list[BlockResult]:
         self.pushes.append([b.num for b in blocks])
         self.light.append(light_upto)
         self.ahead.append([b.num for b in ahead])
@@ -77,7 +77,7 @@ class FakeChain:
             else:
                 results.append(BlockResult(block, Outcome.DUPLICATE))
         await self._notify()
-        return PushOutcome(results)
+        return results
 
     async def admit_transactions(
         self, txs: Sequence[SignedTransaction]
@@ -88,7 +88,7 @@ class FakeChain:
         return []
 
 
-async def pushed_nowhere(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
+async def pushed_nowhere(pairs: list[tuple[str, BlockResult]]) -> None:
     """The applier's report of a push, for the tests that look at the chain instead."""
 
 
@@ -113,7 +113,7 @@ def test_blocks_arriving_out_of_order_are_pushed_in_order_from_the_head() -> Non
     chain = FakeChain()
     seen: list[tuple[str, int]] = []
 
-    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
+    async def on_pushed(pairs: list[tuple[str, BlockResult]]) -> None:
         seen.extend((peer, r.block.num) for peer, r in pairs)
 
     async def main() -> None:
@@ -227,7 +227,7 @@ class GatedChain(FakeChain):
         light_upto: int,
         ahead: Sequence[SignedBlock] = (),
         taken: Callable[[int], None] | None = None,
-    ) -> PushOutcome:
+    ) -> list[BlockResult]:
         self.pushing.set()
         await self.release.wait()
         return await super().push_blocks(blocks, light_upto, ahead, taken)
@@ -243,7 +243,7 @@ def test_a_batch_being_applied_is_held_and_not_asked_for_again() -> None:
 
     synced = asyncio.Event()
 
-    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
+    async def on_pushed(pairs: list[tuple[str, BlockResult]]) -> None:
         sync.chain_advanced(chain.head, chain.head)
         if sync.head >= 3:
             synced.set()
@@ -414,8 +414,8 @@ class SteppedChain(FakeChain):
         light_upto: int,
         ahead: Sequence[SignedBlock] = (),
         taken: Callable[[int], None] | None = None,
-    ) -> PushOutcome:
-        outcome = await super().push_blocks(blocks, light_upto, ahead)
+    ) -> list[BlockResult]:
+        results = await super().push_blocks(blocks, light_upto, ahead)
         for i, block in enumerate(blocks):
             if taken is not None:
                 asyncio.get_running_loop().call_soon(taken, block.num)
@@ -423,7 +423,7 @@ class SteppedChain(FakeChain):
                 await self.release.wait()
         self.published = self.head
         await self._notify()
-        return outcome
+        return results
 
 
 def test_a_reader_gets_room_as_each_block_of_a_batch_is_taken(
@@ -499,7 +499,7 @@ def test_only_batches_with_signatures_to_recover_are_told_of_block_by_block() ->
     chain = FakeChain()
     light = [2]
 
-    async def on_pushed(pairs: list[tuple[str, BlockResult]], outcome: PushOutcome) -> None:
+    async def on_pushed(pairs: list[tuple[str, BlockResult]]) -> None:
         light[0] = 0
 
     async def main() -> None:

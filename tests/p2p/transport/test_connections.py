@@ -10,6 +10,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 from chain.core.consensus.qc import Vote
 from chain.core.consensus.votes import VoteOutcome
@@ -19,7 +20,7 @@ from chain.core.primitives.crypto import PrivateKey
 from chain.core.primitives.errors import TransactionError
 from chain.core.primitives.types import AccountName, BlockId
 from p2p.errors import ChannelClosed
-from p2p.service import PushOutcome
+from p2p.service import BlockResult
 from p2p.transport.connections import Transport, TransportConfig
 from p2p.transport.switch import Connection, SessionEnd
 from p2p.transport.tcp import TcpChannel
@@ -60,7 +61,7 @@ class Chain:
         light_upto: int,
         ahead: Sequence[object] = (),
         taken: Callable[[int], None] | None = None,
-    ) -> PushOutcome:
+    ) -> list[BlockResult]:
         raise NotImplementedError
 
     async def admit_transactions(
@@ -110,15 +111,9 @@ async def running(
             await task
 
 
-def listening(
-    max_unauthenticated: int = 32, max_per_address: int = 8, handshake_timeout: float = 5.0
-) -> TransportConfig:
-    return transport_config(
-        handshake_timeout=handshake_timeout,
-        max_unauthenticated=max_unauthenticated,
-        max_per_address=max_per_address,
-        tls=TLS,
-    )
+def listening(**changes: Any) -> TransportConfig:
+    """The declared transport config with TLS on, but for ``changes``."""
+    return transport_config(**({"tls": TLS} | changes))
 
 
 async def stranger(port: int, source: str = "127.0.0.2") -> TcpChannel | None:
@@ -222,7 +217,7 @@ def test_a_stranger_that_drips_its_preamble_is_cut_at_the_preamble_timeout() -> 
     timeout: a byte every 0.2 s is cut at 0.3 s, and its slot is free again."""
 
     async def main() -> None:
-        config = listening(handshake_timeout=5.0)
+        config = listening(handshake_timeout_ms=5000)
         config.preamble_timeout = 0.3
         async with running(config, Gate()) as node:
             assert node.listen_port is not None
@@ -255,7 +250,7 @@ def test_a_stranger_announcing_more_than_a_handshake_frame_is_dropped_at_once() 
     buffering its body."""
 
     async def main() -> None:
-        async with running(listening(handshake_timeout=5.0), Gate()) as node:
+        async with running(listening(handshake_timeout_ms=5000), Gate()) as node:
             assert node.listen_port is not None
             channel, _ = await dial("127.0.0.1", node.listen_port)
             assert channel.tls is not None
@@ -277,7 +272,7 @@ def test_a_silent_stranger_is_dropped_at_the_handshake_timeout() -> None:
     handshake."""
 
     async def main() -> None:
-        async with running(listening(handshake_timeout=0.3), Gate()) as node:
+        async with running(listening(handshake_timeout_ms=300), Gate()) as node:
             assert node.listen_port is not None
             start = time.monotonic()
             channel, _ = await dial("127.0.0.1", node.listen_port)

@@ -20,11 +20,11 @@ from chain.testing import now_ms
 from genesis.testing import DevNet
 from node.admission import Admitter
 from node.api.http import make_app
-from node.api.listener import HttpLimits
 from node.api.rpc import Api
 from node.api.stream.hub import STREAM_PATH, StreamHub, StreamLimits
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner, InclusionWatch
+from tests.node.api.limits import CALL_FUEL, http_limits, stream_limits
 from tests.support.wait import until
 
 Client = TestClient[web.Request, web.Application]
@@ -59,10 +59,12 @@ def _serve(
         net = DevNet.create(1)
         runner = ChainRunner(net.open(tmp_path))
         metrics = NodeMetrics()
-        api = Api(runner, metrics, InclusionWatch(), Admitter(runner, metrics))
-        hub = StreamHub(runner, limits or StreamLimits(), metrics, cors)
+        api = Api(runner, metrics, InclusionWatch(), Admitter(runner, metrics), call_fuel=CALL_FUEL)
+        hub = StreamHub(runner, limits or stream_limits(), metrics, cors)
         runner.subscribe(hub.chain_updated)
-        app = make_app(api, metrics, HttpLimits(1 << 16), cors_origin=cors, stream=hub)
+        app = make_app(
+            api, metrics, http_limits(max_body_bytes=1 << 16), cors_origin=cors, stream=hub
+        )
         client: Client = TestClient(TestServer(app))
         await client.start_server()
         try:
@@ -226,7 +228,7 @@ def test_streams_over_the_caps_are_refused_with_1013(tmp_path: Path) -> None:
             await third.send_json({"type": "subscribe", "stream": "blocks"})
             assert (await _next(third))["type"] == "subscribed"
 
-    _serve(tmp_path, check, StreamLimits(max_streams_per_address=1))
+    _serve(tmp_path, check, stream_limits(max_streams_per_address=1))
 
 
 def test_a_plain_get_and_a_foreign_page_are_refused_with_json(tmp_path: Path) -> None:
@@ -279,7 +281,7 @@ def test_a_client_that_never_subscribes_is_closed(tmp_path: Path) -> None:
             assert "no subscribe message within 0.2 s" in reason and code == 1008
             assert "http-stream-subscribe-timeout-ms = 200" in reason
 
-    _serve(tmp_path, check, StreamLimits(max_streams=1, subscribe_timeout_ms=200))
+    _serve(tmp_path, check, stream_limits(max_streams=1, subscribe_timeout_ms=200))
 
 
 def test_unsubscribed_sockets_do_not_hold_subscription_places(tmp_path: Path) -> None:
@@ -302,7 +304,7 @@ def test_unsubscribed_sockets_do_not_hold_subscription_places(tmp_path: Path) ->
                     assert not second.closed
             assert not silent.closed
 
-    limits = StreamLimits(max_streams=1, max_unsubscribed_per_address=2)
+    limits = stream_limits(max_streams=1, max_unsubscribed_per_address=2)
     _serve(tmp_path, check, limits)
 
 
