@@ -18,6 +18,7 @@ from chain.core.primitives.params import slot_of_ms, slot_start_ms
 from scripts.netns import P2P_PORT
 from tests.integration.conftest import wait_for
 from tests.netns.conftest import TURN, Cluster, LibWatch, TxLoad, admin, quick
+from tests.support.wait import hold
 
 # A minute in the issue; CI may shorten it (BOR_NETNS_FLAP_SECONDS=20).
 FLAP_SECONDS = float(os.environ.get("BOR_NETNS_FLAP_SECONDS", "60"))
@@ -62,9 +63,9 @@ def _split_2_2(cluster: Cluster) -> tuple[int, list[dict[str, Any]]]:
     at the split, the nodes' get_info at the end)."""
     cluster.net.partition([1, 2], [3, 4])
     split_head = max(i["head_block_num"] for i in cluster.infos())
-    time.sleep(10)  # a round (4 turns of 2 s) and the keepalive's 6 s: each half settles
+    hold(10, "a round (4 turns of 2 s) and the keepalive's 6 s: each half settles")
     settled = [i["last_irreversible_block_num"] for i in cluster.infos()]
-    time.sleep(12)
+    hold(12, "the LIB is checked unmoved across 12 s of the split")
     during = cluster.infos()
     assert [i["last_irreversible_block_num"] for i in during] == settled, "LIB moved"
     assert max(settled) <= split_head, "nothing made after the split is final"
@@ -131,9 +132,9 @@ def test_b_a_flapping_link_then_convergence(cluster: Cluster) -> None:
         while time.monotonic() < end:
             down, up = FLAP_CYCLE[flaps % len(FLAP_CYCLE)]
             cluster.net.set_link(4, up=False)
-            time.sleep(down)
+            hold(down, "the link down for this flap")
             cluster.net.set_link(4, up=True)
-            time.sleep(up)
+            hold(up, "the link up for this flap")
             flaps += 1
         during = _lib(cluster, 1, 2, 3)
         assert during > before, "three of four producers kept finalizing"
@@ -153,13 +154,13 @@ def test_c_a_node_frozen_by_sigstop_catches_up(cluster: Cluster) -> None:
         os.kill(frozen.proc.pid, signal.SIGSTOP)
         try:
             stopped_at = _lib(cluster, 1, 3, 4)
-            time.sleep(2)
+            hold(2, "long enough that a node merely slow would have answered")
             try:
                 quick(frozen, "/v1/chain/get_info")
                 raise AssertionError("a stopped node answered")
             except OSError:
                 pass
-            time.sleep(FREEZE_SECONDS - 2)
+            hold(FREEZE_SECONDS - 2, "the rest of the freeze")
             lib_then = _lib(cluster, 1, 3, 4)
             assert lib_then > stopped_at, "three of four producers kept finalizing"
         finally:

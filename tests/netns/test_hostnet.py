@@ -9,11 +9,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 
 from scripts.netns import ETC_NETNS, Host, HostNet, ip, sweep
 from tests.netns.conftest import needs_netns
+from tests.support.wait import wait_until
 
 PORT = 7000
 # Accepts connections forever; a probe that connects within its timeout has reached the host.
@@ -32,11 +34,10 @@ def servers(hostnet: HostNet) -> Iterator[HostNet]:
     procs = [
         subprocess.Popen([*h.exec_prefix, sys.executable, "-c", SERVER]) for h in hostnet.hosts
     ]
-    for h in hostnet.hosts:  # wait until each listens
-        for _ in range(50):
-            if reaches_from_root(h.control):
-                break
-            time.sleep(0.1)
+    for h in hostnet.hosts:
+        wait_until(
+            partial(reaches_from_root, h.control), 15, f"{h.control} to listen", interval=0.1
+        )
     yield hostnet
     for proc in procs:
         proc.kill()

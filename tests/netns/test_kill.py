@@ -8,11 +8,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 from tests.integration.conftest import BIN, NodeProcess, free_port, wait_for
 from tests.netns.conftest import Cluster, LibWatch, TxLoad, quick
+from tests.support.wait import hold
 
 KILLS = int(os.environ.get("BOR_NETNS_KILLS", "25"))
 CONVERGE_SECONDS = 90
@@ -33,7 +33,7 @@ def test_a_producer_killed_25_times_under_load_keeps_a_valid_chain(
     victim = cluster.nodes[1]
     with LibWatch(cluster) as watch, TxLoad(cluster, 1, 2, 3) as load:
         for kill in range(KILLS):
-            time.sleep(0.3 + (kill % 7) * 0.5)  # killed at many points of its work
+            hold(0.3 + (kill % 7) * 0.5, "killed at many points of its work")
             assert victim.proc is not None and victim.running, victim.tail()
             victim.proc.send_signal(signal.SIGKILL)
             victim.proc.wait()

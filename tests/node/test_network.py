@@ -41,7 +41,7 @@ from p2p.wire.messages import (
 )
 from scripts.peers import dial
 from tests.p2p.configs import transport_config
-from tests.support.wait import SLOWDOWN, until
+from tests.support.wait import SLOWDOWN, pace, until
 
 
 class Member:
@@ -397,7 +397,7 @@ class ScriptedPeer:
 
     async def _serve(self, channel: TcpChannel, request: SyncRequest) -> None:
         for num in range(request.start, min(request.end, len(self.blocks)) + 1):
-            await asyncio.sleep(self.delay)
+            await pace(self.delay)
             await channel.send(RawBlock(self.blocks[num - 1]))
             self.served += 1
 

@@ -32,6 +32,7 @@ from p2p.wire.messages import (
     TransactionMessage,
 )
 from tests.rdma.test_device import device_info
+from tests.support.wait import pace
 
 Scenario = Callable[[RdmaChannel, RdmaChannel], Awaitable[None]]
 
@@ -133,7 +134,7 @@ def test_an_error_completion_breaks_the_channel() -> None:
         with pytest.raises(ChannelBroken, match="completion error"):
             for _ in range(20):
                 await a.send(SyncRequest(1, 2))
-                await asyncio.sleep(0.1)
+                await pace(0.1)
         with pytest.raises(ChannelClosed):
             await a.recv()
 

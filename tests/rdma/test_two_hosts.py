@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ import pytest
 from chain.core.consensus.block import decode_block
 from chain.storage.blocklog import BlockLog
 from tests.integration.conftest import NodeProcess, Nodes, free_port, rpc, wait_for
+from tests.support.wait import hold
 
 LINK = os.environ.get("BOR_TWO_HOSTS_LINK", "")
 HISTORY = Path(os.environ.get("BOR_TWO_HOSTS_HISTORY", "."))
@@ -92,7 +92,7 @@ def test_a_node_bootstraps_from_another_host_over_rdma_through_a_link_cut(
     assert before["transport"] == "rdma" and before["rdma_writes"] > 0, before
     _link("down")
     try:
-        time.sleep(CUT_SECONDS)
+        hold(CUT_SECONDS, "the sync's head is read after the cut")
         during_cut = joiner.info()["head_block_num"]
     finally:
         _link("up")

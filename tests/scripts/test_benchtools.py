@@ -10,6 +10,7 @@ import time
 import pytest
 
 from scripts.benchtools import busiest_thread_cpu, cores, cores_used, process_cpu, tree_cpu
+from tests.support.wait import hold
 
 
 def busy(seconds: float) -> float:
@@ -45,7 +46,7 @@ def test_a_sleeping_process_uses_no_core() -> None:
     """Waiting costs no CPU: a process asleep over the interval used next to no core."""
     cpu0 = tree_cpu(os.getpid())
     started = time.perf_counter()
-    time.sleep(0.3)
+    hold(0.3, "asleep: the CPU a wait costs is what is measured")
     used = cores_used(tree_cpu(os.getpid()) - cpu0, time.perf_counter() - started)
     assert used < 0.2
 

@@ -4,6 +4,11 @@ Unit tests wait on the code's own events (an ``asyncio.Event``, a future, a queu
 has them; ``until`` and ``wait_until`` poll a condition for what only shows from outside (a
 real process, a thread, a socket's state), and fail naming what never happened. ``settle``
 lets every task that can run, run, for a test that checks something did *not* happen.
+
+Where the time itself is the point, a test says so by name: ``observe`` checks that a
+condition stays true through a window, ``hold`` (``hold_async``) lets a window pass that a
+rate or a level is measured over, ``pace`` is the speed of a slow peer the test plays. A
+bare ``sleep`` is for none of these, so a grep for one finds a wait on a guess.
 """
 
 from __future__ import annotations
@@ -97,3 +102,45 @@ async def settle(rounds: int = 20) -> None:
     something has not happened (yet) without a sleep that guesses how long "yet" is."""
     for _ in range(rounds):
         await asyncio.sleep(0)
+
+
+def observe(
+    seconds: float, condition: Callable[[], object], what: str, *, interval: float = POLL_SECONDS
+) -> None:
+    """Check that ``condition()`` stays true for ``seconds`` (not scaled: the window is the
+    claim), looking every ``interval``; raise AssertionError naming ``what`` the first time
+    it is false. For a test that pins something staying so (production paused, no new log
+    line), where a single look at the end would miss a change and change back."""
+    start = time.monotonic()
+    end = start + seconds
+    while True:
+        if not condition():
+            raise AssertionError(f"{what} no longer held after {time.monotonic() - start:.2f} s")
+        if time.monotonic() >= end:
+            return
+        time.sleep(min(interval, max(0.0, end - time.monotonic())))
+
+
+def hold(seconds: float, why: str) -> None:
+    """Let ``seconds`` pass, for a window whose length is the point of the test: a rate
+    measured over it (blocks made, LIB advanced), memory let settle before a baseline, load
+    left running. Not scaled by ``SLOWDOWN``: the test's arithmetic counts on the length.
+    ``why`` says what the window is for, in the test and in a traceback; never a wait for
+    something to happen (that is ``wait_until``)."""
+    del why  # documentation at the call site
+    time.sleep(seconds)
+
+
+async def hold_async(seconds: float, why: str) -> None:
+    """``hold`` on the event loop: let ``seconds`` pass, the loop running meanwhile, for a
+    window whose length is the point (a flood left running, a silence longer than a
+    deadline)."""
+    del why
+    await asyncio.sleep(seconds)
+
+
+async def pace(seconds: float) -> None:
+    """The pace of a slow or chatty peer the test plays (a byte a second, a message every
+    50 ms): the delay is what is under test, the code's deadlines and keepalives measured
+    against it, not a wait for anything."""
+    await asyncio.sleep(seconds)

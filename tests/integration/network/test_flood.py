@@ -29,7 +29,7 @@ from scripts.peers import dial, until_closed
 from tests.integration.conftest import NodeProcess, Nodes, free_port, wait_for
 from tests.p2p.configs import transport_config
 from tests.support.peers import authenticated
-from tests.support.wait import SLOWDOWN
+from tests.support.wait import SLOWDOWN, hold, hold_async, pace, until, wait_until
 
 # The issue measured 92 MiB -> 1.1 GiB for 100 such connections; with the handshake's frame
 # limit a stranger's frame costs nothing, and the growth measured is about 1 MiB.
@@ -64,7 +64,7 @@ def test_a_flood_of_strangers_neither_swells_the_node_nor_keeps_a_peer_out(
     joiner_dir.mkdir()
     shutil.copy(tmp_path / "net" / "genesis.json", joiner_dir / "genesis.json")
     joiner = nodes.run(joiner_dir, "--p2p-peer-address", f"127.0.0.1:{p2p}")
-    time.sleep(1)  # start-up allocations settle
+    hold(1, "start-up allocations settle before the baseline")
     baseline = rss_mib(pid)
 
     async def flood() -> tuple[float, list[float | None]]:
@@ -76,22 +76,24 @@ def test_a_flood_of_strangers_neither_swells_the_node_nor_keeps_a_peer_out(
             while not stop.is_set():
                 source = source_address(i, 50)
                 closes.append(await hostile("127.0.0.1", p2p, source, ANNOUNCED - 1024, 2.0))
-                await asyncio.sleep(0.5)
+                await pace(0.5)
+
+        def sampled_until_stopped() -> bool:
+            nonlocal peak
+            peak = max(peak, rss_mib(pid))
+            return stop.is_set()
 
         async def sample() -> None:
-            nonlocal peak
-            while not stop.is_set():
-                peak = max(peak, rss_mib(pid))
-                await asyncio.sleep(0.02)
+            await until(sampled_until_stopped, "the flood to end", 60, interval=0.02)
 
         tasks = [asyncio.ensure_future(stranger(i)) for i in range(200)]
         tasks.append(asyncio.ensure_future(sample()))
-        await asyncio.sleep(1.0)
+        await hold_async(1.0, "the flood under way before the joiner starts")
         await asyncio.to_thread(joiner.start)
         await asyncio.to_thread(
             wait_for, lambda: target.info()["peer_count"] >= 1, 20, "the joiner to connect"
         )
-        await asyncio.sleep(1.0)
+        await hold_async(1.0, "the flood goes on with the joiner connected")
         stop.set()
         await asyncio.gather(*tasks)
         return peak, closes
@@ -106,8 +108,12 @@ def test_a_flood_of_strangers_neither_swells_the_node_nor_keeps_a_peer_out(
     # hold it until the 3 s + 8 s frame deadline.
     assert all(c is not None and c < 2.0 * SLOWDOWN for c in closes), max(closes, key=str)
     assert target.info()["peer_count"] == 1
-    time.sleep(1)
-    assert rss_mib(pid) - baseline < MAX_LEFT_MIB, (baseline, rss_mib(pid))
+    wait_until(
+        lambda: rss_mib(pid) - baseline < MAX_LEFT_MIB,
+        1,
+        f"the RSS back within {MAX_LEFT_MIB} MiB of the baseline, {baseline:.0f} MiB",
+        interval=0.05,
+    )
 
 
 async def dripped_until_closed(channel: TcpChannel, data: bytes, interval: float) -> float:
@@ -119,7 +125,7 @@ async def dripped_until_closed(channel: TcpChannel, data: bytes, interval: float
         with contextlib.suppress(ChannelClosed):
             for i in range(len(data)):
                 await channel.send_raw(data[i : i + 1])
-                await asyncio.sleep(interval)
+                await pace(interval)
 
     start = time.monotonic()
     dripping = asyncio.ensure_future(drip())

@@ -30,7 +30,7 @@ from scripts.bench_flood import rss_mib
 from scripts.peers import dial, negotiated, until_closed
 from tests.integration.conftest import NodeProcess, Nodes, free_port, wait_for
 from tests.support.peers import authenticate
-from tests.support.wait import SLOWDOWN
+from tests.support.wait import SLOWDOWN, hold, hold_async, pace, wait_until
 
 RANGE_MIB = 8  # the bytes of blocks the greedy peer asks for, again and again
 MEMO_BYTES = 256  # the longest memo: a transaction of 16 such transfers is about 4.6 KiB
@@ -84,8 +84,19 @@ def fill_blocks(node: NodeProcess, keys: dict[str, PrivateKey], mib: int) -> int
         pusher.start()
     for pusher in pushers:
         pusher.join()
-    time.sleep(2)  # the last ones into a block
-    return int(node.info()["head_block_num"])
+    # Counted block by block from the head before the first push, to the last one in.
+    counted = {"txs": 0, "block": int(info["head_block_num"])}
+
+    def all_in_blocks() -> bool:
+        head = int(node.info()["head_block_num"])
+        while counted["block"] < head:
+            counted["block"] += 1
+            block = node.rpc("/v1/chain/get_block", {"block_num_or_id": counted["block"]})
+            counted["txs"] += len(block["transactions"])
+        return counted["txs"] >= count
+
+    wait_for(all_in_blocks, 30, f"the {count} transactions in blocks")
+    return counted["block"]
 
 
 def test_a_peer_that_asks_for_ranges_and_never_reads_is_bounded_and_dropped(
@@ -103,7 +114,7 @@ def test_a_peer_that_asks_for_ranges_and_never_reads_is_bounded_and_dropped(
     head = fill_blocks(node, keys, RANGE_MIB)
     assert node.proc is not None
     pid = node.proc.pid
-    time.sleep(1)
+    hold(1, "allocations settle before the baseline")
     baseline = rss_mib(pid)
 
     async def greedy() -> tuple[float, float | None, float]:
@@ -126,20 +137,23 @@ def test_a_peer_that_asks_for_ranges_and_never_reads_is_bounded_and_dropped(
             elif time.monotonic() - started > dropped + 3:
                 break
             peak = max(peak, rss_mib(pid))
-            await asyncio.sleep(0.25)
+            await pace(0.25)
         await channel.close()
         return peak, dropped, rss_mib(pid)
 
     peak, dropped, during_after = asyncio.run(greedy())
-    time.sleep(2)
-    after = rss_mib(pid)
     print(
         f"blocks 1..{head}; RSS {baseline:.0f} -> peak {peak:.0f} MiB, dropped after"
-        f" {dropped} s, {during_after:.0f} MiB when it left, {after:.0f} MiB 2 s later"
+        f" {dropped} s, {during_after:.0f} MiB when it left"
     )
     assert dropped is not None, "still connected after 25 s"
     assert peak - baseline < MAX_GROWTH_MIB, (baseline, peak)
-    assert after - baseline < MAX_LEFT_MIB, (baseline, after)
+    wait_until(
+        lambda: rss_mib(pid) - baseline < MAX_LEFT_MIB,
+        2,
+        f"the RSS back within {MAX_LEFT_MIB} MiB of the baseline, {baseline:.0f} MiB",
+        interval=0.05,
+    )
     wait_for(lambda: '"peer_not_reading"' in node.log.read_text(), 5, "the drop to be logged")
     assert node.running
 
@@ -166,7 +180,7 @@ def test_strangers_that_drip_the_preamble_do_not_lock_honest_peers_out(
                 try:
                     reader, writer = await asyncio.open_connection("127.0.0.1", p2p)
                 except OSError:
-                    await asyncio.sleep(0.05)
+                    await pace(0.05)
                     continue
                 channel = TcpChannel(reader, writer)
 
@@ -174,7 +188,7 @@ def test_strangers_that_drip_the_preamble_do_not_lock_honest_peers_out(
                     with contextlib.suppress(ChannelClosed):
                         for byte in opening:
                             await channel.send_raw(bytes([byte]))
-                            await asyncio.sleep(1.0)
+                            await pace(1.0)
 
                 dripping = asyncio.ensure_future(drip())
                 with contextlib.suppress(TimeoutError, ChannelClosed):
@@ -196,11 +210,13 @@ def test_strangers_that_drip_the_preamble_do_not_lock_honest_peers_out(
             return True
 
         drippers = [asyncio.ensure_future(dripper()) for _ in range(DRIPPERS)]
-        await asyncio.sleep(2)  # the drippers hold what they can
+        # The preamble timeout (2 s): the first drippers are being cut and redial as the
+        # honest peers start.
+        await hold_async(2, "the drippers hold what they can")
         passed = 0
         for _ in range(HONEST_TRIES):
             passed += await honest()
-            await asyncio.sleep(0.2)
+            await pace(0.2)
         stop.set()
         for task in drippers:
             task.cancel()

@@ -29,7 +29,7 @@ from tests.integration.conftest import (
     loopback_plan,
     wait_for,
 )
-from tests.support.wait import SLOWDOWN
+from tests.support.wait import SLOWDOWN, hold, pace
 
 
 def test_a_lying_peer_neither_stops_production_nor_stays(nodes: Nodes, tmp_path: Path) -> None:
@@ -47,7 +47,7 @@ def test_a_lying_peer_neither_stops_production_nor_stays(nodes: Nodes, tmp_path:
     head_before = producer.info()["head_block_num"]
     # 3 s (6 slots): the liar is sent away 5-6 s after it connected, which the waits above
     # may have used a second of.
-    time.sleep(3)
+    hold(3, "the head's advance is measured over 3 s")
     assert not liar.session_ended.is_set(), "measured while the liar is connected"
     advance = producer.info()["head_block_num"] - head_before
     print(f"head advanced by {advance} blocks in 3 s with the liar connected")
@@ -102,7 +102,7 @@ async def sessions_for(peer: LyingPeer, seconds: float) -> Counter[str]:
                 ends["second session " + peer.sent_away.reason.name] += 1
         if sessions >= 2:
             peer.renew()
-        await asyncio.sleep(1.0)
+        await pace(1.0)
     return ends
 
 
@@ -125,7 +125,7 @@ def test_a_trickling_stranger_neither_freezes_finality_nor_stays(
     print(f"trickle: {peer.blocks_sent} blocks, sessions ended {dict(ends)}")
     lib_during = during["last_irreversible_block_num"] - before["last_irreversible_block_num"]
     print(f"LIB advanced by {lib_during} in the 15 s of trickling")
-    time.sleep(5)
+    hold(5, "the LIB's advance after the trickle is measured over 5 s")
     after = producer.info()
     lib_after = after["last_irreversible_block_num"] - during["last_irreversible_block_num"]
     print(f"LIB advanced by {lib_after} in the 5 s after, head {after['head_block_num']}")
@@ -155,7 +155,7 @@ def lib_advance(procs: list[NodeProcess], seconds: float, strangers: list[LyingP
     thread = threading.Thread(target=asyncio.run, args=(haunt(),), daemon=True)
     before = [int(p.info()["last_irreversible_block_num"]) for p in procs]
     thread.start()
-    time.sleep(seconds)
+    hold(seconds, "the LIB's advance is measured over the window")
     after = [int(p.info()["last_irreversible_block_num"]) for p in procs]
     thread.join((SESSION_LIMIT + 2) * SLOWDOWN)
     assert not thread.is_alive(), "the strangers' sessions ended"

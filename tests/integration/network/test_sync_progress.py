@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 from scripts.make_history import make_history
 from tests.integration.conftest import BIN, Nodes, free_port
-from tests.support.wait import SLOWDOWN
+from tests.support.wait import SLOWDOWN, observe
 
 
 def _events(log: Path, event: str) -> list[dict[str, Any]]:
@@ -72,5 +71,9 @@ def test_a_catching_up_node_logs_sync_progress_and_status_reads_its_config(
     assert status["head_block_num"] >= head and status["peers"] == 1
     assert status["sync"]["stage"] == "in_sync"
     in_sync = len(_events(joiner.log, "sync_progress"))
-    time.sleep(2.5)  # two sync ticks, each of which would log a line if one were due
-    assert len(_events(joiner.log, "sync_progress")) == in_sync, "no line once in sync"
+    observe(  # two sync ticks, each of which would log a line if one were due
+        2.5,
+        lambda: len(_events(joiner.log, "sync_progress")) == in_sync,
+        "no line once in sync",
+        interval=0.2,
+    )

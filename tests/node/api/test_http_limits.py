@@ -26,7 +26,7 @@ from node.metrics import NodeMetrics
 from node.runner import ChainRunner, InclusionWatch
 from tests.node.api.limits import CALL_FUEL, http_limits
 from tests.node.api.test_rpc import FakeNetwork
-from tests.support.wait import SLOWDOWN, until
+from tests.support.wait import SLOWDOWN, pace, until
 
 ALICE = {"account_name": "alice"}
 
@@ -161,7 +161,7 @@ async def _drip(port: int, head: bytes, drip: bytes, every_s: float, limit_s: fl
                 await writer.drain()
             except ConnectionError:
                 break
-            await asyncio.sleep(every_s)
+            await pace(every_s)
         return await asyncio.wait_for(answer, limit_s)
     finally:
         writer.close()

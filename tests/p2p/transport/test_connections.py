@@ -30,7 +30,7 @@ from p2p.wire.handshake import ChainPosition
 from p2p.wire.messages import Message, TransactionMessage
 from scripts.peers import dial, until_closed
 from tests.p2p.configs import transport_config
-from tests.support.wait import until
+from tests.support.wait import pace, until
 
 CHAIN_ID = b"c" * 32
 GENESIS = BlockId(b"\x00" * 32)
@@ -228,7 +228,7 @@ def test_a_stranger_that_drips_its_preamble_is_cut_at_the_preamble_timeout() -> 
                 with contextlib.suppress(ChannelClosed):
                     for byte in preamble(True):
                         await channel.send_raw(bytes([byte]))
-                        await asyncio.sleep(0.2)
+                        await pace(0.2)
 
             dripping = asyncio.ensure_future(drip())
             async with asyncio.timeout(2):

@@ -30,7 +30,7 @@ from p2p.wire.messages import (
 )
 from tests.p2p.configs import switch_config
 from tests.support.channels import MemoryChannel
-from tests.support.wait import until
+from tests.support.wait import pace, until
 
 
 def handshake(node_id: bytes) -> Handshake:
@@ -239,7 +239,7 @@ def test_a_peer_that_reads_nothing_is_dropped_at_the_write_limit_and_its_outbox_
         async def chatter() -> None:  # it talks, so the keepalive would not drop it
             while True:
                 await theirs.send(Notice(IdListMode.CATCH_UP, 0))
-                await asyncio.sleep(0.05)
+                await pace(0.05)
 
         talking = asyncio.ensure_future(chatter())
         started = time.monotonic()

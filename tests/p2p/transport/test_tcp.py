@@ -15,7 +15,7 @@ from p2p.errors import ChannelBroken, ChannelClosed, OversizedFrame
 from p2p.transport.tcp import TcpChannel
 from p2p.wire.codec import HEADER_SIZE, encode_frame
 from p2p.wire.messages import GoAway, GoAwayReason, Time
-from tests.support.wait import until
+from tests.support.wait import hold_async, pace, until
 
 GO_AWAY = encode_frame(GoAway(GoAwayReason.NO_REASON, b"n" * 32, "x" * 200))
 
@@ -44,7 +44,7 @@ async def dribble(writer: asyncio.StreamWriter, data: bytes, seconds: float) -> 
     """Send ``data`` one byte at a time over ``seconds``."""
     for i in range(len(data)):
         writer.write(data[i : i + 1])
-        await asyncio.sleep(seconds / len(data))
+        await pace(seconds / len(data))
 
 
 def test_a_frame_over_the_limit_is_refused_from_its_header() -> None:
@@ -140,7 +140,7 @@ def test_an_idle_channel_is_not_cut_between_frames(monkeypatch: pytest.MonkeyPat
         async with raw_peer() as (channel, writer):
             writer.write(encode_frame(Time(1, 0, 0, 0)))
             assert await channel.recv() == Time(1, 0, 0, 0)
-            await asyncio.sleep(0.4)
+            await hold_async(0.4, "a silence past the frame deadline, between frames")
             writer.write(encode_frame(Time(2, 0, 0, 0)))
             assert await channel.recv() == Time(2, 0, 0, 0)
             writer.close()
