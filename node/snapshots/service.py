@@ -41,6 +41,10 @@ from p2p.wire.messages import SnapshotOffer
 
 log = structlog.get_logger("snapshots")
 
+# The most snapshots offered to peers, the newest first; how many the directory keeps is the
+# option snapshot-keep (node.snapshots.schedule prunes the rest).
+MAX_OFFERED = 4
+
 __all__ = [
     "FileDownload",
     "ProgressLine",
@@ -196,16 +200,15 @@ class SnapshotDir:
     does not hash it again. The newest snapshots are offered first.
     """
 
-    def __init__(self, directory: Path, chunk_size: int = 1 << 20, keep: int = 4) -> None:
+    def __init__(self, directory: Path, chunk_size: int) -> None:
         self.directory = directory
-        self.chunk_size = chunk_size
-        self.keep = keep
+        self.chunk_size = chunk_size  # the option snapshot-chunk-bytes
         self._known: dict[BlockId, tuple[Path, SnapshotOffer, tuple[bytes, ...]]] = {}
         self._seen: set[Path] = set()
 
     def offers(self) -> list[SnapshotOffer]:
         known = sorted(self._known.values(), key=lambda k: k[1].block_id, reverse=True)
-        return [offer for _, offer, _ in known[: self.keep]]
+        return [offer for _, offer, _ in known[:MAX_OFFERED]]
 
     def manifest(self, block_id: BlockId) -> tuple[bytes, ...] | None:
         known = self._known.get(block_id)
