@@ -1,5 +1,6 @@
 """The layout stays one a newcomer can live in: no room (package directory) of more than 15
-modules, no module over 600 lines, no function over 80 lines but the declaration tables."""
+modules, no module over 600 lines, no function over 80 lines but the declaration tables, and
+unit tests that wait on events, not the clock."""
 
 from __future__ import annotations
 
@@ -54,3 +55,33 @@ def test_no_function_is_over_80_lines_but_the_declaration_tables() -> None:
                 if node.end_lineno - node.lineno + 1 > MOST_FUNCTION_LINES:
                     long.add((where, node.name))
     assert long == DECLARATION_TABLES
+
+
+UNIT_TESTS = ("chain", "genesis", "p2p", "node", "wallet", "contract_tools", "scripts")
+
+
+def _sleeps(path: Path) -> list[int]:
+    """Lines of ``path`` that call a ``sleep`` with anything but a literal 0."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else ""
+        name = node.func.id if isinstance(node.func, ast.Name) else name
+        zero = [ast.unparse(a) for a in node.args] == ["0"]
+        if name == "sleep" and not zero:
+            found.append(node.lineno)
+    return found
+
+
+def test_unit_tests_wait_on_events_not_the_clock() -> None:
+    """No unit test sleeps: it waits on a condition, an event or an injected clock, and a delay
+    that is itself under test (a slow peer's pace) goes through ``tests.support.wait``."""
+    sleeping = {
+        str(p.relative_to(ROOT)): lines
+        for tree in UNIT_TESTS
+        for p in sorted((ROOT / "tests" / tree).rglob("*.py"))
+        if (lines := _sleeps(p))
+    }
+    assert _sleeps(ROOT / "tests" / "support" / "wait.py"), "the scan finds sleep calls"
+    assert sleeping == {}
