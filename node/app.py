@@ -37,7 +37,7 @@ from node.admission import Admitter
 from node.api.http import bind_error, make_admin_app, make_app, serve
 from node.api.rpc import Api
 from node.api.stream.hub import StreamHub
-from node.block_report import BlockLog
+from node.block_report import BlockReporter
 from node.config.builders import http_limits, net_config, stream_limits
 from node.config.model import NodeConfig
 from node.data_dir import STATE_SYNC_DIR, contract_runtime, open_chain
@@ -178,7 +178,7 @@ class Node:
             config.snapshots.keep,
             paused=lambda: self.network.fetching,
         )
-        self.blocks = BlockLog(
+        self.blocks = BlockReporter(
             self.metrics, lambda: self.network.in_sync, GC_THRESHOLDS, GC_THRESHOLDS_CATCHING_UP
         )
         # The block cache before the inclusion watch: a client told its transaction is in

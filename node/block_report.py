@@ -23,7 +23,7 @@ log = structlog.get_logger("node")
 GcThresholds = tuple[int, int, int]
 
 
-class BlockLog:
+class BlockReporter:
     def __init__(
         self,
         metrics: NodeMetrics,

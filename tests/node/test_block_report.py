@@ -12,7 +12,7 @@ from chain.events import BlockStep, ChainEvents, ChainUpdate
 from chain.testing import now_ms
 from genesis.testing import DevNet
 from node.app import GC_THRESHOLDS, GC_THRESHOLDS_CATCHING_UP
-from node.block_report import BlockLog
+from node.block_report import BlockReporter
 from node.metrics import NodeMetrics
 
 A, B = AccountName("alice"), AccountName("bob")
@@ -39,7 +39,7 @@ def test_blocks_drive_the_metrics_and_the_collector(tmp_path: Path) -> None:
     chain.store.close()
     metrics = NodeMetrics()
     in_sync = [False]
-    blocks = BlockLog(metrics, lambda: in_sync[0], GC_THRESHOLDS, GC_THRESHOLDS_CATCHING_UP)
+    blocks = BlockReporter(metrics, lambda: in_sync[0], GC_THRESHOLDS, GC_THRESHOLDS_CATCHING_UP)
     peer_update = ChainUpdate(view, ChainEvents((BlockStep(from_peer),)), view.lib_num)
     before = gc.get_threshold()
     try:
