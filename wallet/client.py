@@ -2,22 +2,24 @@
 
 Every failure leaves ``call`` as one of the wallet's own errors: ``RpcFailure`` when the node
 answered (with its error name and text when it sent a JSON error, else the HTTP reason), and
-``NodeUnreachable`` when it could not be reached or did not answer in time.
+``NodeUnreachable`` when it could not be reached or did not answer in time. A URL that is not
+an http(s) address with a host and a valid port is ``BadUrl`` at construction, before any call.
 """
 
 from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
-from wallet.errors import NodeUnreachable, RpcFailure
+from wallet.errors import BadUrl, NodeUnreachable, RpcFailure
 
 
 class RpcClient:
     def __init__(self, url: str, timeout: float = 40.0) -> None:
-        self.url = url.rstrip("/")
+        self.url = check_url(url).rstrip("/")
         self.timeout = timeout
 
     def call(self, path: str, body: dict[str, Any] | None = None) -> Any:
@@ -43,6 +45,26 @@ class RpcClient:
 
     def get_account(self, name: str) -> dict[str, Any]:
         return self.call("/v1/chain/get_account", {"account_name": name})  # type: ignore[no-any-return]
+
+
+def check_url(url: str) -> str:
+    """``url`` if urllib can call it: http or https, a host, and a port (if any) in 1..65535.
+    urllib itself fails on the others with ValueError or http.client.InvalidURL, at the call."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as err:  # an unclosed [ of an IPv6 address
+        raise BadUrl(url, str(err)) from err
+    if parts.scheme not in ("http", "https"):
+        raise BadUrl(url, "not an http:// or https:// address")
+    if not parts.hostname:
+        raise BadUrl(url, "no host")
+    try:
+        port = parts.port  # ValueError when it is not a number or out of range
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise BadUrl(url, "the port is not a number from 1 to 65535")
+    return url
 
 
 def _read(err: urllib.error.HTTPError) -> bytes:

@@ -15,6 +15,15 @@ class WalletFileError(WalletError):
     """The wallet file is missing, unreadable or damaged."""
 
 
+class BadUrl(WalletError):
+    """The node's URL (``--url`` or ``BOR_URL``) is not one the wallet can call."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"node URL {url!r}: {reason}")
+        self.url = url
+        self.reason = reason
+
+
 class NodeUnreachable(WalletError):
     """The node's RPC could not be reached."""
 

@@ -242,6 +242,22 @@ def test_version_is_the_package_version(env: dict[str, str]) -> None:
     assert shown.stdout.strip() == f"bor-wallet {version('bor')}"
 
 
+@pytest.mark.parametrize(
+    "url", ["foo", "http://127.0.0.1:notaport", "http://127.0.0.1:70000", "http://", "ftp://x"]
+)
+@pytest.mark.parametrize("source", ["flag", "environment"])
+def test_a_bad_node_url_is_refused_in_one_line_naming_it(
+    env: dict[str, str], url: str, source: str
+) -> None:
+    """A node URL urllib cannot call, from --url or BOR_URL, is one line naming it, not a
+    traceback from inside urllib."""
+    if source == "flag":
+        result = _wallet(env, "--url", url, "get", "info")
+    else:
+        result = _wallet(env | {"BOR_URL": url}, "get", "info")
+    assert f"node URL {url!r}: " in _refused(result)
+
+
 def _to_closed_pipe(env: dict[str, str], *command: str) -> subprocess.CompletedProcess[str]:
     """Run ``command`` with stdout a pipe whose reader has already left, as in ``| head``."""
     read_end, write_end = os.pipe()

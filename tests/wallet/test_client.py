@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from wallet.client import RpcClient
-from wallet.errors import NodeUnreachable, RpcFailure
+from wallet.errors import BadUrl, NodeUnreachable, RpcFailure
 
 
 async def _json_error(request: web.Request) -> web.Response:
@@ -138,3 +138,12 @@ def test_a_timeout_is_unreachable(url: str) -> None:
             RpcClient(url, timeout=0.2).call("/slow")
     finally:
         _ANSWER_SLOW.set()
+
+
+@pytest.mark.parametrize(
+    "bad", ["foo", "http://127.0.0.1:notaport", "http://h:0", "http://h:65536", "http://[::1"]
+)
+def test_a_url_urllib_cannot_call_is_refused_at_construction(bad: str) -> None:
+    """No scheme, no host or a port that is not 1..65535: BadUrl naming it, before any call."""
+    with pytest.raises(BadUrl, match="node URL"):
+        RpcClient(bad)
