@@ -1,7 +1,7 @@
 """``bor-node devnet``: a local network of N producer nodes on loopback, one command.
 
 Layout of the data dir: ``genesis.json`` and ``keys.json`` shared by all, ``devnet.json``
-(which node listens where), ``devnet.lock`` (held by the devnet that runs there), and one
+(which node listens where), ``devnet.lock`` (there while a devnet runs there), and one
 directory per node (``node1`` …) with its config.ini, its producer's ``signing.key`` (mode
 0600, named by ``signature-provider = PUB=KEYFILE:path``: no key in the config), block store
 and log. Node i serves the RPC on the base port + i, its admin RPC on the admin
@@ -23,7 +23,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -56,8 +57,21 @@ class DevNode:
 def plan(
     producers: int, rpc: tuple[str, int], p2p_port: int, admin_port: int | None = None
 ) -> list[DevNode]:
+    """Where each of ``producers`` nodes listens; refuses a base port whose nodes' ports do
+    not all lie in 1..65535, naming the option, before anything is created."""
     names = producer_names(producers)
     admin = rpc[1] + producers if admin_port is None else admin_port
+    for option, base in [
+        ("--http-server-address", rpc[1]),
+        ("--p2p-base-port", p2p_port),
+        ("--admin-base-port", admin),
+    ]:
+        last = base + producers - 1
+        if base < 1 or last > 65535:
+            ports = f"port {base}" if producers == 1 else f"ports {base} to {last}"
+            raise NodeError(
+                f"{option}: {producers} node(s) would listen on {ports}; ports are 1 to 65535"
+            )
     return [
         DevNode(
             f"node{i + 1}",
@@ -73,20 +87,49 @@ def plan(
 LOCK = "devnet.lock"
 
 
-def claim(data_dir: Path) -> IO[str]:
-    """Lock ``data_dir`` for this devnet while the returned file stays open (the process's
-    life): a second devnet there is refused before it prints or starts anything."""
+@contextmanager
+def claim(data_dir: Path) -> Iterator[None]:
+    """Lock ``data_dir`` for this devnet inside the ``with`` (the process's life): a second
+    devnet there is refused before it prints or starts anything. However the block ends, the
+    lock file goes, and so does ``data_dir`` if this made it and nothing else was put there."""
+    made = not data_dir.exists()
     data_dir.mkdir(parents=True, exist_ok=True)
-    lock = (data_dir / LOCK).open("a+")
+    path = data_dir / LOCK
+    lock = _lock(path, data_dir)
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as err:
-        lock.seek(0)
-        pid = lock.read().strip() or "?"
+        yield
+    finally:
+        path.unlink(missing_ok=True)  # while still held: see _lock
         lock.close()
-        if err.errno not in (errno.EWOULDBLOCK, errno.EACCES):
-            raise
-        raise NodeError(f"a devnet already runs in {data_dir} (pid {pid}); stop it first") from err
+        if made:
+            with suppress(OSError):  # not empty: the devnet was written there, and stays
+                data_dir.rmdir()
+
+
+def _lock(path: Path, data_dir: Path) -> IO[str]:
+    """The locked, open lock file at ``path``, holding this process's pid."""
+    while True:
+        lock = path.open("a+")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            lock.seek(0)
+            pid = lock.read().strip() or "?"
+            lock.close()
+            if err.errno not in (errno.EWOULDBLOCK, errno.EACCES):
+                raise
+            raise NodeError(
+                f"a devnet already runs in {data_dir} (pid {pid}); stop it first"
+            ) from err
+        # The holder unlinks the file before it lets go: a lock taken on a file that is no
+        # longer at ``path`` guards nothing, and the next try makes a new one.
+        try:
+            same = os.stat(path).st_ino == os.fstat(lock.fileno()).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        lock.close()
     lock.truncate(0)
     lock.write(f"{os.getpid()}\n")
     lock.flush()

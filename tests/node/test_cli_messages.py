@@ -117,3 +117,37 @@ def test_a_mempool_share_above_the_whole_is_one_line_naming_both_options(
     assert "max-mempool-account-bytes" in lines[0] and "max-mempool-bytes" in lines[0]
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--p2p-base-port", "-5"],
+        ["--admin-base-port", "-1"],
+        ["--producers", "3", "--p2p-base-port", "65534"],
+    ],
+)
+def test_a_devnet_base_port_out_of_range_is_one_line_before_anything_is_made(
+    tmp_path: Path, flags: list[str]
+) -> None:
+    """``devnet`` with a base port whose nodes' ports leave 1..65535 names the option in one
+    line and creates nothing: no data dir, no devnet.lock."""
+    done = _cli("devnet", *flags, cwd=tmp_path)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"bor-node: {flags[-2]}: ")
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_devnet_refused_after_its_claim_leaves_no_lock(taken: int, tmp_path: Path) -> None:
+    """``devnet`` stopped by a port in use, found once its data dir is claimed, leaves
+    neither devnet.lock nor the data dir it made."""
+    done = _cli(
+        "devnet", "--producers", "1", "--p2p-base-port", str(taken),
+        "--http-server-address", f"127.0.0.1:{_free()}", "--admin-base-port", str(_free()),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert f"port {taken} (node1's p2p) is in use" in done.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import stat
 from pathlib import Path
@@ -58,9 +59,41 @@ def test_a_second_devnet_on_a_data_dir_is_refused(tmp_path: Path) -> None:
     """While one devnet holds its data dir, claiming it again fails naming the holder's pid;
     once released it can be claimed."""
     held = r"a devnet already runs in .* \(pid \d+\)"
-    with devnet.claim(tmp_path), pytest.raises(NodeError, match=held):
-        devnet.claim(tmp_path)
-    devnet.claim(tmp_path).close()
+    with devnet.claim(tmp_path), pytest.raises(NodeError, match=held), devnet.claim(tmp_path):
+        pass
+    with devnet.claim(tmp_path):
+        assert (tmp_path / devnet.LOCK).read_text() == f"{os.getpid()}\n"
+
+
+def test_the_lock_goes_however_the_devnet_ends(tmp_path: Path) -> None:
+    """An error inside the claim leaves no lock file, and no data dir that the claim made
+    and nothing else filled; a data dir that was there stays."""
+    made = tmp_path / "new"
+    with pytest.raises(NodeError), devnet.claim(made):
+        raise NodeError("port in use")
+    assert not made.exists()
+    with pytest.raises(NodeError), devnet.claim(tmp_path):
+        raise NodeError("port in use")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("producers", "p2p", "admin", "option"),
+    [
+        (1, -5, None, "--p2p-base-port"),
+        (1, 0, None, "--p2p-base-port"),
+        (3, 65534, None, "--p2p-base-port"),
+        (1, 19876, -1, "--admin-base-port"),
+        (2, 19876, 65535, "--admin-base-port"),
+    ],
+)
+def test_a_base_port_whose_nodes_leave_1_to_65535_is_refused(
+    producers: int, p2p: int, admin: int | None, option: str
+) -> None:
+    """A base port below 1, or one whose last node's port is above 65535, is refused by option
+    name when the devnet is planned, before anything is created."""
+    with pytest.raises(NodeError, match=f"^{option}: .* ports are 1 to 65535"):
+        devnet.plan(producers, ("127.0.0.1", 18888), p2p, admin)
 
 
 def test_clear_keeps_only_the_lock(tmp_path: Path) -> None:
