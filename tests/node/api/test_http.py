@@ -1,10 +1,11 @@
-"""The aiohttp shell: JSON bodies and headers as before the encoders changed, and /metrics
-scrapes close together sharing one rendering."""
+"""The aiohttp shell: JSON bodies and headers as before the encoders changed, /metrics
+scrapes close together sharing one rendering, and the docs naming only routes it serves."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,12 +17,14 @@ from aiohttp.test_utils import TestClient, TestServer
 from genesis.testing import DevNet
 from node.admission import Admitter
 from node.api import http as http_module
-from node.api.http import make_app
+from node.api.http import make_admin_app, make_app
 from node.api.rpc import Api
+from node.api.stream.hub import StreamHub
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner, InclusionWatch
-from tests.node.api.limits import CALL_FUEL, http_limits
+from tests.node.api.limits import CALL_FUEL, http_limits, stream_limits
 
+ROOT = Path(__file__).resolve().parents[3]
 Client = TestClient[web.Request, web.Application]
 
 
@@ -83,3 +86,32 @@ def test_metrics_are_rendered_once_per_ttl(tmp_path: Path, monkeypatch: pytest.M
         assert "bor_head_block_num 0.0" in before and "bor_head_block_num 1.0" in after
 
     _serve(tmp_path, 2.0, check)
+
+
+def test_every_path_the_docs_name_is_served(tmp_path: Path) -> None:
+    """Each ``/v1/...``, ``/openapi.json`` or ``/metrics`` path that README.md or docs/*.md
+    names is a path the public or the admin listener serves (a renamed route or a mistyped
+    document path fails here, not at a reader's 404)."""
+    path_re = re.compile(r"(?<![\w.])/(?:v1/[\w/.]*\w|openapi\.json|metrics)\b")
+    named = {
+        (doc.relative_to(ROOT).as_posix(), path)
+        for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+        for path in path_re.findall(doc.read_text())
+    }
+
+    async def served() -> set[str]:
+        runner = ChainRunner(DevNet.create(1).open(tmp_path))
+        try:
+            metrics = NodeMetrics()
+            admitter = Admitter(runner, metrics)
+            api = Api(runner, metrics, InclusionWatch(), admitter, call_fuel=CALL_FUEL)
+            hub = StreamHub(runner, stream_limits(), metrics)
+            limits = http_limits()
+            apps = [make_app(api, metrics, limits, stream=hub), make_admin_app(api, limits)]
+            return {r.canonical for app in apps for r in app.router.resources()}
+        finally:
+            runner.close()
+
+    paths = asyncio.run(served())
+    assert len({path for _, path in named}) > 15, "the scan finds the documented routes"
+    assert {(doc, path) for doc, path in named if path not in paths} == set()
