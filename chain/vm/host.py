@@ -21,7 +21,12 @@ import wasmtime
 
 from chain.core.execution.contracts import ActionTrace, ContractCall, name_to_u64, u64_to_name
 from chain.core.execution.state import StateView
-from chain.core.primitives.errors import ContractError, OutOfFuel, ResourceExceeded
+from chain.core.primitives.errors import (
+    ContractError,
+    ContractMissingAuthority,
+    OutOfFuel,
+    ResourceExceeded,
+)
 from chain.core.primitives.params import ChainParams
 from chain.core.primitives.types import AccountName
 from chain.vm import raw
@@ -222,7 +227,7 @@ def require_auth(act: Action, name: int) -> None:
     act.charge()
     if name & _U64 not in act.auth_ids:
         shown = u64_to_name(name & _U64) or f"#{name & _U64}"
-        raise act.abort(f"missing authority of {shown}")
+        raise ContractMissingAuthority(f"{act.where}: missing authority of {shown}")
 
 
 def has_auth(act: Action, name: int) -> int:

@@ -94,6 +94,7 @@ _STATUS: dict[type[ChainError], int] = {
     ce.InsufficientFunds: 402,
     ce.InvalidAction: 422,
     ce.ContractError: 422,
+    ce.ContractMissingAuthority: 401,  # a contract's require_auth: not ContractError's 422
     ce.ResourceExceeded: 422,
     ce.MempoolFull: 429,
     ce.NotFound: 404,

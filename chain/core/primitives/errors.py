@@ -116,6 +116,13 @@ class ContractError(TransactionError):
     name = "contract_error"
 
 
+class ContractMissingAuthority(MissingAuthority, ContractError):
+    """A contract's ``require_auth`` of an account that did not authorize the action: a
+    contract error (caught as one) that the RPC answers as the missing authority it is."""
+
+    name = "missing_authority"
+
+
 class ResourceExceeded(TransactionError):
     """A contract went past a limit of the chain (fuel, memory, storage, inline depth, sizes);
     the message names the limit, its value and where it was hit."""

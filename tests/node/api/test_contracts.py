@@ -7,6 +7,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import wasmtime
+
 from chain.abi import parse_abi
 from chain.core.execution.actions import Call, SetCode, Transfer
 from chain.core.execution.contracts import name_to_u64
@@ -162,6 +164,42 @@ def test_read_only_call(tmp_path: Path) -> None:
             "/v1/chain/get_table_rows", {"code": "alice", "scope": "alice", "table": "kv"}
         )
         assert [r["key"] for r in rows["rows"]] == ["1"]
+
+    _run(tmp_path, scenario)
+
+
+# Requires carol's authority, whatever it is asked: no ABI, so its calls give hex data.
+CAROL = name_to_u64("carol")
+CAROLS = f"""
+(module
+  (import "env" "require_auth" (func $require_auth (param i64)))
+  (memory (export "memory") 1)
+  (func (export "apply") (param i64 i64 i64)
+    (call $require_auth (i64.const {CAROL - (1 << 64) if CAROL >= 1 << 63 else CAROL}))))
+"""
+
+
+def test_a_contracts_missing_authority_is_a_401(tmp_path: Path) -> None:
+    """A contract's require_auth of an account that did not authorize the action answers
+    401 missing_authority with the contract's reason, as a push and as a read-only call;
+    with that authority the call runs."""
+
+    async def scenario(rig: Rig) -> None:
+        stx = await rig.tx(SetCode(A, bytes(wasmtime.wat2wasm(CAROLS))))
+        status, got = await rig.post("/v1/chain/push_transaction", _body(stx))
+        assert status == 200, got
+        await rig.produce()
+        reason = "alice::go: missing authority of carol"
+
+        stx = await rig.tx(Call(A, "go", (B,), b""))
+        status, got = await rig.post("/v1/chain/push_transaction", _body(stx))
+        assert (status, got["error"]["name"], got["message"]) == (401, "missing_authority", reason)
+
+        call = {"contract": "alice", "action": "go", "data": "", "authorization": ["bob"]}
+        status, got = await rig.post("/v1/chain/call", call)
+        assert (status, got["error"]["name"], got["message"]) == (401, "missing_authority", reason)
+        status, got = await rig.post("/v1/chain/call", call | {"authorization": ["carol"]})
+        assert status == 200, got
 
     _run(tmp_path, scenario)
 
