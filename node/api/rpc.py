@@ -330,7 +330,7 @@ class Api:
             "head_block_num": block.num,
             "head_block_time": slot_iso(block.header.slot),
             "version": SNAPSHOT_VERSION,
-            "snapshot_name": str(written.path),
+            "snapshot_name": str(written.path.absolute()),  # not the node's cwd's
             "entries": summary.entries,
             "bytes": summary.size,
             "content_hash": summary.content_hash.hex(),
@@ -362,9 +362,9 @@ class Api:
         finally:
             self._export_running = False
         log.info("history_exported", first=plan.first, last=plan.last, file=str(path))
-        return {
-            "file": str(path),
-            "genesis": str(genesis_beside(path)),
+        return {  # absolute: the caller does not know the node's working directory
+            "file": str(path.absolute()),
+            "genesis": str(genesis_beside(path).absolute()),
             "first_block_num": plan.first,
             "last_block_num": plan.last,
             "snapshot_block_num": plan.snapshot_block,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -259,6 +260,25 @@ def test_openapi_describes_every_route(tmp_path: Path) -> None:
         assert schema["properties"]["timeout_ms"]["type"] == "integer"
 
     _run(tmp_path, scenario)
+
+
+def test_admin_answers_name_absolute_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """create_snapshot and export_history name their files by absolute paths, though the
+    node's data dir was given relative to its working directory."""
+    monkeypatch.chdir(tmp_path)
+
+    async def scenario(rig: Rig) -> None:
+        for _ in range(3):
+            await rig.produce()
+        status, made = await rig.post("/v1/producer/create_snapshot", {})
+        assert status == 200, made
+        status, exported = await rig.post("/v1/node/export_history", {})
+        assert status == 200, exported
+        for path in (made["snapshot_name"], exported["file"], exported["genesis"]):
+            assert Path(path).is_absolute() and Path(path).is_relative_to(Path.cwd()), path
+            assert Path(path).exists(), path
+
+    _run(Path("."), scenario)
 
 
 class ChainThreadOnly:
