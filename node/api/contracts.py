@@ -23,6 +23,13 @@ from chain.core.execution.state import StateView
 from chain.core.primitives.errors import EncodingError, NotFound
 from chain.core.primitives.params import ChainParams, slot_time_s
 from chain.core.primitives.types import AccountName
+from node.api.antelope import (
+    NATIVE_TOKEN_CODE,
+    native_balance,
+    native_stats,
+    token_balance,
+    token_stats,
+)
 from node.api.contract_reads import (
     MAX_ROWS,
     RowQuery,
@@ -149,6 +156,7 @@ class ContractApi:
         code = await self._at(lambda f: code_of(f.reader, account))
         return {
             "account": account,
+            "account_name": account,
             "code_hash": code.code_hash.hex(),
             "code_bytes": code.code_bytes,
             "abi": _abi_json(code.abi_text),
@@ -157,7 +165,28 @@ class ContractApi:
     async def get_abi(self, args: dict[str, Any]) -> dict[str, Any]:
         account = args["account"]
         code = await self._at(lambda f: code_of(f.reader, account))
-        return {"account": account, "abi": _abi_json(code.abi_text)}
+        return {"account": account, "account_name": account, "abi": _abi_json(code.abi_text)}
+
+    async def get_currency_balance(self, args: dict[str, Any]) -> list[str]:
+        code, account, symbol = args["code"], args["account"], args["symbol"]
+
+        def work(frozen: _Frozen) -> list[str]:
+            if code == NATIVE_TOKEN_CODE:
+                now_s = slot_time_s(frozen.head_slot)
+                return native_balance(frozen.reader, account, symbol, frozen.params, now_s)
+            return token_balance(frozen.reader, abi_of(frozen.reader, code), code, account, symbol)
+
+        return await self._at(work)
+
+    async def get_currency_stats(self, args: dict[str, Any]) -> dict[str, Any]:
+        code, symbol = args["code"], args["symbol"]
+
+        def work(frozen: _Frozen) -> dict[str, Any]:
+            if code == NATIVE_TOKEN_CODE:
+                return native_stats(frozen.reader, symbol, frozen.params)
+            return token_stats(frozen.reader, abi_of(frozen.reader, code), code, symbol)
+
+        return await self._at(work)
 
     async def get_table_rows(self, args: dict[str, Any]) -> dict[str, Any]:
         code, table = args["code"], args["table"]
@@ -363,24 +392,34 @@ CALL_SCHEMA = json_object(
     }
 )
 _ABI = nullable({"type": "object", "description": "the contract's ABI (bor::abi/1)"})
+# account_name: the account again, under Antelope's name for it.
+_CODE_SCHEMA = json_object(
+    {
+        "account": STRING,
+        "account_name": STRING,
+        "code_hash": STRING,
+        "code_bytes": COUNT,
+        "abi": _ABI,
+    }
+)
 
 
 def contract_routes(
     contracts: ContractApi, paced: Callable[[Handler], Handler], max_data_bytes: int
 ) -> dict[str, Route]:
-    account = (Field("account", NAME, "the contract's account"),)
-    return {
+    account = (Field("account", NAME, "the contract's account", alias="account_name"),)
+    return currency_routes(contracts, paced) | {
         "/v1/chain/get_code": Route(
             paced(contracts.get_code),
             "The code hash, size and ABI of the contract at an account",
-            json_object({"account": STRING, "code_hash": STRING, "code_bytes": COUNT, "abi": _ABI}),
+            _CODE_SCHEMA,
             account,
             (404,),
         ),
         "/v1/chain/get_abi": Route(
             paced(contracts.get_abi),
             "The ABI of the contract at an account (null if it was deployed without one)",
-            json_object({"account": STRING, "abi": _ABI}),
+            json_object({"account": STRING, "account_name": STRING, "abi": _ABI}),
             account,
             (404,),
         ),
@@ -436,6 +475,42 @@ def contract_routes(
                     default=[],
                 ),
             ),
+            (404, 422),
+        ),
+    }
+
+
+def currency_routes(
+    contracts: ContractApi, paced: Callable[[Handler], Handler]
+) -> dict[str, Route]:
+    """Antelope's token reads: the native token's, and eosio.token-like contracts'."""
+    symbol = Text("[A-Z]{1,7}", 7, "a symbol code (TOK)")
+    code = Field("code", NAME, f"the token contract ({NATIVE_TOKEN_CODE}: the native token)")
+    return {
+        "/v1/chain/get_currency_balance": Route(
+            paced(contracts.get_currency_balance),
+            'An account\'s balances of a token, as asset strings ("2.0000 BOR"): the native'
+            f" token's liquid balance under {NATIVE_TOKEN_CODE}, else the contract's accounts"
+            " table (eosio.token's convention)",
+            {"type": "array", "items": STRING},
+            (
+                code,
+                Field("account", NAME, "the holder"),
+                Field("symbol", symbol, "only this token", required=False, default=None),
+            ),
+            (404, 422),
+        ),
+        "/v1/chain/get_currency_stats": Route(
+            paced(contracts.get_currency_stats),
+            "A token's supply, maximum supply and issuer, keyed by its symbol code: the native"
+            f" token's under {NATIVE_TOKEN_CODE}, else the contract's stat table",
+            {
+                "type": "object",
+                "additionalProperties": json_object(
+                    {"supply": STRING, "max_supply": STRING, "issuer": STRING}
+                ),
+            },
+            (code, Field("symbol", symbol, "the token's symbol code")),
             (404, 422),
         ),
     }

@@ -220,10 +220,17 @@ class Field:
     description: str
     required: bool = True
     default: Any = field(default=None)
+    # Another name the field is sent under (Antelope's clients send ``account_name`` where
+    # BoR's own clients send ``account``); given both, both must be valid and ``name`` wins.
+    alias: str | None = None
 
     def schema(self) -> dict[str, Any]:
         schema = self.kind.schema() | {"description": self.description}
         return schema if self.required else schema | {"default": self.default}
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.name,) if self.alias is None else (self.name, self.alias)
 
 
 def parse_fields(fields: Sequence[Field], body: dict[str, Any]) -> dict[str, Any]:
@@ -231,23 +238,40 @@ def parse_fields(fields: Sequence[Field], body: dict[str, Any]) -> dict[str, Any
     Raises MissingField or BadField naming the first field that is wrong."""
     values: dict[str, Any] = {}
     for f in fields:
-        if f.name not in body:
+        given = [n for n in f.names if n in body]
+        if not given:
             if f.required:
-                raise MissingField(f.name, "is required")
+                also = "" if f.alias is None else f" (or {f.alias!r})"
+                raise MissingField(f.name, f"is required{also}")
             values[f.name] = f.default
             continue
-        try:
-            values[f.name] = f.kind.parse(body[f.name])
-        except ValueError as err:
-            raise BadField(f.name, str(err)) from None
+        parsed = []
+        for name in given:
+            try:
+                parsed.append(f.kind.parse(body[name]))
+            except ValueError as err:
+                raise BadField(name, str(err)) from None
+        values[f.name] = parsed[0]
     return values
 
 
 def object_schema(fields: Sequence[Field]) -> dict[str, Any]:
     """The JSON Schema of a body with ``fields``."""
-    schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {f.name: f.schema() for f in fields},
+    properties = {f.name: f.schema() for f in fields}
+    properties |= {
+        f.alias: f.schema() | {"description": f"{f.description} (as {f.name!r})"}
+        for f in fields
+        if f.alias is not None
     }
-    required = [f.name for f in fields if f.required]
-    return schema | ({"required": required} if required else {})
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    required = [f.name for f in fields if f.required and f.alias is None]
+    either = [
+        {"anyOf": [{"required": [n]} for n in f.names]}
+        for f in fields
+        if f.required and f.alias is not None
+    ]
+    return (
+        schema
+        | ({"required": required} if required else {})
+        | ({"allOf": either} if either else {})
+    )

@@ -20,6 +20,9 @@ from typing import Any, Protocol
 import structlog
 
 from chain.controller import Chain
+from chain.core.consensus.dpos import HeaderState
+from chain.core.execution import ram
+from chain.core.execution.state import Account, Producer, StateView
 from chain.core.execution.transaction import SignedTransaction, decode_signed_transaction
 from chain.core.primitives import errors as ce
 from chain.core.primitives.encoding import pack
@@ -31,6 +34,7 @@ from chain.storage.snapshot import VERSION as SNAPSHOT_VERSION
 from chain.storage.store import BlockStore
 from chain.vm.errors import RuntimeFault
 from node.admission import Admitter
+from node.api.antelope import info_fields
 from node.api.blockcache import BlockJsonCache
 from node.api.contracts import ContractApi, contract_routes
 from node.api.fields import RequestError
@@ -243,7 +247,7 @@ class Api:
         view = self.runner.view
         head, p = view.head, view.params
         lib_known = view.lib_num > 0
-        return {
+        info = {
             "server_version": SERVER_VERSION,
             "chain_id": view.chain_id.hex(),
             "head_block_num": head.num,
@@ -258,7 +262,9 @@ class Api:
             "token_precision": p.token_precision,
             "mempool_size": view.mempool_size,
             "fork_db_size": view.fork_db_size,
-        } | self._network_summary()
+        }
+        antelope = info_fields(p, head.num, head.id.hex(), SERVER_VERSION)
+        return info | antelope | self._network_summary()
 
     def _network_summary(self) -> dict[str, Any]:
         """What get_info adds from the peer layer, when the node has one."""
@@ -399,9 +405,14 @@ class Api:
 
     async def get_account(self, args: dict[str, Any]) -> dict[str, Any]:
         name = AccountName(args["account_name"])
-        account, producers = await self.read(lambda c: (c.account(name), c.producers()))
+
+        def read(c: Chain) -> tuple[Account, list[Producer], int, HeaderState]:
+            return c.account(name), c.producers(), ram.used(StateView(c.store), name), c.head
+
+        account, producers, used, head = await self.read(read)
         producer = next((p for p in producers if p.name == name), None)
-        return account_json(account, producer)
+        at = (head.num, slot_iso(head.slot))
+        return account_json(account, producer, self.runner.view.params, at, used)
 
     async def get_producers(self, args: dict[str, Any]) -> EncodedJson:
         # Producers change only with a block: the answer is kept until the head moves.

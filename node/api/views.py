@@ -14,7 +14,8 @@ from chain.core.consensus.finality import finalizer_policy
 from chain.core.consensus.qc import QuorumCertificate
 from chain.core.execution.state import Account, Producer
 from chain.core.primitives.crypto import public_key_to_text
-from chain.core.primitives.params import slot_start_ms
+from chain.core.primitives.params import ChainParams, slot_start_ms
+from node.api.antelope import account_fields, block_fields, voter_info_fields
 from p2p.blocksync.manager import SyncStatus
 from p2p.statesync.fetch import StateSyncStatus
 
@@ -68,7 +69,7 @@ def block_json(block: SignedBlock, lib: int) -> dict[str, Any]:
         if h.qc_claim is None
         else {"block_num": h.qc_claim.num, "strong": h.qc_claim.strong},
         "qc": qc_json(block.qc),
-    }
+    } | block_fields(block.id)
 
 
 def finalizer_info_json(chain: Chain, now_ms: int) -> dict[str, Any]:
@@ -150,16 +151,24 @@ def qc_json(qc: QuorumCertificate | None) -> dict[str, Any] | None:
     }
 
 
-def account_json(account: Account, producer: Producer | None) -> dict[str, Any]:
+def account_json(
+    account: Account,
+    producer: Producer | None,
+    params: ChainParams,
+    head: tuple[int, str],
+    ram_used: int,
+) -> dict[str, Any]:
+    """An account at ``head`` (number, time), with the fields Antelope's clients read."""
+    voter_info = {"producers": list(account.votes), "weight": account.staked}
     return {
         "account_name": account.name,
         "key": public_key_to_text(account.key),
         "balance": account.balance,
         "staked": account.staked,
         "unbonding": [{"amount": a, "release_time": t} for t, a in account.unbonding],
-        "voter_info": {"producers": list(account.votes), "weight": account.staked},
+        "voter_info": voter_info | voter_info_fields(account),
         "producer": None if producer is None else producer_json(producer),
-    }
+    } | account_fields(account, params, head, ram_used)
 
 
 def producer_json(p: Producer) -> dict[str, Any]:
@@ -287,6 +296,58 @@ TRANSACTION_SCHEMA = json_object(
         "signatures": {"type": "array", "items": HEX},
     }
 )
+# Antelope's fields, for its clients (node.api.antelope says what BoR puts in each).
+ANTELOPE_BLOCK: dict[str, dict[str, Any]] = {
+    "confirmed": COUNT,
+    "action_mroot": ID,
+    "ref_block_prefix": COUNT,
+}
+_LIMIT = json_object({"used": INTEGER, "available": INTEGER, "max": INTEGER})
+_AUTHORITY = json_object(
+    {
+        "threshold": COUNT,
+        "keys": {"type": "array", "items": json_object({"key": STRING, "weight": COUNT})},
+        "accounts": {"type": "array"},
+        "waits": {"type": "array"},
+    }
+)
+ANTELOPE_ACCOUNT: dict[str, dict[str, Any]] = {
+    "head_block_num": COUNT,
+    "head_block_time": TIME,
+    "privileged": BOOLEAN,
+    "last_code_update": TIME,
+    "created": TIME,
+    "core_liquid_balance": STRING,
+    "ram_quota": INTEGER,
+    "ram_usage": COUNT,
+    "net_weight": INTEGER,
+    "cpu_weight": INTEGER,
+    "net_limit": _LIMIT,
+    "cpu_limit": _LIMIT,
+    "permissions": {
+        "type": "array",
+        "items": json_object({"perm_name": STRING, "parent": STRING, "required_auth": _AUTHORITY}),
+    },
+}
+ANTELOPE_VOTER_INFO: dict[str, dict[str, Any]] = {
+    "owner": STRING,
+    "proxy": STRING,
+    "staked": COUNT,
+    "last_vote_weight": {"type": "number"},
+    "proxied_vote_weight": {"type": "number"},
+    "is_proxy": BOOLEAN,
+    "reserved2": COUNT,
+    "reserved3": STRING,
+}
+ANTELOPE_INFO: dict[str, dict[str, Any]] = {
+    "virtual_block_cpu_limit": COUNT,
+    "virtual_block_net_limit": COUNT,
+    "block_cpu_limit": COUNT,
+    "block_net_limit": COUNT,
+    "server_version_string": STRING,
+    "fork_db_head_block_num": COUNT,
+    "fork_db_head_block_id": ID,
+}
 BLOCK_SCHEMA = json_object(
     {
         "id": ID,
@@ -303,6 +364,7 @@ BLOCK_SCHEMA = json_object(
         "irreversible": BOOLEAN,
         "transactions": {"type": "array", "items": TRANSACTION_SCHEMA},
         "qc_claim": nullable(json_object({"block_num": COUNT, "strong": BOOLEAN})),
+        **ANTELOPE_BLOCK,
         "qc": nullable(
             json_object(
                 {
@@ -380,9 +442,14 @@ ACCOUNT_SCHEMA = json_object(
             "items": json_object({"amount": COUNT, "release_time": COUNT}),
         },
         "voter_info": json_object(
-            {"producers": {"type": "array", "items": STRING}, "weight": COUNT}
+            {
+                "producers": {"type": "array", "items": STRING},
+                "weight": COUNT,
+                **ANTELOPE_VOTER_INFO,
+            }
         ),
         "producer": nullable(PRODUCER_SCHEMA),
+        **ANTELOPE_ACCOUNT,
     }
 )
 PRODUCERS_SCHEMA = json_object(
@@ -412,6 +479,7 @@ INFO_SCHEMA = json_object(
         "token_precision": COUNT,
         "mempool_size": COUNT,
         "fork_db_size": COUNT,
+        **ANTELOPE_INFO,
         # From the peer layer, when the node has one.
         "peer_count": COUNT,
         "sync_stage": STRING,

@@ -380,6 +380,8 @@ def test_no_route_touches_the_chain_off_its_thread(tmp_path: Path) -> None:
             ("/v1/node/export_history", {}, 200),
             ("/v1/chain/get_code", {"account": "alice"}, 404),
             ("/v1/chain/get_abi", {"account": "alice"}, 404),
+            ("/v1/chain/get_currency_balance", {"code": "eosio.token", "account": A}, 200),
+            ("/v1/chain/get_currency_stats", {"code": "eosio.token", "symbol": "BOR"}, 200),
             ("/v1/chain/get_table_rows", {"code": "alice", "scope": "a", "table": "t"}, 404),
             ("/v1/chain/call", {"contract": "alice", "action": "get"}, 404),
         ]

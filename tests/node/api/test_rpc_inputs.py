@@ -35,6 +35,7 @@ VALID = {
     "action": "get",
     "data": {},
     "authorization": ["bob"],
+    "symbol": "TOK",
 }
 # One value of each JSON type.
 OF_TYPE: dict[str, Any] = {

@@ -1,0 +1,195 @@
+"""What Antelope's clients (WharfKit, eosjs) read that BoR's own answers lack: the fields
+added to get_info, get_block and get_account, Antelope's text form of a key, and the native
+token's and token contracts' balances and supplies (get_currency_balance/_stats).
+
+Each added field carries BoR's value where BoR has the concept, else Antelope's neutral one
+(README, "Antelope's clients"). BoR's own fields keep their shapes: these are added beside
+them, never in their place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from chain.abi import Abi, symbol_code_value
+from chain.core.execution.contracts import name_to_u64
+from chain.core.execution.state import Account, KVReader, StateView, decode_account
+from chain.core.execution.transition import settle, token_amount
+from chain.core.primitives import schema
+from chain.core.primitives.errors import EncodingError, NotFound
+from chain.core.primitives.params import ChainParams
+from chain.core.primitives.types import AccountName
+from node.api.contract_reads import RowQuery, table_rows
+
+# The account Antelope's wallets ask for the core token's balance: BoR answers from its native
+# balances under this name (no contract runs there).
+NATIVE_TOKEN_CODE = "eosio.token"
+# Antelope's "never" (a time_point of 0) and its "unlimited" resource.
+EPOCH = "1970-01-01T00:00:00.000"
+UNLIMITED = -1
+_ZERO_ROOT = "0" * 64
+_BASE58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+# A token contract's tables by eosio.token's convention: accounts (scope: the owner) holds
+# {balance}, stat (scope: the symbol code) holds {supply, max_supply, issuer}.
+_ROWS = 100  # symbols read per account or per stat scope; a token holds a handful
+
+
+def _base58(data: bytes) -> str:
+    number = int.from_bytes(data, "big")
+    digits = ""
+    while number:
+        number, digit = divmod(number, 58)
+        digits = _BASE58[digit] + digits
+    return "1" * (len(data) - len(data.lstrip(b"\0"))) + digits
+
+
+def antelope_key_text(key: bytes) -> str:
+    """``key`` as Antelope writes a K1 key: PUB_K1_, then base58 of the key and the first four
+    bytes of RIPEMD-160 over the key and "K1" (BoR's own text is PUB_K1_ and hex)."""
+    check = hashlib.new("ripemd160", key + b"K1").digest()[:4]
+    return "PUB_K1_" + _base58(key + check)
+
+
+def info_fields(params: ChainParams, head_num: int, head_id: str, version: str) -> dict[str, Any]:
+    """get_info's Antelope fields. BoR has no elastic limits: the virtual limits are the
+    actual ones; CPU is counted in wasmtime fuel (max_block_fuel), NET in block bytes."""
+    return {
+        "virtual_block_cpu_limit": params.max_block_fuel,
+        "virtual_block_net_limit": params.max_block_bytes,
+        "block_cpu_limit": params.max_block_fuel,
+        "block_net_limit": params.max_block_bytes,
+        "server_version_string": version,
+        "fork_db_head_block_num": head_num,
+        "fork_db_head_block_id": head_id,
+    }
+
+
+def block_fields(block_id: bytes) -> dict[str, Any]:
+    """get_block's Antelope fields: no producer confirmations and no action receipts' root
+    (neutral values); the id's bytes 8-11 as TaPoS' reference prefix."""
+    return {
+        "confirmed": 0,
+        "action_mroot": _ZERO_ROOT,
+        "ref_block_prefix": int.from_bytes(block_id[8:12], "little"),
+    }
+
+
+def _limit() -> dict[str, int]:
+    return {"used": 0, "available": UNLIMITED, "max": UNLIMITED}
+
+
+def account_fields(
+    account: Account,
+    params: ChainParams,
+    head: tuple[int, str],
+    ram_used: int,
+) -> dict[str, Any]:
+    """get_account's Antelope fields for ``account`` at ``head`` (number, time). BoR meters
+    no CPU or NET per account: weights and limits are Antelope's unlimited (-1). Its one key
+    is both the owner and the active permission."""
+    key = antelope_key_text(account.key)
+    auth = {"threshold": 1, "keys": [{"key": key, "weight": 1}], "accounts": [], "waits": []}
+    return {
+        "head_block_num": head[0],
+        "head_block_time": head[1],
+        "privileged": False,
+        "last_code_update": EPOCH,
+        "created": EPOCH,
+        "core_liquid_balance": token_amount(account.balance, params),
+        "ram_quota": params.max_ram_bytes,
+        "ram_usage": ram_used,
+        "net_weight": UNLIMITED,
+        "cpu_weight": UNLIMITED,
+        "net_limit": _limit(),
+        "cpu_limit": _limit(),
+        "permissions": [
+            {"perm_name": "owner", "parent": "", "required_auth": auth},
+            {"perm_name": "active", "parent": "owner", "required_auth": auth},
+        ],
+    }
+
+
+def voter_info_fields(account: Account) -> dict[str, Any]:
+    """What Antelope's voter_info has beside BoR's producers and weight: no proxies."""
+    return {
+        "owner": account.name,
+        "proxy": "",
+        "staked": account.staked,
+        "last_vote_weight": float(account.staked),
+        "proxied_vote_weight": 0.0,
+        "is_proxy": False,
+        "reserved2": 0,
+        "reserved3": "",
+    }
+
+
+# --- get_currency_balance and get_currency_stats ----------------------------------------------
+
+
+def native_balance(
+    reader: KVReader, account: str, symbol: str | None, params: ChainParams, now_s: int
+) -> list[str]:
+    """The native token's liquid balance of ``account`` (stake matured by ``now_s`` included),
+    as Antelope lists it: one asset, or none if ``symbol`` names another token."""
+    found = StateView(reader).account(account)
+    if found is None:
+        raise NotFound(f"no account {account!r}")
+    if symbol is not None and symbol != params.token_symbol:
+        return []
+    return [token_amount(settle(found, now_s).balance, params)]
+
+
+def native_stats(reader: KVReader, symbol: str, params: ChainParams) -> dict[str, Any]:
+    """The native token's supply: every account's balance, stake and unbonding stake (BoR
+    issues nothing after genesis, so the supply is also the maximum; no account issues it)."""
+    if symbol != params.token_symbol:
+        raise NotFound(f"the native token is {params.token_symbol}, not {symbol}")
+    supply = 0
+    for _key, value in reader.iterate(schema.ACCOUNT, schema.prefix_end(schema.ACCOUNT)):
+        a = decode_account(value)
+        supply += a.balance + a.staked + sum(amount for _t, amount in a.unbonding)
+    text = token_amount(supply, params)
+    return {symbol: {"supply": text, "max_supply": text, "issuer": ""}}
+
+
+def token_balance(
+    reader: KVReader, abi: Abi, code: str, account: str, symbol: str | None
+) -> list[str]:
+    """Balances of ``account`` in the token contract ``code`` (its accounts table)."""
+    if "accounts" not in abi.tables:
+        raise EncodingError("code", f"{code}'s ABI has no accounts table: not a token contract")
+    scope = _name_scope(account)
+    lower, upper = _symbol_range(symbol)
+    page = table_rows(reader, RowQuery(code, scope, "accounts", lower, upper, _ROWS, None, abi))
+    return [row["data"]["balance"] for row in page["rows"] if _has(row, "balance")]
+
+
+def token_stats(reader: KVReader, abi: Abi, code: str, symbol: str) -> dict[str, Any]:
+    """The stat row of ``symbol`` in the token contract ``code``."""
+    if "stat" not in abi.tables:
+        raise EncodingError("code", f"{code}'s ABI has no stat table: not a token contract")
+    lower, upper = _symbol_range(symbol)
+    page = table_rows(reader, RowQuery(code, lower, "stat", lower, upper, 1, None, abi))
+    rows = [r["data"] for r in page["rows"] if _has(r, "supply", "max_supply", "issuer")]
+    if not rows:
+        raise NotFound(f"{code} has no token {symbol}")
+    return {symbol: {k: rows[0][k] for k in ("supply", "max_supply", "issuer")}}
+
+
+def _has(row: dict[str, Any], *names: str) -> bool:
+    data = row.get("data")
+    return isinstance(data, dict) and all(n in data for n in names)
+
+
+def _name_scope(account: str) -> int:
+    return name_to_u64(AccountName(account))
+
+
+def _symbol_range(symbol: str | None) -> tuple[int, int]:
+    if symbol is None:
+        return 0, 2**64 - 1
+    value = symbol_code_value(symbol)
+    if value is None:
+        raise EncodingError("symbol", f"{symbol!r} is not a symbol code")
+    return value, value
