@@ -140,15 +140,22 @@ def native_balance(
     return [token_amount(settle(found, now_s).balance, params)]
 
 
-def native_stats(reader: KVReader, symbol: str, params: ChainParams) -> dict[str, Any]:
-    """The native token's supply: every account's balance, stake and unbonding stake (BoR
-    issues nothing after genesis, so the supply is also the maximum; no account issues it)."""
-    if symbol != params.token_symbol:
-        raise NotFound(f"the native token is {params.token_symbol}, not {symbol}")
+def native_supply(reader: KVReader) -> int:
+    """The native token's supply: every account's balance, stake and unbonding stake. BoR
+    issues and burns nothing after genesis, so this never changes: the caller computes it once
+    (it reads every account)."""
     supply = 0
     for _key, value in reader.iterate(schema.ACCOUNT, schema.prefix_end(schema.ACCOUNT)):
         a = decode_account(value)
         supply += a.balance + a.staked + sum(amount for _t, amount in a.unbonding)
+    return supply
+
+
+def native_stats(supply: int, symbol: str, params: ChainParams) -> dict[str, Any]:
+    """Antelope's stats of the native token: its supply is also its maximum, and no account
+    issues it."""
+    if symbol != params.token_symbol:
+        raise NotFound(f"the native token is {params.token_symbol}, not {symbol}")
     text = token_amount(supply, params)
     return {symbol: {"supply": text, "max_supply": text, "issuer": ""}}
 

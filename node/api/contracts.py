@@ -27,6 +27,7 @@ from node.api.antelope import (
     NATIVE_TOKEN_CODE,
     native_balance,
     native_stats,
+    native_supply,
     token_balance,
     token_stats,
 )
@@ -117,6 +118,7 @@ class ContractApi:
         self.call_time_s = call_time_s
         self.max_in_flight = max_in_flight
         self._in_flight = 0  # worker threads at work (counted down by the thread itself)
+        self._native_supply: int | None = None  # the native token's, the same at every block
         self._lock = threading.Lock()
 
     async def _at(self, work: Callable[[_Frozen], T], time_s: float | None = None) -> T:
@@ -183,7 +185,9 @@ class ContractApi:
 
         def work(frozen: _Frozen) -> dict[str, Any]:
             if code == NATIVE_TOKEN_CODE:
-                return native_stats(frozen.reader, symbol, frozen.params)
+                if self._native_supply is None:  # invariant: read once
+                    self._native_supply = native_supply(frozen.reader)
+                return native_stats(self._native_supply, symbol, frozen.params)
             return token_stats(frozen.reader, abi_of(frozen.reader, code), code, symbol)
 
         return await self._at(work)
