@@ -2,7 +2,7 @@
 
 The hub is one more subscriber of the runner's ``ChainUpdate`` stream. Its callback runs on
 the event loop and only hands each update to every session's bounded inbox
-(``stream_session``), so a slow client, or a hundred of them, never delays the chain thread,
+(``session``), so a slow client, or a hundred of them, never delays the chain thread,
 production, relay or another subscriber. Each connection carries one subscription, and is
 served by its handler (which reads what the client sends: pongs, or a protocol violation)
 and the session's task (which sends), both owned by the handler's task group.
@@ -13,7 +13,7 @@ it has ``subscribe_timeout_ms`` to subscribe and each address may hold only a fe
 ``http-max-streams`` and crowd out subscribers. Its place under the stream caps is taken
 when its subscribe message arrives.
 
-Sessions replaying history share the blocks they read (``stream_replay.ReplayCache``), and
+Sessions replaying history share the blocks they read (``replay.ReplayCache``), and
 once the last session that held much memory ends (a replay, or a client cut for not reading)
 the hub gives the allocator's free memory back to the system.
 """
