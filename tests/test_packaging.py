@@ -38,7 +38,7 @@ def test_an_editable_install_warns_of_nothing(tmp_path: Path) -> None:
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         (source / name).parent.mkdir(exist_ok=True)
         shutil.copy(ROOT / name, source / name)
-    for package in ("chain", "genesis", "p2p", "node", "wallet"):
+    for package in ("chain", "genesis", "p2p", "node", "wallet", "bor_client"):
         shutil.copytree(
             ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__")
         )

@@ -7,15 +7,18 @@ import getpass
 import importlib.metadata
 import json
 import os
-import re
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from bor_client.client import Client
+from bor_client.errors import ClientError
+from bor_client.keys import Signer
+from bor_client.keystore import Keystore
+from bor_client.results import PushResult
+from bor_client.transactions import body_of, parse_amount
 from chain.core.execution.actions import (
     MAX_MEMO,
     MAX_URL,
@@ -31,18 +34,17 @@ from chain.core.execution.actions import (
     UpdateKey,
     VoteProducer,
 )
-from chain.core.execution.transaction import SignedTransaction, Transaction, tapos_of
+from chain.core.execution.transaction import SignedTransaction
 from chain.core.execution.transition import format_units as format_amount
 from chain.core.primitives.crypto import PrivateKey, public_key_from_text
 from chain.core.primitives.errors import ChainError
-from chain.core.primitives.types import MAX_AMOUNT, BlockId, account_name
+from chain.core.primitives.types import account_name
 from wallet import contracts
-from wallet.client import RpcClient
 from wallet.errors import WalletError, WalletFileError
-from wallet.keystore import Keystore
+
+__all__ = ["main", "parse_amount"]  # parse_amount: the SDK's, which the wallet's amounts use
 
 DEFAULT_URL = "http://127.0.0.1:8888"
-EXPIRATION_S = 60
 
 
 def default_wallet_path() -> Path:
@@ -79,50 +81,15 @@ def _open_or_create(args: argparse.Namespace) -> Keystore:
     return store
 
 
-# An amount is written as the README shows it and nothing else: no exponent ("1e5" would move
-# 100,000 tokens), no digit separators, no sign, no "inf". Bounded before int(), whose cost
-# grows with the digits.
-_AMOUNT_RE = re.compile(r"([0-9]{1,30})(?:\.([0-9]{1,30}))?")
-
-
-def parse_amount(text: str, precision: int, symbol: str) -> int:
-    """'10', '10.5' or '10.5000 BOR' in base units; refuses any other form, more decimals than
-    the token has, zero, and more than the chain's maximum amount."""
-    forms = f"10, 10.5 (at most {precision} decimals) or '10.5000 {symbol}'"
-    number, space, unit = text.partition(" ")
-    match = _AMOUNT_RE.fullmatch(number)
-    if match is None or (space and unit != symbol):
-        raise WalletError(f"amount {text!r}: write it as {forms}")
-    whole, frac = match.group(1), match.group(2) or ""
-    if len(frac) > precision:
-        raise WalletError(f"amount {text!r} has {len(frac)} decimals; the token has {precision}")
-    units = int(whole + frac.ljust(precision, "0"))
-    if units == 0:
-        raise WalletError(f"amount {text!r} must be more than zero")
-    if units > MAX_AMOUNT:
-        top = format_amount(MAX_AMOUNT, precision, symbol)
-        raise WalletError(f"amount {text!r} is above the maximum, {top}")
-    return units
-
-
 # --- building and sending transactions --------------------------------------------------
 
 
-def _sign(args: argparse.Namespace, client: RpcClient, actions: list[Action]) -> SignedTransaction:
-    info = client.get_info()
-    store = _open(args)
-    keys: list[PrivateKey] = []
-    for actor in dict.fromkeys(a for action in actions for a in action.actors()):
-        account = client.get_account(actor)
-        key = store.private_key(account["key"])
-        if key is None:
-            raise WalletError(f"the wallet has no key for {actor} ({account['key']})")
-        keys.append(key)
-    ref_num, ref_prefix = tapos_of(BlockId(bytes.fromhex(info["last_irreversible_block_id"])))
-    head_time = datetime.fromisoformat(info["head_block_time"] + "+00:00").timestamp()
-    expiration = int(max(time.time(), head_time)) + EXPIRATION_S
-    tx = Transaction(expiration, ref_num, ref_prefix, tuple(actions))
-    return SignedTransaction.sign(tx, bytes.fromhex(info["chain_id"]), keys)
+def _sign(args: argparse.Namespace, client: Client, actions: list[Action]) -> SignedTransaction:
+    """``actions`` signed with the wallet's keys; the node is asked first, so that the
+    password is not asked for a transaction it could not take."""
+    client.info()
+    client.builder.signer = Signer.from_keystore(_open(args))
+    return client.sign(actions)
 
 
 def check_text(what: str, text: str, limit: int) -> str:
@@ -133,26 +100,33 @@ def check_text(what: str, text: str, limit: int) -> str:
     return text
 
 
-def _push(client: RpcClient, body: dict[str, Any], mode: str, as_json: bool) -> int:
-    result = client.call("/v1/chain/push_transaction", body | {"mode": mode})
+def _push(client: Client, body: dict[str, Any], mode: str, as_json: bool) -> int:
+    result: PushResult = client.push_transaction(body, mode)
     if as_json:  # for scripts: block_num is null until the transaction is in a block
-        fields = ("transaction_id", "block_num", "status")
-        extra = {"trace": result["trace"]} if "trace" in result else {}
-        print(json.dumps({key: result.get(key) for key in fields} | extra))
+        trace = {"trace": result.trace} if result.trace is not None else {}
+        print(
+            json.dumps(
+                {
+                    "transaction_id": result.transaction_id,
+                    "block_num": result.block_num,
+                    "status": result.status,
+                }
+                | trace
+            )
+        )
         return 0
-    line = f"transaction {result['transaction_id']} {result['status']}"
-    if "block_num" in result:
-        line += f" in block {result['block_num']}"
+    line = f"transaction {result.transaction_id} {result.status}"
+    if result.block_num is not None:
+        line += f" in block {result.block_num}"
     print(line)
-    for trace_line in contracts.trace_lines(result.get("trace") or {}):
+    for trace_line in contracts.trace_lines(dict(result.trace or {})):
         print(trace_line)
     return 0
 
 
 def _send(args: argparse.Namespace, actions: list[Action]) -> int:
-    client = RpcClient(args.url)
-    stx = _sign(args, client, actions)
-    body = {"packed_trx": stx.packed.hex(), "signatures": [s.hex() for s in stx.signatures]}
+    client = Client(args.url)
+    body = body_of(_sign(args, client, actions))
     if args.dont_broadcast:
         print(json.dumps(body))
         return 0
@@ -160,8 +134,8 @@ def _send(args: argparse.Namespace, actions: list[Action]) -> int:
 
 
 def _amount(args: argparse.Namespace, text: str) -> int:
-    info = RpcClient(args.url).get_info()
-    return parse_amount(text, info["token_precision"], info["token_symbol"])
+    info = Client(args.url).get_info()
+    return parse_amount(text, info.token_precision, info.token_symbol)
 
 
 # --- commands -------------------------------------------------------------------------------
@@ -239,7 +213,7 @@ def cmd_vote(args: argparse.Namespace) -> int:
 def cmd_regproducer(args: argparse.Namespace) -> int:
     name = account_name(args.account)
     url = check_text("producer url", args.url_field, MAX_URL)
-    key_text = args.key or RpcClient(args.url).get_account(name)["key"]
+    key_text = args.key or Client(args.url).get_account(name).key
     return _send(args, [RegProducer(name, public_key_from_text(key_text), url)])
 
 
@@ -276,8 +250,7 @@ def cmd_push(args: argparse.Namespace) -> int:
         if len(args.rest) != 3 or not args.auth:
             raise WalletError("usage: push action CONTRACT ACTION 'JSON' --auth ACCOUNT[,...]")
         contract, action, data = args.rest
-        client = RpcClient(args.url)
-        call = contracts.call_action(client, contract, action, data, args.auth, args.hex)
+        call = contracts.call_action(Client(args.url), contract, action, data, args.auth, args.hex)
         return _send(args, [call])
     if args.rest:
         raise WalletError("push takes one file (or: push action CONTRACT ACTION 'JSON')")
@@ -288,26 +261,27 @@ def cmd_push(args: argparse.Namespace) -> int:
         raise WalletError(f"cannot read a signed transaction from {args.file}: {err}") from err
     if not isinstance(body, dict):
         raise WalletError("a signed transaction is a JSON object {packed_trx, signatures}")
-    return _push(RpcClient(args.url), body, args.mode, args.json)
+    return _push(Client(args.url), body, args.mode, args.json)
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    client = RpcClient(args.url)
+    client = Client(args.url)
+    chain = "/v1/chain/"
     if args.what == "info":
-        result = client.get_info()
+        result = client.request(chain + "get_info")
     elif args.what == "block":
         key: Any = int(args.arg) if args.arg and args.arg.isdigit() else args.arg
-        result = client.call("/v1/chain/get_block", {"block_num_or_id": key})
+        result = client.request(chain + "get_block", {"block_num_or_id": key})
     elif args.what == "account":
-        result = client.get_account(args.arg or "")
+        result = client.request(chain + "get_account", {"account_name": args.arg or ""})
         info = client.get_info()
-        fmt = (info["token_precision"], info["token_symbol"])
+        fmt = (info.token_precision, info.token_symbol)
         result["balance_text"] = format_amount(result["balance"], *fmt)
         result["staked_text"] = format_amount(result["staked"], *fmt)
     elif args.what == "producers":
-        result = client.call("/v1/chain/get_producers")
+        result = client.request(chain + "get_producers")
     elif args.what in ("code", "abi"):
-        result = client.call(f"/v1/chain/get_{args.what}", {"account": args.arg or ""})
+        result = client.request(f"{chain}get_{args.what}", {"account": args.arg or ""})
     elif args.what == "table":
         if args.arg is None or len(args.extra) != 2:
             raise WalletError("usage: get table CONTRACT SCOPE TABLE [--lower --upper --limit]")
@@ -315,16 +289,16 @@ def cmd_get(args: argparse.Namespace) -> int:
         body = contracts.table_body(
             args.arg, scope, table, args.lower, args.upper, args.limit, args.index, args.hex
         )
-        result = client.call("/v1/chain/get_table_rows", body)
+        result = client.request(chain + "get_table_rows", body)
     else:
-        result = client.call("/v1/chain/get_transaction", {"id": args.arg or ""})
+        result = client.request(chain + "get_transaction", {"id": args.arg or ""})
     print(json.dumps(result, indent=2))
     return 0
 
 
 def cmd_call(args: argparse.Namespace) -> int:
     body = contracts.call_body(args.contract, args.action, args.data, args.auth, args.hex)
-    print(json.dumps(RpcClient(args.url).call("/v1/chain/call", body), indent=2))
+    print(json.dumps(Client(args.url).request("/v1/chain/call", body), indent=2))
     return 0
 
 
@@ -578,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except BrokenPipeError:
         return stdout_closed()
-    except (WalletError, ChainError) as err:
+    except (WalletError, ClientError, ChainError) as err:
         print(f"bor-wallet: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

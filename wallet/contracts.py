@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Protocol
 
+from bor_client.results import AbiResult
 from chain.abi import Abi, parse_abi
 from chain.core.execution.actions import Call, SetCode
 from chain.core.primitives.types import AccountName, account_name
@@ -21,9 +22,9 @@ MAX_AUTHORIZERS = 16
 
 
 class Rpc(Protocol):
-    """What these commands need of ``wallet.client.RpcClient``."""
+    """What these commands need of ``bor_client.Client``."""
 
-    def call(self, path: str, body: dict[str, Any] | None = None) -> Any: ...
+    def get_abi(self, account: str) -> AbiResult: ...
 
 
 def _read(path: str, what: str) -> bytes:
@@ -58,10 +59,10 @@ def authorizers(text: str) -> tuple[AccountName, ...]:
 
 def fetch_abi(client: Rpc, contract: str) -> Abi:
     """The contract's ABI from the node; WalletError if it has none."""
-    text = client.call("/v1/chain/get_abi", {"account": contract}).get("abi")
-    if text is None:
+    abi = client.get_abi(contract).abi
+    if abi is None:
         raise WalletError(f"{contract} has no ABI: give the data as hex with --hex")
-    return parse_abi(json.dumps(text))
+    return parse_abi(json.dumps(abi))
 
 
 def action_data(client: Rpc, contract: str, action: str, data: str, as_hex: bool) -> bytes:

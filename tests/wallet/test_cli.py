@@ -22,6 +22,7 @@ from chain.core.execution.actions import MAX_MEMO, Transfer
 from chain.core.execution.transaction import decode_transaction
 from chain.core.primitives.crypto import PrivateKey, public_key_to_text
 from chain.core.primitives.types import MAX_AMOUNT
+from tests.support.answers import account_json, info_json
 
 BIN = Path(sys.executable).parent
 KEY = PrivateKey.from_text("PVT_K1_" + "11" * 32)
@@ -38,27 +39,12 @@ class FakeNode:
 
 
 async def _get_info(request: web.Request) -> web.Response:
-    return web.json_response(
-        {
-            "chain_id": "cd" * 32,
-            "last_irreversible_block_id": "00000007" + "ef" * 28,
-            "head_block_time": "2026-01-01T00:00:00.000",
-            "token_symbol": "BOR",
-            "token_precision": 4,
-        }
-    )
+    return web.json_response(info_json())
 
 
 async def _get_account(request: web.Request) -> web.Response:
     body = await request.json()
-    return web.json_response(
-        {
-            "account_name": body["account_name"],
-            "key": public_key_to_text(KEY.public_key),
-            "balance": 10**9,
-            "staked": 0,
-        }
-    )
+    return web.json_response(account_json(body["account_name"], public_key_to_text(KEY.public_key)))
 
 
 async def _get_producers(request: web.Request) -> web.Response:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from bor_client.results import AbiResult
 from chain.core.primitives.errors import EncodingError
 from tests.node.api import kv_contract
 from wallet import contracts
@@ -17,19 +18,16 @@ from wallet.errors import WalletError
 
 
 class AbiNode:
-    """Stands in for the RPC client: answers get_abi with the kv contract's ABI."""
+    """Stands in for the SDK's client: answers get_abi with the kv contract's ABI."""
 
     def __init__(self, abi: str | None) -> None:
         self.abi = abi
-        self.asked: list[tuple[str, Any]] = []
+        self.asked: list[str] = []
 
-    def call(self, path: str, body: dict[str, Any] | None = None) -> Any:
-        assert body is not None
-        self.asked.append((path, body))
-        return {
-            "account": body["account"],
-            "abi": None if self.abi is None else json.loads(self.abi),
-        }
+    def get_abi(self, account: str) -> AbiResult:
+        self.asked.append(account)
+        abi = None if self.abi is None else json.loads(self.abi)
+        return AbiResult(account, account, abi)
 
 
 def test_setcode_reads_the_module_and_checks_the_abi(tmp_path: Path) -> None:
@@ -65,7 +63,7 @@ def test_push_action_encodes_json_with_the_contracts_abi() -> None:
     assert call.data == (1).to_bytes(8, "little") + bytes.fromhex("0000000000000e3d") + (
         2
     ).to_bytes(8, "little")
-    assert node.asked == [("/v1/chain/get_abi", {"account": "alice"})]
+    assert node.asked == ["alice"]
     with pytest.raises(EncodingError, match=r"put\.owner: missing"):
         contracts.call_action(node, "alice", "put", '{"id": 1, "amount": 2}', "bob", False)
     with pytest.raises(WalletError, match="no ABI"):

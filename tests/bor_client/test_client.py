@@ -1,6 +1,6 @@
-"""``RpcClient`` against a real aiohttp server on loopback: every way a call can fail ends
-as ``RpcFailure`` (the node answered) or ``NodeUnreachable`` (it did not), with the fields
-a user needs."""
+"""``Client`` against a real aiohttp server on loopback: every way a call can fail ends as
+an ``RpcError`` (the node answered; its class by status) or ``NodeUnreachable`` (it did not),
+with the fields a user needs."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 from aiohttp import web
 
-from wallet.client import RpcClient
-from wallet.errors import BadUrl, NodeUnreachable, RpcFailure
+from bor_client.client import Client
+from bor_client.errors import BadUrl, MalformedResponse, NodeUnreachable, NotFound, RpcError
 
 
 async def _json_error(request: web.Request) -> web.Response:
@@ -80,13 +80,14 @@ def url() -> Iterator[str]:
 
 def test_an_answer_is_parsed(url: str) -> None:
     """A 200 JSON answer is returned as data, and the body was sent as JSON."""
-    assert RpcClient(url).call("/echo", {"a": 1}) == {"got": {"a": 1}}
+    assert Client(url).request("/echo", {"a": 1}) == {"got": {"a": 1}}
 
 
 def test_a_json_error_keeps_the_nodes_name_and_text(url: str) -> None:
-    """A JSON error body becomes RpcFailure with the node's status, error name and text."""
-    with pytest.raises(RpcFailure) as caught:
-        RpcClient(url).call("/json_error")
+    """A JSON error body becomes the status's class (NotFound for 404) with the node's status,
+    error name and text."""
+    with pytest.raises(NotFound) as caught:
+        Client(url).request("/json_error")
     assert (caught.value.status, caught.value.name, caught.value.what) == (
         404,
         "not_found",
@@ -95,17 +96,17 @@ def test_a_json_error_keeps_the_nodes_name_and_text(url: str) -> None:
 
 
 def test_a_non_json_500_is_an_http_error(url: str) -> None:
-    """A non-JSON 500 becomes RpcFailure named http_error with the HTTP reason."""
-    with pytest.raises(RpcFailure) as caught:
-        RpcClient(url).call("/text_500")
+    """A non-JSON 500 becomes RpcError named http_error with the HTTP reason."""
+    with pytest.raises(RpcError) as caught:
+        Client(url).request("/text_500")
     assert (caught.value.status, caught.value.name) == (500, "http_error")
     assert caught.value.what == "Internal Server Error"
 
 
 def test_an_error_body_without_error_is_an_http_error(url: str) -> None:
-    """A JSON body lacking ``error`` becomes RpcFailure named http_error."""
-    with pytest.raises(RpcFailure) as caught:
-        RpcClient(url).call("/no_error_field")
+    """A JSON body lacking ``error`` becomes RpcError named http_error."""
+    with pytest.raises(RpcError) as caught:
+        Client(url).request("/no_error_field")
     assert (caught.value.status, caught.value.name, caught.value.what) == (
         400,
         "http_error",
@@ -114,10 +115,9 @@ def test_an_error_body_without_error_is_an_http_error(url: str) -> None:
 
 
 def test_a_200_that_is_not_json_is_a_malformed_response(url: str) -> None:
-    """A 200 whose body is not JSON becomes RpcFailure named malformed_response, not a
-    ValueError."""
-    with pytest.raises(RpcFailure) as caught:
-        RpcClient(url).call("/not_json")
+    """A 200 whose body is not JSON becomes MalformedResponse, not a ValueError."""
+    with pytest.raises(MalformedResponse) as caught:
+        Client(url).request("/not_json")
     assert (caught.value.status, caught.value.name) == (200, "malformed_response")
 
 
@@ -127,7 +127,7 @@ def test_a_refused_connection_is_unreachable() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again before the call: nobody listens there
     with pytest.raises(NodeUnreachable, match=f"127.0.0.1:{port}"):
-        RpcClient(f"http://127.0.0.1:{port}").call("/v1/chain/get_info")
+        Client(f"http://127.0.0.1:{port}").request("/v1/chain/get_info")
 
 
 def test_a_timeout_is_unreachable(url: str) -> None:
@@ -135,7 +135,7 @@ def test_a_timeout_is_unreachable(url: str) -> None:
     _ANSWER_SLOW.clear()
     try:
         with pytest.raises(NodeUnreachable, match="timed out"):
-            RpcClient(url, timeout=0.2).call("/slow")
+            Client(url, timeout=0.2).request("/slow")
     finally:
         _ANSWER_SLOW.set()
 
@@ -146,4 +146,4 @@ def test_a_timeout_is_unreachable(url: str) -> None:
 def test_a_url_urllib_cannot_call_is_refused_at_construction(bad: str) -> None:
     """No scheme, no host or a port that is not 1..65535: BadUrl naming it, before any call."""
     with pytest.raises(BadUrl, match="node URL"):
-        RpcClient(bad)
+        Client(bad)

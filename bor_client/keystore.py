@@ -1,4 +1,4 @@
-"""The encrypted key file.
+"""The encrypted key file (bor-wallet's, and the SDK's ``Signer.from_wallet``).
 
 The private keys are one JSON document encrypted with AES-256-GCM under a key derived from
 the password with scrypt (``cryptography``). GCM authenticates, so a wrong password is told
@@ -18,9 +18,9 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
+from bor_client.errors import WalletFileError, WrongPassword
 from chain.core.primitives.crypto import PrivateKey, public_key_to_text
 from chain.core.primitives.errors import InvalidKey
-from wallet.errors import WalletFileError, WrongPassword
 
 # scrypt cost: N=2^15, r=8 is ~32 MiB and ~0.1 s per unlock, the interactive-login level
 # the scrypt paper recommends; stored in the file so it can be raised later.
