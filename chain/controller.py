@@ -305,6 +305,12 @@ class Chain:
         """Signer keys of each transaction (cached); raises BadSignature for any bad one."""
         return self._signers.recover(txs)
 
+    def learn_keys(self, known: Sequence[tuple[SignedTransaction, frozenset[PublicKey]]]) -> None:
+        """Take the signer keys of transactions whose signatures the caller recovered already
+        (the RPC recovers a batch's off the chain thread), so admission does not again."""
+        for stx, keys in known:
+            self._signers.learn(stx, keys)
+
     def prefetch_keys(self, txs: Sequence[SignedTransaction]) -> None:
         """Start recovering the signatures of ``txs`` in worker processes, if there are any.
 

@@ -22,7 +22,7 @@ from chain.core.execution.actions import SetCode
 from chain.core.execution.contracts import TxTrace
 from chain.core.execution.transaction import SignedTransaction
 from chain.core.primitives.errors import DuplicateTransaction, MempoolFull, TransactionError
-from chain.core.primitives.types import TxId
+from chain.core.primitives.types import PublicKey, TxId
 from chain.vm.errors import RuntimeFault
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner
@@ -52,6 +52,9 @@ class _Item:
     outcome: asyncio.Future[TransactionError | TxTrace | None] | None
     # From a peer: the tx relay passes it on itself, to every peer but the sender.
     relayed: bool = False
+    # Its signer keys, recovered already by the RPC (a batch's, in its executor): the chain
+    # thread takes them rather than recovering the signatures again.
+    keys: frozenset[PublicKey] | None = None
 
 
 class Admitter:
@@ -84,22 +87,24 @@ class Admitter:
         """Whether transactions wait here now or a batch went to the chain in ``window_s``."""
         return not self._queue.empty() or time.monotonic() - self._last_batch < window_s
 
-    async def admit(self, stx: SignedTransaction) -> TxTrace | None:
+    async def admit(
+        self, stx: SignedTransaction, keys: frozenset[PublicKey] | None = None
+    ) -> TxTrace | None:
         """Admit ``stx``; raises the TransactionError that refused it. Returns the trace of
         the contract actions it ran on the head state (None if it has none): what a push
-        answers with."""
+        answers with. ``keys``: its signer keys, if recovered already from its signatures."""
         outcome: asyncio.Future[TransactionError | TxTrace | None]
         outcome = asyncio.get_running_loop().create_future()
-        self._put(_Item(stx, outcome))
+        self._put(_Item(stx, outcome, keys=keys))
         result = await outcome
         if isinstance(result, TransactionError):
             raise result
         return result
 
-    def admit_later(self, stx: SignedTransaction) -> None:
+    def admit_later(self, stx: SignedTransaction, keys: frozenset[PublicKey] | None = None) -> None:
         """Queue ``stx`` and return at once; a refusal is logged, counted and kept for
-        ``refusal`` (the only way its sender learns of it)."""
-        self._put(_Item(stx, None))
+        ``refusal`` (the only way its sender learns of it). ``keys`` as for ``admit``."""
+        self._put(_Item(stx, None, keys=keys))
 
     def refusal(self, tx_id: TxId) -> TransactionError | None:
         """Why a recent ``admit_later`` transaction was refused, if it was (and was not
@@ -149,10 +154,11 @@ class Admitter:
             while len(batch) < MAX_BATCH and not self._queue.empty():
                 batch.append(self._take(self._queue.get_nowait()))
             txs = [item.stx for item in batch]
+            known = [(item.stx, item.keys) for item in batch if item.keys is not None]
             await self.compile_code(txs)
             self._last_batch = time.monotonic()
             try:
-                results = await self.runner.call(_admit, txs, int(time.time() * 1000))
+                results = await self.runner.call(_admit, txs, int(time.time() * 1000), known)
             except RuntimeFault as err:
                 log.error("contract_runtime_fault", txs=len(txs), why=str(err))
                 for item in batch:
@@ -214,6 +220,10 @@ class Admitter:
 
 
 def _admit(
-    chain: Chain, txs: list[SignedTransaction], now_ms: int
+    chain: Chain,
+    txs: list[SignedTransaction],
+    now_ms: int,
+    known: list[tuple[SignedTransaction, frozenset[PublicKey]]],
 ) -> list[TransactionError | TxTrace | None]:
+    chain.learn_keys(known)
     return chain.admit_traced(txs, now_ms)

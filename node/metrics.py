@@ -54,6 +54,15 @@ class NodeMetrics:
         self.rpc_reads_refused = Counter(
             "bor_rpc_reads_refused", "RPC reads refused (503) while too many waited", registry=r
         )
+        self.rpc_push_batches = Counter(
+            "bor_rpc_push_batches", "push_transactions requests (batches) taken", registry=r
+        )
+        self.rpc_push_batch_txs = Counter(
+            "bor_rpc_push_batch_transactions",
+            "Transactions in push_transactions batches (each also counted as accepted or"
+            " rejected by admission, or refused before it)",
+            registry=r,
+        )
 
     def _production_metrics(self, r: CollectorRegistry) -> None:
         """Block production and the latency of peers' blocks."""

@@ -39,7 +39,7 @@ from chain.core.execution.transition import format_units as format_amount
 from chain.core.primitives.crypto import PrivateKey, public_key_from_text
 from chain.core.primitives.errors import ChainError
 from chain.core.primitives.types import account_name
-from wallet import contracts
+from wallet import batch, contracts
 from wallet.errors import WalletError, WalletFileError
 
 __all__ = ["main", "parse_amount"]  # parse_amount: the SDK's, which the wallet's amounts use
@@ -256,12 +256,12 @@ def cmd_push(args: argparse.Namespace) -> int:
         raise WalletError("push takes one file (or: push action CONTRACT ACTION 'JSON')")
     try:
         text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
-        body = json.loads(text)
-    except (OSError, ValueError) as err:
-        raise WalletError(f"cannot read a signed transaction from {args.file}: {err}") from err
-    if not isinstance(body, dict):
-        raise WalletError("a signed transaction is a JSON object {packed_trx, signatures}")
-    return _push(Client(args.url), body, args.mode, args.json)
+    except OSError as err:
+        raise WalletError(f"cannot read signed transactions from {args.file}: {err}") from err
+    signed = batch.signed_transactions(args.file, text)  # one, or many: pushed in batches
+    if isinstance(signed, dict):
+        return _push(Client(args.url), signed, args.mode, args.json)
+    return batch.push_all(Client(args.url), signed, args.mode, args.json)
 
 
 def cmd_get(args: argparse.Namespace) -> int:
@@ -495,7 +495,7 @@ def _add_contract_commands(commands: _Commands) -> None:
     add(
         "push",
         cmd_push,
-        "push a signed transaction (JSON file or -), or a contract action:"
+        "push signed transactions (JSON file or -: one, an array, or one per line), or:"
         " push action CONTRACT ACTION 'JSON' --auth alice[,bob]",
         ("file", {}),
         ("rest", {"nargs": "*", "help": "push action: CONTRACT ACTION 'JSON'"}),

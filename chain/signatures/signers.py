@@ -69,6 +69,11 @@ class SignerKeys:
     def cached(self, stx: SignedTransaction) -> frozenset[PublicKey] | None:
         return self._keys.get(_sig_key(stx))
 
+    def learn(self, stx: SignedTransaction, keys: frozenset[PublicKey]) -> None:
+        """Cache ``keys`` as what ``stx``'s signatures recover to (recovered by the caller,
+        over this chain's signing digest)."""
+        self._remember(_sig_key(stx), keys)
+
     def recover(self, txs: Sequence[SignedTransaction]) -> list[frozenset[PublicKey]]:
         """Signer keys of each transaction; raises BadSignature for any bad one."""
         out: list[frozenset[PublicKey]] = []

@@ -68,9 +68,11 @@ def _error(
     return _json(status, payload, headers)
 
 
-async def _read_body(request: web.Request, timeout_s: float) -> dict[str, Any]:
+async def _read_body(request: web.Request, timeout_s: float, whole: bool = False) -> Any:
+    """The body's JSON object; with ``whole``, whatever JSON it holds (None for no body),
+    for a route that checks its own (``Route.body``)."""
     if request.method != "POST" or not request.body_exists:
-        return {}  # GET serves only routes without fields
+        return None if whole else {}  # GET serves only routes without fields
     try:
         async with asyncio.timeout(timeout_s or None):
             raw = await request.read()
@@ -78,15 +80,15 @@ async def _read_body(request: web.Request, timeout_s: float) -> dict[str, Any]:
         raise RpcError(408, "timeout", f"the body did not arrive within {timeout_s} s") from err
     except web.HTTPRequestEntityTooLarge as err:
         raise RpcError(413, "body_too_large", "request body is too large") from err
-    if not raw:
-        return {}  # no body; one of only whitespace is not JSON, and gets 400 below
+    if not raw:  # no body; one of only whitespace is not JSON, and gets 400 below
+        return None if whole else {}
     try:
         # orjson, not json: it refuses nesting over 1,024 levels with a JSONDecodeError where
         # json raises RecursionError, and has no 4,300-digit limit on integers to trip over.
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as err:
         raise RpcError(400, "malformed_json", f"request body is not JSON: {err}") from err
-    if not isinstance(body, dict):
+    if not isinstance(body, dict) and not whole:
         raise RpcError(400, "malformed_json", "request body must be a JSON object")
     return body
 
@@ -94,8 +96,12 @@ async def _read_body(request: web.Request, timeout_s: float) -> dict[str, Any]:
 def _endpoint(route: Route, limits: HttpLimits) -> RequestHandler:
     async def handle(request: web.Request) -> web.Response:
         try:
-            body = await _read_body(request, limits.read_timeout_s)
-            result = await route.handler(parse_fields(route.fields, body))
+            if route.body is None:
+                body = await _read_body(request, limits.read_timeout_s)
+                args = parse_fields(route.fields, body)
+            else:
+                args = route.body.parse(await _read_body(request, limits.read_timeout_s, True))
+            result = await route.handler(args)
         except Exception as err:
             status, payload = error_response(err)
             if status == 500:  # a fault of ours; 503 and 504 are the limits working

@@ -17,7 +17,8 @@ from node.api.views import ERROR_SCHEMA
 
 # Why each error status may be answered.
 REASONS = {
-    400: "The body is not a JSON object, or a field is missing or does not match its schema",
+    400: "The body is not JSON of the route's shape, or a field is missing or does not match"
+    " its schema",
     401: "A signature is wrong or missing, or the admin token is",
     402: "The account cannot pay for the transaction",
     403: "The actor may not perform this action, or (admin) another site's page sent it",
@@ -50,7 +51,8 @@ class Document:
 def served_methods(route: Route) -> tuple[str, ...]:
     """The methods a route is served with: GET too when it takes no fields and changes
     nothing (a GET is what an <img> on any web page sends)."""
-    return ("GET", "POST") if not route.fields and not route.admin else ("POST",)
+    bodiless = not route.fields and route.body is None
+    return ("GET", "POST") if bodiless and not route.admin else ("POST",)
 
 
 def _error(status: int) -> dict[str, Any]:
@@ -100,9 +102,10 @@ def openapi_document(
             }
             statuses = (*route.statuses, *ANY_REQUEST, *guarded)
             if method == "POST":
+                schema = object_schema(route.fields) if route.body is None else route.body.schema()
                 operation["requestBody"] = {
-                    "required": any(f.required for f in route.fields),
-                    "content": {"application/json": {"schema": object_schema(route.fields)}},
+                    "required": route.body is not None or any(f.required for f in route.fields),
+                    "content": {"application/json": {"schema": schema}},
                 }
                 statuses += WITH_BODY
             operation["responses"] = _answers(route.result, "application/json", statuses)

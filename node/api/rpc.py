@@ -28,13 +28,14 @@ from chain.core.primitives import errors as ce
 from chain.core.primitives.encoding import pack
 from chain.core.primitives.errors import ChainError, EncodingError
 from chain.core.primitives.params import slot_start_s
-from chain.core.primitives.types import AccountName, BlockId, BlockNum, TxId
+from chain.core.primitives.types import AccountName, BlockId, BlockNum, PublicKey, TxId
 from chain.events import ChainUpdate
 from chain.storage.snapshot import VERSION as SNAPSHOT_VERSION
 from chain.storage.store import BlockStore
 from chain.vm.errors import RuntimeFault
 from node.admission import Admitter
 from node.api.antelope import info_fields
+from node.api.batch import Batch, Prepared, prepare
 from node.api.blockcache import BlockJsonCache
 from node.api.contracts import ContractApi, contract_routes
 from node.api.fields import RequestError
@@ -482,16 +483,50 @@ class Api:
             stx = decode_signed_transaction(pack([args["packed_trx"], args["signatures"]]))
         except EncodingError as err:
             raise ce.MalformedTransaction(str(err)) from err
-        mode = args["mode"]
+        return await self._submit(stx, args["mode"], args["timeout_ms"])
+
+    async def push_transactions(self, args: dict[str, Any]) -> list[dict[str, Any]]:
+        """Each transaction of the batch decoded and its signatures recovered in one executor
+        call (``node.api.batch``), then submitted on its own as push_transaction does, all at
+        once and in order; each answer is push_transaction's or the error it would have had."""
+        batch: Batch = args["batch"]
+        loop = asyncio.get_running_loop()
+        prepared = await loop.run_in_executor(None, prepare, batch, self.runner.view.chain_id)
+        self.metrics.rpc_push_batches.inc()
+        self.metrics.rpc_push_batch_txs.inc(len(prepared))
+        mode, timeout_ms = args["mode"], args["timeout_ms"]
+
+        async def submit(item: Prepared | Exception) -> dict[str, Any]:
+            try:
+                if isinstance(item, Exception):
+                    raise item
+                return await self._submit(item.stx, mode, timeout_ms, item.keys)
+            except Exception as err:
+                status, body = error_response(err)
+                if status == 500:
+                    log.exception("push_in_batch_failed")
+                return {"error": {"code": status} | body["error"]}
+
+        return list(await asyncio.gather(*(submit(item) for item in prepared)))
+
+    async def _submit(
+        self,
+        stx: SignedTransaction,
+        mode: str,
+        timeout_ms: int,
+        keys: frozenset[PublicKey] | None = None,
+    ) -> dict[str, Any]:
+        """Admit ``stx`` (its signer ``keys`` recovered already, if given) and answer as
+        ``mode`` asks: at once, after admission, or after inclusion."""
         if mode == "async":
-            self.admitter.admit_later(stx)
+            self.admitter.admit_later(stx, keys)
             return {"transaction_id": stx.id.hex(), "status": "submitted"}
-        wait_s = args["timeout_ms"] / 1000
+        wait_s = timeout_ms / 1000
         if self.commit_wait_cap_s is not None:
             wait_s = min(wait_s, self.commit_wait_cap_s)
         included = self.watch.watch(stx.id) if mode == "commit" else None
         try:
-            trace = await self.admitter.admit(stx)
+            trace = await self.admitter.admit(stx, keys)
             # What its contract actions did on the head state (the block may differ).
             traced = {} if trace is None else {"trace": await self.contracts.trace_json(trace)}
             if included is None:

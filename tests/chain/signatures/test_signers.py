@@ -156,3 +156,24 @@ def test_the_share_recovered_here_follows_the_workers_lag(
         assert keys._share == 0.0, "back to nothing"
     finally:
         slow.close()
+
+
+def test_keys_learnt_from_the_caller_are_not_recovered_again() -> None:
+    """Keys a caller recovered already (the RPC's batch) are taken as the transaction's: the
+    recoverer is asked only for the others, and a transaction learnt with other signatures
+    is still recovered (and refused) on its own."""
+    asked: list[int] = []
+
+    def recoverer(items: list[tuple[bytes, bytes]]) -> list[PublicKey | None]:
+        asked.append(len(items))
+        return recover_many(items)
+
+    txs = _txs(4)
+    expected = SignerKeys(CHAIN_ID, recover_many).recover(txs)
+    keys = SignerKeys(CHAIN_ID, recoverer)
+    for stx, known in zip(txs[:3], expected[:3], strict=True):
+        keys.learn(stx, known)
+    assert keys.recover(txs) == expected
+    assert asked == [1]
+    forged = _forged(txs[0])
+    assert isinstance(keys.recover_each([forged])[0], BadSignature)

@@ -358,8 +358,10 @@ def test_no_route_touches_the_chain_off_its_thread(tmp_path: Path) -> None:
         assert block is not None and len(block.transactions) == 1
         asynced = await rig.tx(Transfer(A, B, 6))
         await rig.post("/v1/chain/push_transaction", _body(asynced, mode="async"))
+        batched = await rig.tx(Transfer(A, B, 7))
         block_id = block.id.hex()
         calls: list[tuple[str, Any, int]] = [
+            ("/v1/chain/push_transactions", [_body(batched)], 200),
             ("/v1/chain/get_info", {}, 200),
             ("/v1/chain/get_block", {"block_num_or_id": 1}, 200),
             ("/v1/chain/get_block", {"block_num_or_id": block_id}, 200),
