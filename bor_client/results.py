@@ -338,7 +338,7 @@ class Health:
 
 @dataclass(frozen=True, slots=True)
 class Snapshots:
-    snapshots: tuple[Json, ...]
+    snapshots: tuple[Any, ...]
     extra: Json = field(default_factory=dict, repr=False, compare=False)
 
 
