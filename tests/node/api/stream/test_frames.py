@@ -100,7 +100,7 @@ def test_filters_select_by_account_and_action_name_together(tmp_path: Path) -> N
     for action in (Transfer(A, B, 1), Transfer(B, C, 1), Stake(C, 1)):
         chain.admit_transaction(net.tx(chain, action), now_ms())
     block = net.produce(chain)
-    index = BlockIndex(block)
+    index = BlockIndex(block, params=chain.params)
 
     def selected(sub: Subscription) -> list[int]:
         return [i for i, _, _ in index.matching(sub)]

@@ -125,7 +125,8 @@ def test_a_subscriber_gets_each_new_block_and_the_lib(tmp_path: Path) -> None:
 
 def test_filters_select_transactions_and_actions_by_account_and_name(tmp_path: Path) -> None:
     """transactions for bob get the block's transfer to bob only (a recipient matches);
-    actions named stake get the stake only; a block with nothing selected sends nothing."""
+    actions named stake get the stake only; a block with nothing selected sends nothing;
+    amounts are assets of the chain's token."""
 
     async def check(node: Node) -> None:
         async with (
@@ -148,12 +149,13 @@ def test_filters_select_transactions_and_actions_by_account_and_name(tmp_path: P
             frame = await _until(txs, "transactions")
             assert frame["type"] == "transactions" and frame["block"]["num"] == 2
             [tx] = frame["transactions"]
-            transfer = {"sender": "alice", "recipient": "bob", "amount": 1, "memo": ""}
+            transfer = {"sender": "alice", "recipient": "bob", "amount": "0.0001 BOR", "memo": ""}
             assert tx["actions"] == [{"action": "transfer", "data": transfer}]
             frame = await _until(actions, "actions")
             assert frame["type"] == "actions" and frame["block"]["num"] == 2
             [action] = frame["actions"]
             assert action["name"] == "stake" and action["authorization"] == ["alice"]
+            assert action["data"] == {"account": "alice", "amount": "0.0005 BOR"}
             assert action["index"] == 0 and len(action["tx_id"]) == 64
 
     _serve(tmp_path, check)
