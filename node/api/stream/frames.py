@@ -129,7 +129,7 @@ def parse_subscribe(raw: str | bytes) -> Subscription:
     transactions = message.get("transactions", False)
     if not isinstance(transactions, bool):
         raise Refused("'transactions' must be true or false")
-    if transactions and stream != "blocks":
+    if "transactions" in message and stream != "blocks":
         raise Refused("'transactions' is for the blocks stream (the others carry them already)")
     return Subscription(
         stream,
