@@ -19,12 +19,14 @@ from chain.core.primitives.types import AccountName, TxId
 from chain.events import BlockStep
 from chain.testing import now_ms
 from genesis.testing import DevNet
+from node.api.payloads import MAX_DECODED_BYTES
 from node.api.stream import abis as stream_abis
-from node.api.stream.abis import StreamAbis, decode_block
+from node.api.stream.abis import BLOCK_DECODED_BYTES, StreamAbis, decode_block
 from node.api.stream.frames import BlockIndex, Subscription
 from node.runner import ChainRunner
 from tests.node.api import kv_contract
 
+README = Path(__file__).parents[4] / "README.md"
 A, B = AccountName("alice"), AccountName("bob")
 KV = parse_abi(kv_contract.ABI)
 ACTIONS = Subscription("actions")
@@ -198,3 +200,10 @@ def test_a_blocks_decoding_stops_at_its_budget(tmp_path: Path) -> None:
         assert [e for _, e in whole.values()] == [(d,) for d, _ in whole.values()]
 
     _run(tmp_path, test)
+
+
+def test_the_readme_states_the_bounds_the_stream_keeps() -> None:
+    """The README's bounds on decoding (a payload, a block) are the constants the code uses."""
+    text = " ".join(README.read_text().split())
+    bounds = f"{MAX_DECODED_BYTES >> 10} KiB a payload, {BLOCK_DECODED_BYTES >> 10} KiB of"
+    assert bounds in text
