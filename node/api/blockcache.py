@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from chain.core.consensus.block import SignedBlock
+from chain.core.primitives.params import ChainParams
 from chain.core.primitives.types import BlockId
 from chain.events import BlockStep
 from chain.view import ChainView
@@ -55,8 +56,8 @@ class _Encoded:
         return self.before + (b"true" if irreversible else b"false") + self.after
 
 
-def encode_block(block: SignedBlock) -> _Encoded:
-    body = block_json(block, lib=0)
+def encode_block(block: SignedBlock, params: ChainParams) -> _Encoded:
+    body = block_json(block, 0, params)
     del body["irreversible"]
     transactions = body.pop("transactions")
     return _Encoded(
@@ -66,7 +67,9 @@ def encode_block(block: SignedBlock) -> _Encoded:
 
 
 class BlockJsonCache:
-    def __init__(self) -> None:
+    def __init__(self, params: ChainParams) -> None:
+        """``params``: the chain's, whose token the blocks' amounts are shown in."""
+        self._params = params
         self._recent: dict[int, SignedBlock] = {}  # number -> block, on our chain
         self._recent_head: BlockId | None = None  # the newest block in _recent
         self._encoded: OrderedDict[BlockId, _Encoded] = OrderedDict()
@@ -146,7 +149,7 @@ class BlockJsonCache:
         """The JSON of ``block``, encoded now and kept; ``irreversible`` as of ``lib``."""
         parts = self._encoded.get(block.id)
         if parts is None:
-            parts = self._encoded[block.id] = encode_block(block)
+            parts = self._encoded[block.id] = encode_block(block, self._params)
             self._encoded_bytes += parts.size
             # The oldest go; the one just made stays, however big.
             while len(self._encoded) > 1 and (

@@ -10,7 +10,6 @@ bounded per request (rows, bytes, time; fuel and time for a call) and in number:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import threading
 from collections.abc import Callable
@@ -40,6 +39,8 @@ from node.api.contract_reads import (
     u64_of,
 )
 from node.api.fields import AnyOf, Boolean, Choice, Field, Hex, Integer, JsonObject, ListOf, Text
+from node.api.payloads import action_data
+from node.api.payloads import event_data as decoded_event
 from node.api.reads import ChainReads, ReadsBusy
 from node.api.routes import Handler, Route
 from node.api.views import BOOLEAN, COUNT, STRING, json_object, nullable
@@ -269,7 +270,7 @@ class ContractApi:
             for contract in contracts:
                 try:
                     found[contract] = abi_of(frozen.reader, contract)
-                except (NotFound, EncodingError):
+                except (NotFound, EncodingError, RecursionError):  # structs nested deep
                     found[contract] = None
             return found
 
@@ -305,9 +306,9 @@ def trace_json(trace: TxTrace, abis: dict[str, Abi | None]) -> dict[str, Any]:
             "return_value": _result(abi, call.action, a.return_value),
             "fuel": a.fuel,
         }
-        if abi is not None and call.action in abi.actions:
-            with contextlib.suppress(EncodingError):  # the hex is there
-                value["data"] = abi.decode_action(call.action, call.data)
+        decoded = action_data(abi, call.action, call.data)
+        if decoded is not None:  # the hex is there
+            value["data"] = decoded
         actions.append(value)
     return {"fuel": trace.fuel, "actions": actions}
 
@@ -352,12 +353,8 @@ def first_contract(trace: TxTrace) -> str | None:
 
 def event_data(abi: Abi | None, name: str, data: bytes) -> dict[str, Any]:
     """``{"data": decoded}`` when the ABI types the event, else ``{"hex": ...}``."""
-    if abi is not None and name in abi.events:
-        try:
-            return {"data": abi.decode_event(name, data)}
-        except EncodingError:
-            pass
-    return {"hex": data.hex()}
+    decoded = decoded_event(abi, name, data)
+    return {"hex": data.hex()} if decoded is None else {"data": decoded}
 
 
 # --- routes ---------------------------------------------------------------------------------

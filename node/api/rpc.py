@@ -39,6 +39,7 @@ from node.api.batch import Batch, Prepared, prepare
 from node.api.blockcache import BlockJsonCache
 from node.api.contracts import ContractApi, contract_routes
 from node.api.fields import RequestError
+from node.api.payloads import transaction_json
 from node.api.reads import WRITES_WINDOW_S, ChainReads, ReadPacer, ReadsBusy
 from node.api.routes import Handler, Route, route_table
 from node.api.views import (
@@ -212,7 +213,7 @@ class Api:
         self.network = network
         self.read = reads or ChainReads(runner, metrics)
         self.pacer = pacer or ReadPacer(lambda: admitter.admitting(WRITES_WINDOW_S), metrics)
-        self.blocks = BlockJsonCache()
+        self.blocks = BlockJsonCache(runner.view.params)
         self._producers: tuple[BlockId, bytes] | None = None  # head id, get_producers JSON
         self.commit_wait_cap_s = commit_wait_cap_s
         self.finality = finality
@@ -463,7 +464,8 @@ class Api:
             return {"id": tx_id.hex(), "status": "pending"}
         stx, num, lib = found
         status = "irreversible" if num <= lib else "executed"
-        return stx.to_json() | {"block_num": num, "status": status}
+        shown = transaction_json(stx, self.runner.view.params)
+        return shown | {"block_num": num, "status": status}
 
     async def get_finalizer_info(self, args: dict[str, Any]) -> dict[str, Any]:
         now_ms = int(time.time() * 1000)
@@ -474,7 +476,8 @@ class Api:
     async def get_evidence(self, args: dict[str, Any]) -> dict[str, Any]:
         blocks = await self.read(lambda c: c.evidence())
         lib = self.runner.view.lib_num
-        return {"blocks": [block_json(b, lib) for b in blocks]}
+        params = self.runner.view.params
+        return {"blocks": [block_json(b, lib, params) for b in blocks]}
 
     # --- transactions -----------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from chain.core.execution.state import Account, Producer
 from chain.core.primitives.crypto import public_key_to_text
 from chain.core.primitives.params import ChainParams, slot_start_ms
 from node.api.antelope import account_fields, block_fields, voter_info_fields
+from node.api.payloads import NATIVE_ACTION_SCHEMA, transaction_json
 from p2p.blocksync.manager import SyncStatus
 from p2p.statesync.fetch import StateSyncStatus
 
@@ -49,7 +50,8 @@ def schedule_json(schedule: Schedule | None) -> dict[str, Any] | None:
     }
 
 
-def block_json(block: SignedBlock, lib: int) -> dict[str, Any]:
+def block_json(block: SignedBlock, lib: int, params: ChainParams) -> dict[str, Any]:
+    """A block as get_block shows it (amounts in ``params``' token)."""
     h = block.header
     return {
         "id": block.id.hex(),
@@ -64,7 +66,7 @@ def block_json(block: SignedBlock, lib: int) -> dict[str, Any]:
         "new_producers": schedule_json(h.new_producers),
         "producer_signature": block.signature.hex(),
         "irreversible": h.num <= lib,
-        "transactions": [t.to_json() for t in block.transactions],
+        "transactions": [transaction_json(t, params) for t in block.transactions],
         "qc_claim": None
         if h.qc_claim is None
         else {"block_num": h.qc_claim.num, "strong": h.qc_claim.strong},
@@ -289,10 +291,7 @@ TRANSACTION_SCHEMA = json_object(
         "expiration": COUNT,
         "ref_block_num": COUNT,
         "ref_block_prefix": COUNT,
-        "actions": {
-            "type": "array",
-            "items": json_object({"action": STRING, "data": {"type": "object"}}),
-        },
+        "actions": {"type": "array", "items": NATIVE_ACTION_SCHEMA},
         "signatures": {"type": "array", "items": HEX},
     }
 )

@@ -1,2 +1,3 @@
 """``/v1/chain/stream``: the hub that fans the chain's events out, one session per
-subscriber, replay from the store, the frames and their AsyncAPI document."""
+subscriber, replay from the store, the frames, the contract data decoded in them, and their
+AsyncAPI document."""

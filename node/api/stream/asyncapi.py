@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from chain.core.execution.actions import ACTION_TYPES
+from node.api.payloads import MAX_DECODED_BYTES, native_data_schema
+from node.api.stream.abis import BLOCK_DECODED_BYTES
 from node.api.stream.frames import ACTION_NAMES, MAX_FILTER_NAMES, STREAMS
 from node.api.stream.hub import STREAM_PATH
 from node.api.views import (
@@ -27,6 +30,52 @@ ASYNCAPI_PATH = "/v1/asyncapi.json"
 _NAME = {"type": "string", "pattern": "^[a-z1-5.]{0,11}[a-z1-5]$"}
 _CURSOR = json_object({"num": COUNT, "id": ID})
 _BLOCK_REF = json_object({"num": COUNT, "id": ID})
+_HEX = {"type": "string", "pattern": "^[0-9a-f]*$"}
+# How contract data is decoded, said once for the documents and the README to agree.
+DECODED = (
+    "decoded by the contract's ABI, the one it has when the block is first streamed (BoR"
+    " keeps only each contract's current ABI, so replayed history is decoded by today's);"
+    " null when the contract has no ABI, the ABI does not describe it, it does not decode,"
+    f" it is over {MAX_DECODED_BYTES} bytes, or past the block's first"
+    f" {BLOCK_DECODED_BYTES} bytes of contract data"
+)
+
+
+def _action_schema() -> dict[str, Any]:
+    """An ``actions`` frame's action: a native one (its data shown as get_transaction shows
+    it, amounts as assets), or a contract action a ``call`` ran."""
+    common: dict[str, dict[str, Any]] = {
+        "tx_id": ID,
+        "index": COUNT | {"description": "the action's index in its transaction"},
+        "authorization": {"type": "array", "items": STRING},
+    }
+    native = [
+        json_object(
+            common
+            | {
+                "account": {"type": "null", "description": "a native action: no contract"},
+                "name": {"const": t.NAME},
+                "data": native_data_schema(t),
+            }
+        )
+        for t in ACTION_TYPES
+    ]
+    event = json_object(
+        {"name": STRING, "hex": _HEX, "data": {"description": "the event's struct, " + DECODED}}
+    )
+    contract = json_object(
+        common
+        | {
+            "account": STRING | {"description": "the contract"},
+            "name": STRING | {"description": "the contract's action"},
+            "data": {"description": "the action's arguments, " + DECODED},
+            "hex": _HEX | {"description": "the action's arguments as the contract got them"},
+            "depth": COUNT | {"description": "0, or n for an action sent inline at depth n"},
+            "console": STRING,
+            "events": {"type": "array", "items": event},
+        }
+    )
+    return {"oneOf": [*native, contract]}
 
 
 def _names(items: dict[str, Any], what: str) -> dict[str, Any]:
@@ -57,6 +106,12 @@ def _messages() -> dict[str, dict[str, Any]]:
                 " contract actions' names",
             ),
             "irreversible_only": BOOLEAN | {"default": False},
+            "transactions": BOOLEAN
+            | {
+                "default": False,
+                "description": "blocks only: each block frame's block carries its transactions"
+                " (as the transactions stream shows them); refused on the other streams",
+            },
             "cursor": nullable(_CURSOR)
             | {"description": "the last block processed; null: start at the head (the LIB)"},
         },
@@ -64,6 +119,7 @@ def _messages() -> dict[str, dict[str, Any]]:
         "additionalProperties": False,
     }
     streamed = {"cursor": _CURSOR, "irreversible": BOOLEAN}
+    transactions = {"type": "array", "items": TRANSACTION_SCHEMA}
     block = json_object(
         {
             "num": COUNT,
@@ -73,27 +129,12 @@ def _messages() -> dict[str, dict[str, Any]]:
             "slot": COUNT,
             "timestamp": TIME,
             "transaction_count": COUNT,
-        }
-    )
-    action = json_object(
-        {
-            "tx_id": ID,
-            "index": COUNT,
-            "account": nullable(STRING) | {"description": "the contract; null for a native action"},
-            "name": STRING | {"description": "the native action's or the contract action's"},
-            "authorization": {"type": "array", "items": STRING},
-            "data": {"type": "object", "description": "a native action's data"},
-            "hex": STRING | {"description": "a contract action's data, hex"},
-            "depth": COUNT | {"description": "a contract action: 0, or n for one sent inline"},
-            "console": STRING,
-            "events": {
-                "type": "array",
-                "items": json_object({"name": STRING, "hex": STRING}),
-                "description": "a contract action's events, data in hex",
-            },
+            "transactions": transactions
+            | {"description": 'only when subscribed with "transactions": true'},
         },
-        optional=("data", "hex", "depth", "console", "events"),
+        optional=("transactions",),
     )
+    action = _action_schema()
     return {
         "subscribe": _message(
             "subscribe", "The client's first and only message, within 10 s", subscribe
@@ -111,13 +152,7 @@ def _messages() -> dict[str, dict[str, Any]]:
         "transactions": _message(
             "transactions",
             "The transactions of a block that match the filters (none: no message)",
-            json_object(
-                streamed
-                | {
-                    "block": _BLOCK_REF,
-                    "transactions": {"type": "array", "items": TRANSACTION_SCHEMA},
-                }
-            ),
+            json_object(streamed | {"block": _BLOCK_REF, "transactions": transactions}),
         ),
         "actions": _message(
             "actions",
@@ -164,6 +199,8 @@ def asyncapi_document(version: str) -> dict[str, Any]:
                 "Follow the chain: one subscription per connection, resumable from a cursor"
                 " (replayed from the block store, then live, with no gap and no duplicate);"
                 " undo messages for blocks a fork switch removed unless irreversible_only."
+                ' Native amounts are assets of the chain\'s token ("2.0000 BOR"); contract'
+                " action data and events carry their hex and a data field, " + DECODED + "."
             ),
         },
         "channels": {

@@ -2,9 +2,11 @@
 
 Pure: a client's first message becomes a ``Subscription`` (or a ``Refused`` with the reason
 and the close code), and a block becomes the frames one subscription gets for it. A block's
-pieces (each transaction's and action's JSON, which accounts each action names) are worked
-out once per block in a ``BlockIndex`` and shared by every connection that follows it, so a
-hundred subscribers cost a hundred dictionary lookups per block, not a hundred encodings.
+pieces (each transaction's and action's JSON, which accounts each action names, its contract
+data decoded) are worked out once per block in a ``BlockIndex`` and shared by every
+connection that follows it, so a hundred subscribers cost a hundred dictionary lookups per
+block, not a hundred encodings. Payloads take the API's one shape (``node.api.payloads``):
+native amounts as assets of the chain's token, contract data decoded beside its hex.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from typing import Any
 import orjson
 
 from chain.core.consensus.block import SignedBlock
-from chain.core.execution.actions import ACTION_TYPES, Action, Call, action_to_json
+from chain.core.execution.actions import ACTION_TYPES, Action, Call
 from chain.core.execution.contracts import ActionTrace, TxTrace
+from chain.core.primitives.params import ChainParams
 from chain.core.primitives.types import BlockId, TxId, is_valid_name
+from node.api.payloads import native_action_json, transaction_json
 from node.api.views import dumps, slot_iso
 
 # A block's contract traces, per transaction that ran any (``chain.events.BlockStep``).
@@ -34,7 +38,7 @@ MAX_FILTER_NAMES = 64
 # a cursor fit in 2 KiB; the rest is slack for whitespace.
 MAX_SUBSCRIBE_BYTES = 16 << 10
 SUBSCRIBE_FIELDS = frozenset(
-    ("type", "stream", "accounts", "actions", "irreversible_only", "cursor")
+    ("type", "stream", "accounts", "actions", "irreversible_only", "cursor", "transactions")
 )
 # The fields of native actions that hold account names: what an ``accounts`` filter matches
 # besides the actors (a transfer's recipient follows its incoming transfers).
@@ -88,6 +92,7 @@ class Subscription:
     actions: frozenset[str] = frozenset()
     irreversible_only: bool = False
     cursor: Cursor | None = None
+    transactions: bool = False  # blocks: each block frame carries its transactions
 
     @property
     def filtered(self) -> bool:
@@ -121,8 +126,18 @@ def parse_subscribe(raw: str | bytes) -> Subscription:
     irreversible = message.get("irreversible_only", False)
     if not isinstance(irreversible, bool):
         raise Refused("'irreversible_only' must be true or false")
+    transactions = message.get("transactions", False)
+    if not isinstance(transactions, bool):
+        raise Refused("'transactions' must be true or false")
+    if "transactions" in message and stream != "blocks":
+        raise Refused("'transactions' is for the blocks stream (the others carry them already)")
     return Subscription(
-        stream, frozenset(accounts), frozenset(actions), irreversible, _cursor(message)
+        stream,
+        frozenset(accounts),
+        frozenset(actions),
+        irreversible,
+        _cursor(message),
+        transactions,
     )
 
 
@@ -216,26 +231,34 @@ def _by_call(trace: TxTrace) -> list[list[ActionTrace]]:
 # index or -1 for a native action, the accounts it names, its name).
 Entry = tuple[int, int, int, frozenset[str], str]
 Key = tuple[int, int, int]
+# A contract action's data and its events' data, decoded by the contract's ABI (None where
+# they do not decode): what ``node.api.stream.abis`` works out once per block.
+Decoded = tuple[Any, tuple[Any, ...]]
 
 
 class BlockIndex:
     """One block's pieces for the stream, each worked out the first time a subscriber needs
     it: which transactions and actions each account and action name selects, and their
     JSON. A ``call`` action appears as the contract actions it ran (from ``traces``): the
-    contract as the account, the contract's action name, its events and console."""
+    contract as the account, the contract's action name, its data and events (hex, and
+    decoded once ``decode`` is given them) and console. Native amounts are shown in
+    ``params``' token."""
 
-    def __init__(self, block: SignedBlock, traces: Traces = ()) -> None:
+    def __init__(self, block: SignedBlock, traces: Traces = (), *, params: ChainParams) -> None:
         self.block = block
         self.cursor = Cursor(block.num, block.id)
+        self.params = params
         self._traces = dict(traces)
         self._head: bytes | None = None
         self._txs: list[bytes | None] = [None] * len(block.transactions)
         self._actions: dict[Key, bytes] = {}
         self._index: list[Entry] | None = None
         self._contract: dict[tuple[int, int], list[ActionTrace]] = {}
-        # The unfiltered frames, by stream and finality: the same bytes for every subscriber
-        # (a hundred replaying one block hold one copy of its frame, not a hundred).
-        self._frames: dict[tuple[str, bool], bytes | None] = {}
+        self._decoded: dict[Key, Decoded] | None = None if self._traces else {}
+        # The unfiltered frames, by stream, finality and (blocks) whether with transactions:
+        # the same bytes for every subscriber (a hundred replaying one block hold one copy of
+        # its frame, not a hundred).
+        self._frames: dict[tuple[str, bool, bool], bytes | None] = {}
 
     def _entries(self) -> list[Entry]:
         if self._index is None:
@@ -255,6 +278,25 @@ class BlockIndex:
             self._index = entries
         return self._index
 
+    # --- contract data, decoded once per block -------------------------------------------------
+
+    @property
+    def decoded(self) -> bool:
+        """Whether the contract data is decoded (a block that ran no contract: at once)."""
+        return self._decoded is not None
+
+    def contract_actions(self) -> list[tuple[Key, ActionTrace]]:
+        """Every contract action of the block, in block order, with its key."""
+        entries = self._entries()
+        return [((i, j, k), self._contract[(i, j)][k]) for i, j, k, _, _ in entries if k >= 0]
+
+    def decode(self, decoded: dict[Key, Decoded]) -> None:
+        """Take the contract data decoded (the first decoding given wins: one per block)."""
+        if self._decoded is None:
+            self._decoded = decoded
+
+    # --- frames ----------------------------------------------------------------------------
+
     def matching(self, sub: Subscription) -> list[Key]:
         """(tx index, action index, contract action index or -1) of the actions ``sub``'s
         filters select, in block order."""
@@ -269,16 +311,16 @@ class BlockIndex:
 
     def frame(self, sub: Subscription, irreversible: bool) -> bytes | None:
         """The frame ``sub`` gets for this block; None when its filters select nothing."""
-        if sub.filtered:
+        if sub.filtered and sub.stream != "blocks":
             return self._frame(sub, irreversible)
-        key = (sub.stream, irreversible)
+        key = (sub.stream, irreversible, sub.transactions)
         if key not in self._frames:
             self._frames[key] = self._frame(sub, irreversible)
         return self._frames[key]
 
     def _frame(self, sub: Subscription, irreversible: bool) -> bytes | None:
         if sub.stream == "blocks":
-            return self._block_frame(irreversible)
+            return self._block_frame(irreversible, sub.transactions)
         selected = self.matching(sub)
         if not selected:
             return None
@@ -292,7 +334,7 @@ class BlockIndex:
             return prefix + b',"transactions":[' + b",".join(self._tx(i) for i in txs) + b"]}"
         return prefix + b',"actions":[' + b",".join(self._action(*key) for key in selected) + b"]}"
 
-    def _block_frame(self, irreversible: bool) -> bytes:
+    def _block_frame(self, irreversible: bool, transactions: bool) -> bytes:
         if self._head is None:
             h = self.block.header
             self._head = dumps(
@@ -306,16 +348,21 @@ class BlockIndex:
                     "transaction_count": len(self.block.transactions),
                 }
             )
+        block = self._head
+        if transactions:  # the same pieces as the transactions stream's frames
+            txs = b",".join(self._tx(i) for i in range(len(self.block.transactions)))
+            block = block[:-1] + b',"transactions":[' + txs + b"]}"
         return (
             b'{"type":"block","cursor":' + dumps(self.cursor.json())
             + b',"irreversible":' + (b"true" if irreversible else b"false")
-            + b',"block":' + self._head + b"}"
+            + b',"block":' + block + b"}"
         )  # fmt: skip
 
     def _tx(self, i: int) -> bytes:
         encoded = self._txs[i]
         if encoded is None:
-            encoded = self._txs[i] = dumps(self.block.transactions[i].to_json())
+            shown = transaction_json(self.block.transactions[i], self.params)
+            encoded = self._txs[i] = dumps(shown)
         return encoded
 
     def _action(self, i: int, j: int, k: int) -> bytes:
@@ -331,23 +378,31 @@ class BlockIndex:
                 "account": None,  # a native action: no contract account
                 "name": action.NAME,
                 "authorization": list(action.actors()),
-                "data": action_to_json(action)["data"],
+                "data": native_action_json(action, self.params)["data"],
             }
         else:
-            a = self._contract[(i, j)][k]
-            value = {
-                "tx_id": stx.id.hex(),
-                "index": j,
-                "account": a.call.contract,
-                "name": a.call.action,
-                "authorization": list(a.call.authorization),
-                "hex": a.call.data.hex(),
-                "depth": a.depth,
-                "console": a.console,
-                "events": [{"name": n, "hex": d.hex()} for n, d in a.events],
-            }
+            value = self._contract_action(stx.id, i, j, k)
         encoded = self._actions[(i, j, k)] = dumps(value)
         return encoded
+
+    def _contract_action(self, tx_id: TxId, i: int, j: int, k: int) -> dict[str, Any]:
+        a = self._contract[(i, j)][k]
+        data, events = (self._decoded or {}).get((i, j, k), (None, ()))
+        return {
+            "tx_id": tx_id.hex(),
+            "index": j,
+            "account": a.call.contract,
+            "name": a.call.action,
+            "authorization": list(a.call.authorization),
+            "data": data,
+            "hex": a.call.data.hex(),
+            "depth": a.depth,
+            "console": a.console,
+            "events": [
+                {"name": n, "hex": d.hex(), "data": events[e] if e < len(events) else None}
+                for e, (n, d) in enumerate(a.events)
+            ],
+        }
 
 
 # Blocks whose pieces are kept: the few around the head that live subscribers share. A
@@ -356,16 +411,19 @@ INDEXED_BLOCKS = 16
 
 
 class IndexCache:
-    """The ``BlockIndex`` of the last few blocks, by id (used on the event loop only)."""
+    """The ``BlockIndex`` of the last few blocks, by id (used on the event loop only); their
+    amounts shown in ``params``' token."""
 
-    def __init__(self, size: int = INDEXED_BLOCKS) -> None:
+    def __init__(self, params: ChainParams, size: int = INDEXED_BLOCKS) -> None:
+        self.params = params
         self._size = size
         self._indexes: OrderedDict[BlockId, BlockIndex] = OrderedDict()
 
     def index(self, block: SignedBlock, traces: Traces = ()) -> BlockIndex:
         index = self._indexes.get(block.id)
         if index is None:
-            index = self._indexes[block.id] = BlockIndex(block, traces)
+            index = BlockIndex(block, traces, params=self.params)
+            self._indexes[block.id] = index
             if len(self._indexes) > self._size:
                 self._indexes.popitem(last=False)
         else:

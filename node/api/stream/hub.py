@@ -31,6 +31,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 
 from chain.core.primitives.types import BlockId
 from chain.events import ChainUpdate
+from node.api.stream.abis import StreamAbis
 from node.api.stream.frames import (
     MAX_SUBSCRIBE_BYTES,
     POLICY_VIOLATION,
@@ -105,10 +106,11 @@ class StreamHub:
         self._open = 0  # subscribed connections
         self._by_address: dict[str, int] = {}  # subscribed connections by address
         self._waiting: dict[str, int] = {}  # upgraded, not yet subscribed, by address
-        self._replays = ReplayCache()
+        self._replays = ReplayCache(runner.view.params)
         self._trim: asyncio.TimerHandle | None = None
         self._popped: OrderedDict[BlockId, tuple[int, BlockId]] = OrderedDict()
-        self._indexes = IndexCache()
+        self._indexes = IndexCache(runner.view.params)
+        self._abis = StreamAbis()
         self._stopping = False
 
     # --- the chain's side ---------------------------------------------------------------
@@ -116,6 +118,7 @@ class StreamHub:
     def chain_updated(self, update: ChainUpdate) -> None:
         """(A runner subscriber.) Remember popped blocks; queue the update for every session."""
         steps = update.events.steps
+        self._abis.deployed(steps)  # before any session decodes these blocks
         for step in steps:
             if step.undo:
                 block = step.block
@@ -239,7 +242,13 @@ class StreamHub:
     async def _serve(self, ws: web.WebSocketResponse, sub: Subscription) -> None:
         limits = self.limits
         session = Session(
-            sub, limits.buffer, self._indexes, self._popped, limits.buffer_bytes, self._replays
+            sub,
+            limits.buffer,
+            self._indexes,
+            self._popped,
+            limits.buffer_bytes,
+            self._replays,
+            self._abis,
         )
         self._sessions.add(session)
         self._metrics.stream_subscribers.set(len(self._sessions))

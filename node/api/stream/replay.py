@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from chain.controller import Chain
 from chain.core.consensus.block import SignedBlock
 from chain.core.execution.actions import Call
+from chain.core.primitives.params import ChainParams
 from chain.core.primitives.types import BlockId, TxId
 from chain.view import ChainView
 from node.api.stream.frames import BlockIndex, Cursor, Traces
@@ -106,9 +107,11 @@ def _position(chain: Chain, view: ChainView, cursor: Cursor, irreversible: bool)
 class ReplayCache:
     """The indexes of final blocks that replaying sessions read, by number, bounded in bytes
     (least recently used first out); and the reads in flight, so that sessions at the same
-    place wait for one read rather than each make their own. Used on the event loop only."""
+    place wait for one read rather than each make their own. Used on the event loop only.
+    Amounts are shown in ``params``' token."""
 
-    def __init__(self, max_bytes: int = REPLAY_CACHE_BYTES) -> None:
+    def __init__(self, params: ChainParams, max_bytes: int = REPLAY_CACHE_BYTES) -> None:
+        self.params = params
         self.max_bytes = max_bytes
         self.bytes = 0
         self._final: OrderedDict[int, tuple[BlockIndex, int]] = OrderedDict()
@@ -132,7 +135,7 @@ class ReplayCache:
         if held is not None and held[0].block.id == block.id:
             self._final.move_to_end(block.num)
             return held[0]
-        index = BlockIndex(block, traces)
+        index = BlockIndex(block, traces, params=self.params)
         weight = len(block.encode()) * INDEX_WEIGHT
         if weight > self.max_bytes:
             return index  # larger than the whole cache: this session's alone

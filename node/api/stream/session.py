@@ -24,9 +24,11 @@ import structlog
 
 from chain.core.primitives.types import BlockId
 from chain.events import BlockStep, ChainUpdate
+from node.api.stream.abis import StreamAbis
 from node.api.stream.frames import (
     INTERNAL_ERROR,
     TRY_AGAIN_LATER,
+    BlockIndex,
     Cursor,
     IndexCache,
     Refused,
@@ -76,15 +78,19 @@ class Session:
         popped: Mapping[BlockId, tuple[int, BlockId]],
         max_bytes: int = 0,
         replays: ReplayCache | None = None,
+        abis: StreamAbis | None = None,
     ) -> None:
         """``capacity``: the messages the inbox may hold, ``max_bytes`` the encoded blocks
-        (0: no cap); ``replays``: the hub's cache of replayed blocks, shared by sessions."""
+        (0: no cap); ``replays``: the hub's cache of replayed blocks, ``abis`` its
+        contracts' ABIs, both shared by sessions."""
         self.sub = sub
         self.capacity = capacity
         self.max_bytes = max_bytes
         self.cursor = sub.cursor
         self._indexes = indexes
-        self._replays = replays if replays is not None else ReplayCache()
+        self._replays = replays if replays is not None else ReplayCache(indexes.params)
+        self._abis = abis if abis is not None else StreamAbis()
+        self._runner: ChainRunner | None = None  # set by run
         self._popped = popped  # the hub's memory of popped blocks: id -> (num, parent id)
         self._inbox: deque[tuple[ChainUpdate, int, int]] = deque()
         self._weight = 0  # messages the inbox may turn into
@@ -157,6 +163,7 @@ class Session:
         """Send the subscription's frames until it ends; returns how it ends (the last
         frame, error or lagged, and the close code), for the caller to send and close.
         ``Refused`` (a cursor it cannot start from) and the sender's errors propagate."""
+        self._runner = runner
         try:
             await self._start(runner, send)
             while True:
@@ -233,7 +240,7 @@ class Session:
             shared = replays.get(cursor.num + 1, cursor.id)
             if shared is not None:  # final, read by this or another session
                 self.heavy = True
-                frame = shared.frame(sub, True)
+                frame = await self._frame(shared, True)
                 if frame is not None:
                     await send(frame)
                 self.cursor = shared.cursor
@@ -271,10 +278,18 @@ class Session:
         ]
         for index in indexes:
             block = index.block
-            frame = index.frame(self.sub, block.num <= batch.lib.num)
+            frame = await self._frame(index, block.num <= batch.lib.num)
             if frame is not None:
                 await send(frame)
             self.cursor = Cursor(block.num, block.id)
+
+    async def _frame(self, index: BlockIndex, irreversible: bool) -> bytes | None:
+        """``index``'s frame for this subscription, its contract data decoded first where
+        the frame shows it (the actions stream)."""
+        if self.sub.stream == "actions" and not index.decoded:
+            assert self._runner is not None, "run sets it"
+            await self._abis.decode(index, self._runner)
+        return index.frame(self.sub, irreversible)
 
     async def _undo(self, num: int, block_id: BlockId, parent_id: BlockId, send: Send) -> None:
         parent = Cursor(num - 1, parent_id)
@@ -298,7 +313,7 @@ class Session:
                     await self._undo(block.num, block.id, block.header.previous, send)
             elif block.header.previous == self.cursor.id:
                 index = self._indexes.index(block, step.traces)
-                frame = index.frame(self.sub, block.num <= view.lib_num)
+                frame = await self._frame(index, block.num <= view.lib_num)
                 if frame is not None:
                     await send(frame)
                 self.cursor = Cursor(block.num, block.id)
@@ -336,7 +351,7 @@ class Session:
                 await self._replay(runner, send)  # to the LIB as the chain has it now
                 break
             final = final_step.block
-            frame = self._indexes.index(final, final_step.traces).frame(self.sub, True)
+            frame = await self._frame(self._indexes.index(final, final_step.traces), True)
             if frame is not None:
                 await send(frame)
             self.cursor = Cursor(final.num, final.id)

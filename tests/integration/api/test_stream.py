@@ -1,6 +1,7 @@
 """``/v1/chain/stream`` on real node processes and real websockets: every block in order, undo
-on a fork switch, resume from a cursor, the README's consumer. (Clients that never read, the
-limits, bad subscriptions: ``test_stream_limits``.)"""
+on a fork switch, resume from a cursor, the README's consumer, and payloads in the one shape
+the RPC shows them in. (Clients that never read, the limits, bad subscriptions:
+``test_stream_limits``.)"""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 import json
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,7 +27,9 @@ from tests.integration.conftest import (
     Nodes,
     wait_for,
 )
+from tests.integration.contracts.test_contracts_nodes import Wallet
 from tests.integration.test_finality import four_producers
+from tests.node.api import kv_contract
 
 
 def test_a_subscriber_sees_every_block_of_three_producers_in_order(
@@ -169,3 +173,63 @@ def test_the_readme_consumer_resumes_where_it_stopped(
     assert json.loads(cursor_file.read_text()) == {"num": nums[-1], "id": blocks[-1]["id"]}
     for b in blocks:
         assert b["id"] == block_id(node, b["num"])
+
+
+def test_payloads_on_the_stream_are_what_push_action_and_the_rpc_show(
+    nodes: Nodes, tmp_path: Path
+) -> None:
+    """With a contract deployed by the wallet, the actions stream shows its action's data and
+    event decoded exactly as ``push action --json`` printed them (hex beside), live and
+    replayed from a cursor; a native transfer's amount is "2.0000 BOR" there, in a blocks
+    subscription that asked for transactions, and in get_transaction."""
+    node = one_producer(nodes, tmp_path)
+    actions = Follower(node.url, {"stream": "actions", "accounts": ["alice"]})
+    blocks = Follower(node.url, {"stream": "blocks", "transactions": True})
+    assert actions.subscribed and blocks.subscribed, (actions.frames, blocks.frames)
+    start = blocks.frames[0]["head"]
+    wallet = Wallet(tmp_path, node.url)
+    wallet.ok("import", "--from-dev-keys", str(tmp_path / "keys.json"))
+    (tmp_path / "kv.wasm").write_bytes(kv_contract.wasm())
+    (tmp_path / "kv.abi.json").write_text(kv_contract.ABI)
+    wallet.ok(
+        "set", "code", "alice", str(tmp_path / "kv.wasm"), "--abi", str(tmp_path / "kv.abi.json")
+    )
+    entry = {"id": 7, "owner": "carol", "amount": 70}
+    pushed = json.loads(
+        wallet.ok("push", "action", "alice", "put", json.dumps(entry), "--auth", "bob", "--json")
+    )
+    (traced,) = pushed["trace"]["actions"]
+    assert traced["data"] == entry and traced["events"] == [{"name": "stored", "data": entry}]
+    sent = json.loads(wallet.ok("transfer", "alice", "bob", "2", "--json"))
+
+    def streamed(follower: Follower) -> dict[str, dict[str, Any]]:
+        return {a["name"]: a for f in follower.of_type("actions") for a in f["actions"]}
+
+    wait_for(lambda: {"put", "transfer"} <= set(streamed(actions)), 20, "put and transfer")
+    put, transfer = streamed(actions)["put"], streamed(actions)["transfer"]
+    assert put["data"] == traced["data"] and put["hex"] == traced["hex"]
+    assert [{"name": e["name"], "data": e["data"]} for e in put["events"]] == traced["events"]
+    assert transfer["data"]["amount"] == "2.0000 BOR"
+    assert transfer["tx_id"] == sent["transaction_id"]
+
+    def carried() -> list[dict[str, Any]]:
+        return [
+            tx
+            for f in blocks.of_type("block")
+            if f["block"]["num"] == sent["block_num"]
+            for tx in f["block"]["transactions"]
+        ]
+
+    wait_for(lambda: bool(carried()), 10, "the transfer's block with its transactions")
+    (tx,) = carried()
+    assert tx["id"] == sent["transaction_id"]
+    assert tx["actions"][0]["data"]["amount"] == "2.0000 BOR"
+    shown = node.rpc("/v1/chain/get_transaction", {"id": sent["transaction_id"]})
+    assert shown["actions"] == tx["actions"]
+    actions.stop()
+    blocks.stop()
+
+    replay = Follower(node.url, {"stream": "actions", "accounts": ["alice"], "cursor": start})
+    wait_for(lambda: {"put", "transfer"} <= set(streamed(replay)), 20, "the replay")
+    replay.stop()
+    assert streamed(replay)["put"] == put and streamed(replay)["transfer"] == transfer

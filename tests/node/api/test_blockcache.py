@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from chain.core.consensus.block import SignedBlock
+from chain.core.primitives.params import ChainParams
 from chain.core.primitives.types import BlockId, BlockNum
 from chain.events import BlockStep
 from chain.view import ChainView
@@ -19,6 +20,7 @@ from node.api.blockcache import BlockJsonCache
 from node.api.views import block_json
 
 Blocks = list[SignedBlock]
+PARAMS = ChainParams()  # the devnet's token: BOR, 4 decimals
 
 
 def _blocks(tmp_path: Path, name: str, count: int, net: DevNet, gap: int = 1) -> Blocks:
@@ -50,11 +52,11 @@ def _at(tmp_path: Path, net: DevNet, head: SignedBlock, lib: int) -> ChainView:
 def test_encoded_json_equals_fresh_json_either_side_of_the_lib(tmp_path: Path) -> None:
     """The cached bytes parse to exactly what ``block_json`` makes, flag and all."""
     blocks = _blocks(tmp_path, "a", 2, DevNet.create(1))
-    cache = BlockJsonCache()
+    cache = BlockJsonCache(PARAMS)
     block = blocks[1]
     for lib in (1, 2, 1):
-        assert json.loads(cache.encode(block, lib)) == block_json(block, lib)
-        assert json.loads(cache.encoded(block.id, lib) or b"") == block_json(block, lib)
+        assert json.loads(cache.encode(block, lib)) == block_json(block, lib, PARAMS)
+        assert json.loads(cache.encoded(block.id, lib) or b"") == block_json(block, lib, PARAMS)
 
 
 def test_a_fork_switch_replaces_the_recent_numbers(tmp_path: Path) -> None:
@@ -65,7 +67,7 @@ def test_a_fork_switch_replaces_the_recent_numbers(tmp_path: Path) -> None:
     ours = _blocks(tmp_path, "ours", 3, net)
     theirs = _blocks(tmp_path, "theirs", 2, net, gap=2)  # forks after block 1
     assert theirs[0].id == ours[0].id and theirs[1].id != ours[1].id
-    cache = BlockJsonCache()
+    cache = BlockJsonCache(PARAMS)
     cache.follow(_applied(ours))
     for block in ours:
         cache.encode(block, 0)
@@ -87,7 +89,7 @@ def test_blocks_popped_alone_leave_the_head_at_their_parent(tmp_path: Path) -> N
     the parent of the lowest one."""
     net = DevNet.create(1)
     blocks = _blocks(tmp_path, "a", 3, net)
-    cache = BlockJsonCache()
+    cache = BlockJsonCache(PARAMS)
     cache.follow(_applied(blocks))
     cache.follow([BlockStep(blocks[2], undo=True)])
     at_parent = _at(tmp_path, net, blocks[1], 0)
@@ -99,7 +101,7 @@ def test_numbers_are_not_trusted_while_the_head_is_unknown(tmp_path: Path) -> No
     answered from the map (it may still hold an abandoned branch)."""
     net = DevNet.create(1)
     blocks = _blocks(tmp_path, "a", 3, net)
-    cache = BlockJsonCache()
+    cache = BlockJsonCache(PARAMS)
     cache.follow(_applied(blocks[:2]))
     assert cache.id_at(1, _at(tmp_path, net, blocks[2], 0)) is None
     assert cache.id_at(1, _at(tmp_path, net, blocks[1], 0)) == blocks[0].id
@@ -110,7 +112,7 @@ def test_irreversible_numbers_are_kept_once_learnt(tmp_path: Path) -> None:
     one is never learnt."""
     net = DevNet.create(1)
     blocks = _blocks(tmp_path, "a", 2, net)
-    cache = BlockJsonCache()
+    cache = BlockJsonCache(PARAMS)
     cache.learn(1, blocks[0].id, lib=1)
     cache.learn(2, blocks[1].id, lib=1)
     view = _at(tmp_path, net, blocks[1], 1)
@@ -127,7 +129,7 @@ def test_only_the_last_recent_blocks_numbers_are_kept(
     monkeypatch.setattr(blockcache, "RECENT_BLOCKS", 3)
     net = DevNet.create(1)
     blocks = _blocks(tmp_path, "a", 7, net)
-    cache = BlockJsonCache()
+    cache = BlockJsonCache(PARAMS)
     cache.follow(_applied(blocks[:2]))
     cache.follow(_applied(blocks[2:]))
     at_head = _at(tmp_path, net, blocks[-1], 0)
@@ -143,7 +145,7 @@ def test_recent_blocks_are_bounded_in_bytes(
     blocks = _blocks(tmp_path, "a", 5, net)
     size = max(len(b.encode()) for b in blocks)
     monkeypatch.setattr(blockcache, "RECENT_BYTES", 2 * size + size // 2)
-    cache = BlockJsonCache()
+    cache = BlockJsonCache(PARAMS)
     cache.follow(_applied(blocks))
     at_head = _at(tmp_path, net, blocks[-1], 0)
     assert [cache.id_at(n, at_head) for n in range(1, 6)] == [None] * 3 + [b.id for b in blocks[3:]]
@@ -156,9 +158,9 @@ def test_encoded_json_is_bounded_in_bytes(tmp_path: Path, monkeypatch: pytest.Mo
     """Past ``ENCODED_BYTES`` of JSON, the least recently served blocks' JSON is dropped,
     and the one just encoded is kept even when it alone is over the bound."""
     blocks = _blocks(tmp_path, "a", 4, DevNet.create(1))
-    size = max(blockcache.encode_block(b).size for b in blocks)
+    size = max(blockcache.encode_block(b, PARAMS).size for b in blocks)
     monkeypatch.setattr(blockcache, "ENCODED_BYTES", 2 * size + size // 2)
-    cache = BlockJsonCache()
+    cache = BlockJsonCache(PARAMS)
     for block in blocks[:3]:
         cache.encode(block, 0)
     cache.encoded(blocks[1].id, 0)  # served again: now the most recent

@@ -13,6 +13,7 @@ from chain.abi import parse_abi
 from chain.core.execution.actions import Call, SetCode, Transfer
 from chain.core.execution.contracts import name_to_u64
 from chain.core.primitives.types import AccountName, TxId
+from node.api.stream.abis import StreamAbis
 from node.api.stream.frames import BlockIndex, Subscription
 from tests.node.api import kv_contract
 from tests.node.api.test_rpc import Rig, _body, _run
@@ -117,20 +118,25 @@ def test_push_answers_with_the_trace(tmp_path: Path) -> None:
 
 def test_stream_frame_of_a_contract_action(tmp_path: Path) -> None:
     """In a block's stream frames a call appears as the contract action it ran: the contract
-    as account, the action's name (which the actions filter matches), hex data and events."""
+    as account, the action's name (which the actions filter matches), its data and events in
+    hex and decoded by the contract's ABI."""
 
     async def scenario(rig: Rig) -> None:
         await _deploy(rig, [(5, "carol", 50)])
         block, traces = await rig.runner.call(
             lambda c: (c.block_by_num(c.head.num), c.traces(c.head.num))
         )
-        index = BlockIndex(block, tuple((TxId(t), tr) for t, tr in traces))
+        traced = tuple((TxId(t), tr) for t, tr in traces)
+        index = BlockIndex(block, traced, params=rig.runner.view.params)
+        await StreamAbis().decode(index, rig.runner)
         frame = index.frame(Subscription("actions", actions=frozenset({"put"})), False)
         assert frame is not None
         (action,) = json.loads(frame)["actions"]
         assert action["account"] == "alice" and action["name"] == "put"
         assert action["authorization"] == ["bob"] and action["hex"] == _entry(5, "carol", 50).hex()
-        assert action["events"] == [{"name": "stored", "hex": action["hex"]}]
+        entry = {"id": 5, "owner": "carol", "amount": 50}
+        assert action["data"] == entry
+        assert action["events"] == [{"name": "stored", "hex": action["hex"], "data": entry}]
         assert index.frame(Subscription("actions", frozenset({"carol"})), False) is None
         assert index.frame(Subscription("actions", actions=frozenset({"call"})), False) is None
 

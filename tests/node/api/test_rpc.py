@@ -411,13 +411,14 @@ def test_block_json_is_cached_and_irreversible_follows_the_lib(tmp_path: Path) -
         first = await rig.produce()
         status, early = await rig.post("/v1/chain/get_block", {"block_num_or_id": 1})
         assert status == 200 and rig.runner.view.lib_num == 0
-        assert early == block_json(first, 0) and early["irreversible"] is False
+        params = rig.runner.view.params
+        assert early == block_json(first, 0, params) and early["irreversible"] is False
         assert rig.api.blocks.encoded(first.id, 0) is not None
         while rig.runner.view.lib_num < 1:
             await rig.produce()
         for key in (1, "1", first.id.hex()):
             status, late = await rig.post("/v1/chain/get_block", {"block_num_or_id": key})
-            assert status == 200 and late == block_json(first, 1)
+            assert status == 200 and late == block_json(first, 1, params)
             assert late["irreversible"] is True
         assert metrics.get_sample_value("bor_rpc_chain_reads_total") == 0
 
@@ -435,7 +436,7 @@ def test_a_block_not_seen_at_commit_is_read_once(tmp_path: Path) -> None:
             await rig.post("/v1/chain/get_block", {"block_num_or_id": key})
             for key in (1, 1, block.id.hex())
         ]
-        assert answers == [(200, block_json(block, 1))] * 3
+        assert answers == [(200, block_json(block, 1, rig.runner.view.params))] * 3
         assert metrics.get_sample_value("bor_rpc_chain_reads_total") == 1
 
     _run(tmp_path, scenario, cache_follows=False)

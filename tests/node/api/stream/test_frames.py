@@ -53,10 +53,27 @@ def test_a_full_subscribe_is_read_whole() -> None:
     assert sub == Subscription("actions", frozenset({A, B}), frozenset({"transfer"}), True, cursor)
 
 
+def test_a_blocks_subscription_may_ask_for_transactions() -> None:
+    """ "transactions": true on the blocks stream is read; left out, it is false."""
+    message = '{"type": "subscribe", "stream": "blocks", "transactions": true}'
+    assert parse_subscribe(message) == Subscription("blocks", transactions=True)
+    assert not parse_subscribe('{"type": "subscribe", "stream": "blocks"}').transactions
+
+
 @pytest.mark.parametrize(
     ("message", "why"),
     [
         ({"type": "subscribe", "stream": "blocks", "actions": ["Mint"]}, "not an action name"),
+        ({"type": "subscribe", "stream": "blocks", "transactions": 1}, "true or false"),
+        ({"type": "subscribe", "stream": "blocks", "transactions": "yes"}, "true or false"),
+        (
+            {"type": "subscribe", "stream": "actions", "transactions": True},
+            "'transactions' is for the blocks stream",
+        ),
+        (
+            {"type": "subscribe", "stream": "transactions", "transactions": False},
+            "'transactions' is for the blocks stream",
+        ),
         ({"type": "subscribe", "stream": "blocks", "irreversible_only": 1}, "true or false"),
         ({"type": "subscribe", "stream": "blocks", "accounts": "alice"}, "list of names"),
         ({"type": "unsubscribe", "stream": "blocks"}, '"type": "subscribe"'),
@@ -100,7 +117,7 @@ def test_filters_select_by_account_and_action_name_together(tmp_path: Path) -> N
     for action in (Transfer(A, B, 1), Transfer(B, C, 1), Stake(C, 1)):
         chain.admit_transaction(net.tx(chain, action), now_ms())
     block = net.produce(chain)
-    index = BlockIndex(block)
+    index = BlockIndex(block, params=chain.params)
 
     def selected(sub: Subscription) -> list[int]:
         return [i for i, _, _ in index.matching(sub)]
@@ -113,4 +130,24 @@ def test_filters_select_by_account_and_action_name_together(tmp_path: Path) -> N
     frame = json.loads(index.frame(Subscription("transactions", frozenset({"bob"})), True) or "")
     assert frame["irreversible"] is True
     assert [t["id"] for t in frame["transactions"]] == [t.id.hex() for t in block.transactions[:2]]
+    chain.store.close()
+
+
+def test_a_block_frame_carries_its_transactions_when_asked(tmp_path: Path) -> None:
+    """With "transactions": true each block frame's block carries every transaction in the
+    transactions stream's shape (amounts as assets); without it, only the count; the two
+    frames are kept apart and the transactions encoded once for both streams."""
+    net = DevNet.create(1)
+    chain = net.open(tmp_path)
+    for action in (Transfer(A, B, 20_000, "rent"), Stake(C, 1)):
+        chain.admit_transaction(net.tx(chain, action), now_ms())
+    block = net.produce(chain)
+    index = BlockIndex(block, params=chain.params)
+    plain = json.loads(index.frame(Subscription("blocks"), False) or "")
+    full = json.loads(index.frame(Subscription("blocks", transactions=True), False) or "")
+    txs = json.loads(index.frame(Subscription("transactions"), False) or "")["transactions"]
+    assert "transactions" not in plain["block"] and plain["block"]["transaction_count"] == 2
+    assert full["block"] == plain["block"] | {"transactions": txs}
+    assert [t["actions"][0]["data"]["amount"] for t in txs] == ["2.0000 BOR", "0.0001 BOR"]
+    assert [t["id"] for t in txs] == [t.id.hex() for t in block.transactions]
     chain.store.close()

@@ -1,5 +1,6 @@
-"""/v1/chain/stream over a real websocket: live blocks, filters, refusals with their reason
-and close code, the caps, a plain GET, and its AsyncAPI document."""
+"""/v1/chain/stream over a real websocket: live blocks, filters, contract data decoded, blocks
+with their transactions, refusals with their reason and close code, the caps, a plain GET,
+and its AsyncAPI document."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from chain.abi import parse_abi
 from chain.controller import Chain
-from chain.core.execution.actions import Stake, Transfer
+from chain.core.execution.actions import Action, Call, SetCode, Stake, Transfer
 from chain.core.primitives.types import AccountName
 from chain.testing import now_ms
 from genesis.testing import DevNet
@@ -24,6 +26,7 @@ from node.api.rpc import Api
 from node.api.stream.hub import STREAM_PATH, StreamHub, StreamLimits
 from node.metrics import NodeMetrics
 from node.runner import ChainRunner, InclusionWatch
+from tests.node.api import kv_contract
 from tests.node.api.limits import CALL_FUEL, http_limits, stream_limits
 from tests.support.wait import until
 
@@ -40,6 +43,12 @@ class Node:
         for admit in txs:
             await self.runner.call(admit)
         await self.runner.call(self.net.produce)
+
+    def admit(self, action: Action) -> Callable[[Chain], object]:
+        def admit(chain: Chain) -> None:
+            chain.admit_transaction(self.net.tx(chain, action), now_ms())
+
+        return admit
 
     def transfer(self, sender: str, recipient: str) -> Callable[[Chain], object]:
         def admit(chain: Chain) -> None:
@@ -125,7 +134,8 @@ def test_a_subscriber_gets_each_new_block_and_the_lib(tmp_path: Path) -> None:
 
 def test_filters_select_transactions_and_actions_by_account_and_name(tmp_path: Path) -> None:
     """transactions for bob get the block's transfer to bob only (a recipient matches);
-    actions named stake get the stake only; a block with nothing selected sends nothing."""
+    actions named stake get the stake only; a block with nothing selected sends nothing;
+    amounts are assets of the chain's token."""
 
     async def check(node: Node) -> None:
         async with (
@@ -148,13 +158,59 @@ def test_filters_select_transactions_and_actions_by_account_and_name(tmp_path: P
             frame = await _until(txs, "transactions")
             assert frame["type"] == "transactions" and frame["block"]["num"] == 2
             [tx] = frame["transactions"]
-            transfer = {"sender": "alice", "recipient": "bob", "amount": 1, "memo": ""}
+            transfer = {"sender": "alice", "recipient": "bob", "amount": "0.0001 BOR", "memo": ""}
             assert tx["actions"] == [{"action": "transfer", "data": transfer}]
             frame = await _until(actions, "actions")
             assert frame["type"] == "actions" and frame["block"]["num"] == 2
             [action] = frame["actions"]
             assert action["name"] == "stake" and action["authorization"] == ["alice"]
+            assert action["data"] == {"account": "alice", "amount": "0.0005 BOR"}
             assert action["index"] == 0 and len(action["tx_id"]) == 64
+
+    _serve(tmp_path, check)
+
+
+def test_contract_data_is_decoded_and_blocks_carry_their_transactions(tmp_path: Path) -> None:
+    """An actions subscriber gets the contract's action and event decoded by its ABI beside
+    the hex, and after a redeploy with a renamed field, decoded by the new ABI; a blocks
+    subscriber that asked for transactions gets each block's transactions in its frame."""
+    kv = parse_abi(kv_contract.ABI)
+    renamed = kv_contract.ABI.replace('"amount"', '"quantity"')
+
+    def put(n: int) -> Call:
+        return Call(A, "put", (B,), kv.encode_action("put", {"id": n, "owner": "bob", "amount": n}))
+
+    async def check(node: Node) -> None:
+        async with (
+            node.client.ws_connect(STREAM_PATH) as blocks,
+            node.client.ws_connect(STREAM_PATH) as actions,
+        ):
+            await blocks.send_json({"type": "subscribe", "stream": "blocks", "transactions": True})
+            await actions.send_json({"type": "subscribe", "stream": "actions", "actions": ["put"]})
+            await _next(blocks), await _next(actions)
+            await node.produce(node.admit(SetCode(A, kv_contract.wasm(), kv_contract.ABI)))
+            await node.produce(node.admit(put(1)))
+            await node.produce(node.admit(SetCode(A, kv_contract.wasm(), renamed)))
+            await node.produce(node.admit(put(2)))
+            seen = [(await _until(actions, "actions"))["actions"][0] for _ in range(2)]
+            assert [a["data"] for a in seen] == [
+                {"id": 1, "owner": "bob", "amount": 1},
+                {"id": 2, "owner": "bob", "quantity": 2},
+            ]
+            assert [a["events"][0]["data"] for a in seen] == [a["data"] for a in seen]
+            assert seen[0]["hex"] == put(1).data.hex() and seen[0]["account"] == "alice"
+            frames = [await _until(blocks, "block") for _ in range(4)]
+            assert [len(f["block"]["transactions"]) for f in frames] == [1, 1, 1, 1]
+            call = frames[1]["block"]["transactions"][0]["actions"][0]
+            assert call == {
+                "action": "call",
+                "data": {
+                    "contract": "alice",
+                    "action_name": "put",
+                    "authorization": ["bob"],
+                    "data": put(1).data.hex(),
+                },
+            }
 
     _serve(tmp_path, check)
 
@@ -172,6 +228,7 @@ def test_bad_subscriptions_get_an_error_and_1008(tmp_path: Path) -> None:
             ({"type": "subscribe", "stream": "actions", "accounts": ["a"] * 65}, "at most 64"),
             ({"type": "subscribe", "stream": "blocks", "irreversible": True}, "unknown field"),
             ({"type": "subscribe", "stream": "blocks", "cursor": {"num": 1}}, "'cursor' must"),
+            ({"type": "subscribe", "stream": "actions", "transactions": True}, "blocks stream"),
         ]
         for message, why in bad:
             async with node.client.ws_connect(STREAM_PATH) as ws:

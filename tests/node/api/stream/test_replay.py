@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from chain.core.consensus.block import SignedBlock
+from chain.core.primitives.params import ChainParams
 from genesis.testing import DevNet
 from node.api.stream.replay import INDEX_WEIGHT, ReplayCache
 
@@ -24,7 +25,7 @@ def test_the_cache_keeps_the_newest_blocks_within_its_bytes(tmp_path: Path) -> N
     only to a cursor it extends."""
     blocks = _blocks(tmp_path, 6)
     weight = max(len(b.encode()) for b in blocks) * INDEX_WEIGHT
-    cache = ReplayCache(max_bytes=3 * weight)
+    cache = ReplayCache(ChainParams(), max_bytes=3 * weight)
     indexes = [cache.put(b, ()) for b in blocks]
     assert len(cache) <= 3 and cache.bytes <= cache.max_bytes
     last = blocks[-1]
@@ -37,7 +38,7 @@ def test_the_cache_keeps_the_newest_blocks_within_its_bytes(tmp_path: Path) -> N
 def test_the_last_replay_to_end_empties_the_cache(tmp_path: Path) -> None:
     """While one of two replays goes on the blocks stay; when the last ends they are gone."""
     blocks = _blocks(tmp_path, 2)
-    cache = ReplayCache()
+    cache = ReplayCache(ChainParams())
     cache.replay_started()
     cache.replay_started()
     cache.put(blocks[0], ())

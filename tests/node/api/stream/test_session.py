@@ -43,7 +43,9 @@ class Harness:
     ) -> None:
         self.runner = runner
         self.popped: OrderedDict[BlockId, tuple[int, BlockId]] = OrderedDict()
-        self.session = Session(sub, capacity, IndexCache(), self.popped, max_bytes, replays)
+        self.session = Session(
+            sub, capacity, IndexCache(runner.view.params), self.popped, max_bytes, replays
+        )
         self.frames: list[dict[str, Any]] = []
         self.on_frame: Callable[[dict[str, Any]], Awaitable[None]] | None = None
         self.offers: list[bool] = []  # what each offer answered
@@ -350,7 +352,7 @@ def test_sessions_replaying_the_same_blocks_share_one_read(
         for _ in range(20):
             await runner.call(net.produce)
         first = await runner.call(lambda c: c.block_by_num(1))
-        replays = ReplayCache()
+        replays = ReplayCache(runner.view.params)
         harnesses = [
             Harness(runner, Subscription("blocks", cursor=Cursor(1, first.id)), replays=replays)
             for _ in range(4)
