@@ -9,7 +9,6 @@ them, never in their place.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from chain.abi import Abi, symbol_code_value
@@ -18,6 +17,7 @@ from chain.core.execution.state import Account, KVReader, StateView, decode_acco
 from chain.core.execution.transition import settle, token_amount
 from chain.core.primitives import schema
 from chain.core.primitives.errors import EncodingError, NotFound
+from chain.core.primitives.keytext import public_key_text
 from chain.core.primitives.params import ChainParams
 from chain.core.primitives.types import AccountName
 from node.api.contract_reads import RowQuery, table_rows
@@ -29,26 +29,9 @@ NATIVE_TOKEN_CODE = "eosio.token"
 EPOCH = "1970-01-01T00:00:00.000"
 UNLIMITED = -1
 _ZERO_ROOT = "0" * 64
-_BASE58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 # A token contract's tables by eosio.token's convention: accounts (scope: the owner) holds
 # {balance}, stat (scope: the symbol code) holds {supply, max_supply, issuer}.
 _ROWS = 100  # symbols read per account or per stat scope; a token holds a handful
-
-
-def _base58(data: bytes) -> str:
-    number = int.from_bytes(data, "big")
-    digits = ""
-    while number:
-        number, digit = divmod(number, 58)
-        digits = _BASE58[digit] + digits
-    return "1" * (len(data) - len(data.lstrip(b"\0"))) + digits
-
-
-def antelope_key_text(key: bytes) -> str:
-    """``key`` as Antelope writes a K1 key: PUB_K1_, then base58 of the key and the first four
-    bytes of RIPEMD-160 over the key and "K1" (BoR's own text is PUB_K1_ and hex)."""
-    check = hashlib.new("ripemd160", key + b"K1").digest()[:4]
-    return "PUB_K1_" + _base58(key + check)
 
 
 def info_fields(params: ChainParams, head_num: int, head_id: str, version: str) -> dict[str, Any]:
@@ -88,7 +71,7 @@ def account_fields(
     """get_account's Antelope fields for ``account`` at ``head`` (number, time). BoR meters
     no CPU or NET per account: weights and limits are Antelope's unlimited (-1). Its one key
     is both the owner and the active permission."""
-    key = antelope_key_text(account.key)
+    key = public_key_text(account.key)
     auth = {"threshold": 1, "keys": [{"key": key, "weight": 1}], "accounts": [], "waits": []}
     return {
         "head_block_num": head[0],

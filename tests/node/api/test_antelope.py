@@ -8,17 +8,11 @@ from pathlib import Path
 
 from chain.core.execution.actions import Transfer
 from chain.core.primitives.crypto import public_key_to_text
-from node.api.antelope import antelope_key_text
+from chain.core.primitives.keytext import public_key_text
 from node.api.fields import BadField, Field, MissingField, Text, object_schema, parse_fields
 from tests.node.api.test_rpc import A, B, Rig, _run
 
 NAME = Text("[a-z]{1,12}", 12, "a name")
-
-
-def test_a_key_is_written_as_antelope_writes_it() -> None:
-    """The well-known key EOS6MRy… is PUB_K1_6MRy…BoDq63 in Antelope's text (WharfKit's)."""
-    key = bytes.fromhex("02c0ded2bc1f1305fb0faac5e6c03ee3a1924234985427b6167ca569d13df435cf")
-    assert antelope_key_text(key) == "PUB_K1_6MRyAjQq8ud7hVNYcfnVPJqcVpscN5So8BhtHuGYqET5BoDq63"
 
 
 def test_a_field_with_an_alias_takes_either_name_and_checks_both() -> None:
@@ -72,7 +66,7 @@ def test_info_block_and_account_carry_antelopes_fields(tmp_path: Path) -> None:
         key = bytes.fromhex(account["key"].removeprefix("PUB_K1_"))
         assert account["key"] == public_key_to_text(key)
         active = {p["perm_name"]: p for p in account["permissions"]}["active"]
-        assert active["required_auth"]["keys"] == [{"key": antelope_key_text(key), "weight": 1}]
+        assert active["required_auth"]["keys"] == [{"key": public_key_text(key), "weight": 1}]
         assert account["voter_info"]["owner"] == A and "weight" in account["voter_info"]
 
     _run(tmp_path, scenario)
