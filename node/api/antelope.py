@@ -14,10 +14,11 @@ from typing import Any
 from chain.abi import Abi, symbol_code_value
 from chain.core.execution.contracts import name_to_u64
 from chain.core.execution.state import Account, KVReader, StateView, decode_account
+from chain.core.execution.transaction import SignedTransaction
 from chain.core.execution.transition import settle, token_amount
 from chain.core.primitives import schema
 from chain.core.primitives.errors import EncodingError, NotFound
-from chain.core.primitives.keytext import public_key_text
+from chain.core.primitives.keytext import public_key_text, signature_text
 from chain.core.primitives.params import ChainParams
 from chain.core.primitives.types import AccountName
 from node.api.contract_reads import RowQuery, table_rows
@@ -55,6 +56,36 @@ def block_fields(block_id: bytes) -> dict[str, Any]:
         "confirmed": 0,
         "action_mroot": _ZERO_ROOT,
         "ref_block_prefix": int.from_bytes(block_id[8:12], "little"),
+    }
+
+
+def block_signature_fields(signature: bytes) -> dict[str, str]:
+    """The producer's signature in Antelope's SIG_K1_ text (what WharfKit decodes), and in
+    BoR's hex (r, s, recovery id) under its own name."""
+    return {
+        "producer_signature": signature_text(signature),
+        "producer_signature_hex": signature.hex(),
+    }
+
+
+def transaction_receipt(stx: SignedTransaction) -> dict[str, Any]:
+    """What Antelope's block lists for a transaction, added beside BoR's own fields: a block
+    holds only transactions that ran (executed); BoR meters no CPU time per transaction (0);
+    NET is the packed size in 8-byte words, as Antelope counts it. ``trx`` carries the packed
+    form with Antelope's SIG_K1_ signatures; no ``transaction`` object, since BoR's actions
+    are the entry's own ``actions`` (Antelope's clients decode ``packed_trx`` lazily)."""
+    return {
+        "status": "executed",
+        "cpu_usage_us": 0,
+        "net_usage_words": (len(stx.packed) + 7) // 8,
+        "trx": {
+            "id": stx.id.hex(),
+            "signatures": [signature_text(s) for s in stx.signatures],
+            "compression": "none",
+            "packed_context_free_data": "",
+            "context_free_data": [],
+            "packed_trx": stx.packed.hex(),
+        },
     }
 
 

@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from chain.core.execution.transaction import MAX_SIGNATURES
-from chain.core.primitives.crypto import SIGNATURE_SIZE
 from chain.core.primitives.params import ChainParams
-from node.api.fields import AnyOf, Choice, Field, Hex, Integer, ListOf, Text
+from node.api.fields import AnyOf, Choice, Field, Hex, Integer, ListOf, Signature, Text
 from node.api.views import (
     ACCOUNT_SCHEMA,
     BLOCK_SCHEMA,
@@ -32,6 +31,8 @@ MAX_COMMIT_TIMEOUT_MS = 600_000
 MAX_BLOCK_NUM = 2**32 - 1
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+# A transaction's signatures, each BoR's hex or Antelope's SIG_K1_ text (read to BoR's bytes).
+SIGNATURES = ListOf(Signature(), 1, MAX_SIGNATURES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,11 +99,7 @@ def route_table(api: Handlers, params: ChainParams) -> dict[str, Route]:
     )
     push_fields = (
         Field("packed_trx", Hex(1, max_tx_bytes), "hex of the canonical transaction"),
-        Field(
-            "signatures",
-            ListOf(Hex(SIGNATURE_SIZE, SIGNATURE_SIZE), 1, MAX_SIGNATURES),
-            "hex signatures",
-        ),
+        Field("signatures", SIGNATURES, "signatures: hex (BoR's) or SIG_K1_ text (Antelope's)"),
         Field(
             "mode",
             Choice(("async", "sync", "commit")),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from chain.core.execution.actions import Transfer
 from chain.core.primitives.crypto import public_key_to_text
-from chain.core.primitives.keytext import public_key_text
+from chain.core.primitives.keytext import public_key_text, signature_text
 from node.api.fields import BadField, Field, MissingField, Text, object_schema, parse_fields
 from tests.node.api.test_rpc import A, B, Rig, _run
 
@@ -57,7 +57,7 @@ def test_info_block_and_account_carry_antelopes_fields(tmp_path: Path) -> None:
         block_id = bytes.fromhex(block["id"])
         assert block["confirmed"] == 0
         assert block["ref_block_prefix"] == int.from_bytes(block_id[8:12], "little")
-        assert block["producer_signature"] and "irreversible" in block
+        assert block["producer_signature"].startswith("SIG_K1_") and "irreversible" in block
         _, account = await rig.post("/v1/chain/get_account", {"account_name": A})
         assert account["head_block_num"] == info["head_block_num"]
         assert account["core_liquid_balance"].endswith(" BOR")
@@ -68,6 +68,38 @@ def test_info_block_and_account_carry_antelopes_fields(tmp_path: Path) -> None:
         active = {p["perm_name"]: p for p in account["permissions"]}["active"]
         assert active["required_auth"]["keys"] == [{"key": public_key_text(key), "weight": 1}]
         assert account["voter_info"]["owner"] == A and "weight" in account["voter_info"]
+
+    _run(tmp_path, scenario)
+
+
+def test_a_push_signed_in_sig_k1_text_shows_in_its_block_as_antelope_lists_it(
+    tmp_path: Path,
+) -> None:
+    """push_transaction takes Antelope's SIG_K1_ signatures (a changed character is a 400
+    naming the field); the block then has the producer's signature as SIG_K1_ text (hex
+    beside) and the transaction with Antelope's receipt fields beside BoR's."""
+
+    async def scenario(rig: Rig) -> None:
+        stx = await rig.tx(Transfer(A, B, 5))
+        texts = [signature_text(s) for s in stx.signatures]
+        body = {"packed_trx": stx.packed.hex(), "mode": "sync"}
+        typo = texts[0][:-1] + ("2" if texts[0][-1] != "2" else "3")
+        status, error = await rig.post("/v1/chain/push_transaction", body | {"signatures": [typo]})
+        assert (status, error["error"]["name"]) == (400, "bad_field")
+        assert "checksum" in error["error"]["what"]
+        status, pushed = await rig.post("/v1/chain/push_transaction", body | {"signatures": texts})
+        assert (status, pushed["status"]) == (200, "accepted"), pushed
+        produced = await rig.produce()
+        query = {"block_num_or_id": produced.header.num}
+        _, block = await rig.post("/v1/chain/get_block", query)
+        assert block["producer_signature"] == signature_text(produced.signature)
+        assert block["producer_signature_hex"] == produced.signature.hex()
+        (entry,) = block["transactions"]
+        assert entry["id"] == stx.id.hex() and entry["signatures"] == [stx.signatures[0].hex()]
+        assert (entry["status"], entry["cpu_usage_us"]) == ("executed", 0)
+        assert entry["net_usage_words"] == (len(stx.packed) + 7) // 8
+        assert entry["trx"] | {"id": stx.id.hex(), "signatures": texts} == entry["trx"]
+        assert entry["trx"]["packed_trx"] == stx.packed.hex()
 
     _run(tmp_path, scenario)
 
