@@ -57,8 +57,10 @@ def authorizers(text: str) -> tuple[AccountName, ...]:
 
 
 def fetch_abi(client: Rpc, contract: str) -> Abi:
-    """The contract's ABI from the node; WalletError if it has none."""
-    text = client.call("/v1/chain/get_abi", {"account": contract}).get("abi")
+    """The contract's ABI from the node (BoR's form, ``bor_abi``; a node older than
+    Antelope's form under ``abi`` gave BoR's there); WalletError if it has none."""
+    answer = client.call("/v1/chain/get_abi", {"account": contract})
+    text = answer.get("bor_abi", answer.get("abi"))
     if text is None:
         raise WalletError(f"{contract} has no ABI: give the data as hex with --hex")
     return parse_abi(json.dumps(text))
@@ -110,7 +112,13 @@ def table_body(
     limit: int,
     secondary: bool,
     as_hex: bool,
+    *,
+    reverse: bool = False,
+    show_payer: bool = False,
 ) -> dict[str, Any]:
+    """A get_table_rows body (Antelope's request): rows come back as the rows themselves
+    (hex with ``as_hex``), each ``{data, payer}`` with ``show_payer``; ``next_key`` is the
+    next page's lower bound (its upper bound with ``reverse``)."""
     body: dict[str, Any] = {
         "code": contract,
         "scope": scope,
@@ -119,6 +127,10 @@ def table_body(
         "json": not as_hex,
         "index_position": "secondary" if secondary else "primary",
     }
+    if reverse:
+        body["reverse"] = True
+    if show_payer:
+        body["show_payer"] = True
     if lower is not None:
         body["lower_bound"] = lower
     if upper is not None:

@@ -9,9 +9,10 @@ them, never in their place.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from chain.abi import Abi, symbol_code_value
+from chain.abi import Abi, parse_abi, symbol_code_value
 from chain.core.execution.contracts import name_to_u64
 from chain.core.execution.state import Account, KVReader, StateView, decode_account
 from chain.core.execution.transaction import SignedTransaction
@@ -21,7 +22,7 @@ from chain.core.primitives.errors import EncodingError, NotFound
 from chain.core.primitives.keytext import public_key_text, signature_text
 from chain.core.primitives.params import ChainParams
 from chain.core.primitives.types import AccountName
-from node.api.contract_reads import RowQuery, table_rows
+from node.api.contract_reads import RowQuery, RowReader, table_rows
 
 # The account Antelope's wallets ask for the core token's balance: BoR answers from its native
 # balances under this name (no contract runs there).
@@ -138,6 +139,88 @@ def voter_info_fields(account: Account) -> dict[str, Any]:
     }
 
 
+# --- get_abi and get_code ----------------------------------------------------------------------
+
+ANTELOPE_ABI_VERSION = "eosio::abi/1.2"  # the first with action_results
+# BoR's integer types under Antelope's names; the other built-in types have the same names.
+_TYPE_NAMES = {
+    f"{s}{bits}": f"{a}{bits}" for s, a in (("u", "uint"), ("i", "int")) for bits in (8, 16, 32, 64)
+}
+
+
+def antelope_type(type_: str) -> str:
+    """A BoR ABI type under Antelope's name (``u64[]`` is ``uint64[]``; ``?`` and ``[]``
+    mean the same in both, and so does the binary form of every type)."""
+    suffix = ""
+    while type_.endswith(("[]", "?")):
+        cut = 2 if type_.endswith("[]") else 1
+        type_, suffix = type_[:-cut], type_[-cut:] + suffix
+    return _TYPE_NAMES.get(type_, type_) + suffix
+
+
+def antelope_abi(abi: Abi) -> dict[str, Any]:
+    """``abi`` as Antelope's ABI JSON, which WharfKit and eosjs read: the same structs,
+    actions, tables and action results under Antelope's type names. Antelope's ABI has no
+    events and no secondary indexes: those stay in BoR's own ABI (``bor_abi``)."""
+    return {
+        "version": ANTELOPE_ABI_VERSION,
+        "types": [],
+        "structs": [
+            {
+                "name": name,
+                "base": "",
+                "fields": [{"name": f.name, "type": antelope_type(f.type)} for f in fields],
+            }
+            for name, fields in abi.structs.items()
+        ],
+        "actions": [
+            {"name": name, "type": antelope_type(type_), "ricardian_contract": ""}
+            for name, type_ in abi.actions.items()
+        ],
+        "tables": [
+            {
+                "name": t.name,
+                "index_type": t.index_type,
+                "key_names": [],
+                "key_types": [],
+                "type": antelope_type(t.type),
+            }
+            for t in abi.tables.values()
+        ],
+        "ricardian_clauses": [],
+        "error_messages": [],
+        "abi_extensions": [],
+        "variants": [],
+        "action_results": [
+            {"name": name, "result_type": antelope_type(type_)}
+            for name, type_ in abi.results.items()
+        ],
+    }
+
+
+def abi_fields(abi_text: str) -> dict[str, Any]:
+    """get_abi's and get_code's ABI: Antelope's form under ``abi`` (null if the contract has
+    no ABI, or one BoR cannot read: setcode stores the text unchecked) and BoR's own, as
+    setcode stored it, under ``bor_abi``."""
+    bor = _abi_json(abi_text)
+    try:
+        antelope = antelope_abi(parse_abi(abi_text)) if bor is not None else None
+    except EncodingError:
+        antelope = None
+    return {"abi": antelope, "bor_abi": bor}
+
+
+def _abi_json(text: str) -> Any:
+    """A contract's ABI text as JSON, or None (it may be anything, nested past the
+    parser's depth included)."""
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
 # --- get_currency_balance and get_currency_stats ----------------------------------------------
 
 
@@ -175,7 +258,7 @@ def native_stats(supply: int, symbol: str, params: ChainParams) -> dict[str, Any
 
 
 def token_balance(
-    reader: KVReader, abi: Abi, code: str, account: str, symbol: str | None
+    reader: RowReader, abi: Abi, code: str, account: str, symbol: str | None
 ) -> list[str]:
     """Balances of ``account`` in the token contract ``code`` (its accounts table)."""
     if "accounts" not in abi.tables:
@@ -183,24 +266,24 @@ def token_balance(
     scope = _name_scope(account)
     lower, upper = _symbol_range(symbol)
     page = table_rows(reader, RowQuery(code, scope, "accounts", lower, upper, _ROWS, None, abi))
-    return [row["data"]["balance"] for row in page["rows"] if _has(row, "balance")]
+    return [row["balance"] for row in page["rows"] if _has(row, "balance")]
 
 
-def token_stats(reader: KVReader, abi: Abi, code: str, symbol: str) -> dict[str, Any]:
+def token_stats(reader: RowReader, abi: Abi, code: str, symbol: str) -> dict[str, Any]:
     """The stat row of ``symbol`` in the token contract ``code``."""
     if "stat" not in abi.tables:
         raise EncodingError("code", f"{code}'s ABI has no stat table: not a token contract")
     lower, upper = _symbol_range(symbol)
     page = table_rows(reader, RowQuery(code, lower, "stat", lower, upper, 1, None, abi))
-    rows = [r["data"] for r in page["rows"] if _has(r, "supply", "max_supply", "issuer")]
+    rows = [r for r in page["rows"] if _has(r, "supply", "max_supply", "issuer")]
     if not rows:
         raise NotFound(f"{code} has no token {symbol}")
     return {symbol: {k: rows[0][k] for k in ("supply", "max_supply", "issuer")}}
 
 
-def _has(row: dict[str, Any], *names: str) -> bool:
-    data = row.get("data")
-    return isinstance(data, dict) and all(n in data for n in names)
+def _has(row: Any, *names: str) -> bool:
+    """Whether a decoded row has these fields (a row the ABI does not describe is hex)."""
+    return isinstance(row, dict) and all(n in row for n in names)
 
 
 def _name_scope(account: str) -> int:
