@@ -14,10 +14,11 @@ from typing import Any
 
 from chain.abi import Abi, parse_abi, symbol_code_value
 from chain.core.execution.contracts import name_to_u64
-from chain.core.execution.state import Account, KVReader, StateView, decode_account
+from chain.core.execution.state import Account, KVReader, Producer, StateView, decode_account
 from chain.core.execution.transaction import SignedTransaction
 from chain.core.execution.transition import settle, token_amount
 from chain.core.primitives import schema
+from chain.core.primitives.crypto import public_key_to_text
 from chain.core.primitives.errors import EncodingError, NotFound
 from chain.core.primitives.keytext import public_key_text, signature_text
 from chain.core.primitives.params import ChainParams
@@ -136,6 +137,63 @@ def voter_info_fields(account: Account) -> dict[str, Any]:
         "is_proxy": False,
         "reserved2": 0,
         "reserved3": "",
+    }
+
+
+# --- get_producers ---------------------------------------------------------------------------
+
+MAX_PRODUCER_ROWS = 1000
+# Antelope writes vote weights as doubles in decimal text; BoR's are integers, written whole.
+_DECIMALS = ".00000000000000000"
+
+
+def producer_row(p: Producer, in_schedule: bool) -> dict[str, Any]:
+    """A get_producers row: Antelope's fields (eosio.system's producer_info; no pay, no
+    location in BoR: 0 and the epoch), then BoR's own, those whose form differs from
+    Antelope's under their own names (registered, voted_stake, key)."""
+    key = public_key_text(p.key)
+    return {
+        "owner": p.name,
+        "total_votes": f"{p.total_votes}{_DECIMALS}",
+        "producer_key": key,
+        "is_active": 1 if p.registered else 0,
+        "url": p.url,
+        "unpaid_blocks": 0,
+        "last_claim_time": EPOCH,
+        "location": 0,
+        "producer_authority": [
+            "block_signing_authority_v0",
+            {"threshold": 1, "keys": [{"key": key, "weight": 1}]},
+        ],
+        "approved": p.approved,
+        "in_schedule": in_schedule,
+        "registered": p.registered,
+        "voted_stake": p.total_votes,
+        "key": public_key_to_text(p.key),
+    }
+
+
+def producers_page(
+    producers: list[Producer], active: set[str], lower_bound: str, limit: int, json_rows: bool
+) -> dict[str, Any]:
+    """Antelope's page of producers: by votes, most first (then by name), from the producer
+    named ``lower_bound`` (none if there is no such producer, as nodeos answers), at most
+    ``limit``; ``more`` names the next one. ``json_rows`` false: each row as the hex of BoR's
+    record."""
+    ranked = sorted(producers, key=lambda p: (-p.total_votes, p.name))
+    start = 0
+    if lower_bound:
+        start = next((i for i, p in enumerate(ranked) if p.name == lower_bound), len(ranked))
+    page = ranked[start : start + limit]
+    more = ranked[start + limit].name if start + limit < len(ranked) else ""
+    total = sum(p.total_votes for p in producers)
+    return {
+        "rows": [
+            producer_row(p, p.name in active) if json_rows else p.encode().hex() for p in page
+        ],
+        "total_producer_vote_weight": f"{total}{_DECIMALS}",
+        "total_voted_stake": total,
+        "more": more,
     }
 
 

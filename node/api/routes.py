@@ -11,7 +11,8 @@ from typing import Any, Protocol
 
 from chain.core.execution.transaction import MAX_SIGNATURES
 from chain.core.primitives.params import ChainParams
-from node.api.fields import AnyOf, Choice, Field, Hex, Integer, ListOf, Signature, Text
+from node.api.antelope import MAX_PRODUCER_ROWS
+from node.api.fields import AnyOf, Boolean, Choice, Field, Hex, Integer, ListOf, Signature, Text
 from node.api.views import (
     ACCOUNT_SCHEMA,
     BLOCK_SCHEMA,
@@ -137,8 +138,26 @@ def route_table(api: Handlers, params: ChainParams) -> dict[str, Route]:
         ),
         "/v1/chain/get_producers": Route(
             paced(api.get_producers),
-            "Producer candidates, votes and schedules",
+            "Producer candidates by votes (most first), in Antelope's form with BoR's fields"
+            " beside, and the schedules",
             PRODUCERS_SCHEMA,
+            (
+                Field("json", Boolean(), "rows as JSON (else hex)", required=False, default=True),
+                Field(
+                    "lower_bound",
+                    AnyOf((name, Text("", 0, "empty")), "a producer's name or empty"),
+                    "the producer to start at (more of the last page)",
+                    required=False,
+                    default="",
+                ),
+                Field(
+                    "limit",
+                    Integer(1, MAX_PRODUCER_ROWS),
+                    "rows at most",
+                    required=False,
+                    default=50,
+                ),
+            ),
         ),
         "/v1/chain/get_transaction": Route(
             paced(api.get_transaction),

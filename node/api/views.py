@@ -489,13 +489,39 @@ ACCOUNT_SCHEMA = json_object(
         **ANTELOPE_ACCOUNT,
     }
 )
+DECIMAL = {"type": "string", "pattern": "^[0-9]+[.][0-9]+$"}
+PRODUCER_ROW_SCHEMA = json_object(
+    {
+        "owner": STRING,
+        "total_votes": DECIMAL,
+        "producer_key": STRING,
+        "is_active": {"type": "integer", "enum": [0, 1]},
+        "url": STRING,
+        "unpaid_blocks": COUNT,
+        "last_claim_time": TIME,
+        "location": COUNT,
+        "producer_authority": {"type": "array"},
+        "approved": BOOLEAN,
+        "in_schedule": BOOLEAN,
+        "registered": BOOLEAN,
+        "voted_stake": COUNT,
+        "key": STRING,
+    }
+)
 PRODUCERS_SCHEMA = json_object(
     {
         "rows": {
             "type": "array",
-            "items": json_object(PRODUCER_SCHEMA["properties"] | {"in_schedule": BOOLEAN}),
+            "items": {
+                "anyOf": [PRODUCER_ROW_SCHEMA, {"type": "string", "description": "json=false: hex"}]
+            },
         },
-        "total_producer_vote_weight": COUNT,
+        "total_producer_vote_weight": DECIMAL,
+        "total_voted_stake": COUNT,
+        "more": {
+            "type": "string",
+            "description": "the next producer: lower_bound of the next page",
+        },
         "active": SCHEDULE_SCHEMA,
         "pending": SCHEDULE_SCHEMA,
     }

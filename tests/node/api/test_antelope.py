@@ -5,10 +5,15 @@ token's get_currency_balance and get_currency_stats."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from chain.core.execution.actions import Transfer
-from chain.core.primitives.crypto import public_key_to_text
+from chain.core.execution.state import Producer
+from chain.core.primitives.crypto import PrivateKey, public_key_to_text
 from chain.core.primitives.keytext import public_key_text, signature_text
+from chain.core.primitives.types import AccountName
+from genesis.testing import DevNet
+from node.api.antelope import producers_page
 from node.api.fields import BadField, Field, MissingField, Text, object_schema, parse_fields
 from tests.node.api.test_rpc import A, B, Rig, _run
 
@@ -147,3 +152,52 @@ def test_native_balances_and_supply_as_antelope_lists_them(tmp_path: Path) -> No
         assert (await rig.post("/v1/chain/get_currency_stats", other))[0] == 404
 
     _run(tmp_path, scenario)
+
+
+def test_producers_page_by_votes_with_more_naming_the_next() -> None:
+    """Producers come most votes first (ties by name); lower_bound starts at a producer (an
+    unknown one gives none, as nodeos); more names the next; json false gives hex."""
+    key = PrivateKey.from_text("PVT_K1_" + "11" * 32).public_key
+    producers = [
+        Producer(AccountName(n), key, total_votes=v, registered=n != "dan")
+        for n, v in (("carol", 5), ("alice", 9), ("bob", 5), ("dan", 0))
+    ]
+    first = producers_page(producers, {"alice"}, "", 2, True)
+    assert [r["owner"] for r in first["rows"]] == ["alice", "bob"] and first["more"] == "carol"
+    top = first["rows"][0]
+    assert (top["total_votes"], top["voted_stake"], top["is_active"]) == (
+        "9.00000000000000000",
+        9,
+        1,
+    )
+    assert top["producer_key"] == public_key_text(key) and top["key"] == public_key_to_text(key)
+    assert (top["in_schedule"], first["rows"][1]["in_schedule"]) == (True, False)
+    assert first["total_producer_vote_weight"] == "19.00000000000000000"
+    rest = producers_page(producers, set(), first["more"], 2, True)
+    assert [(r["owner"], r["is_active"]) for r in rest["rows"]] == [("carol", 1), ("dan", 0)]
+    assert rest["more"] == ""
+    assert producers_page(producers, set(), "nobody", 2, True)["rows"] == []
+    assert producers_page(producers, set(), "", 1, False)["rows"] == [producers[1].encode().hex()]
+
+
+def test_get_producers_takes_antelopes_request(tmp_path: Path) -> None:
+    """get_producers answers eosjs' request (json, lower_bound, limit) page by page, every
+    producer once, with the schedules beside; a limit past 1000 is a 400."""
+
+    async def scenario(rig: Rig) -> None:
+        await rig.produce()
+        seen: list[str] = []
+        page: dict[str, Any] = {"more": ""}
+        while True:
+            body = {"json": True, "lower_bound": page["more"], "limit": 1}
+            status, page = await rig.post("/v1/chain/get_producers", body)
+            assert status == 200 and len(page["rows"]) == 1, page
+            seen.append(page["rows"][0]["owner"])
+            if not page["more"]:
+                break
+        assert sorted(seen) == ["producera", "producerb", "producerc"]
+        assert page["active"]["producers"][0]["block_signing_key"].startswith("PUB_K1_")
+        status, error = await rig.post("/v1/chain/get_producers", {"limit": 1001})
+        assert (status, error["error"]["name"]) == (400, "bad_field")
+
+    _run(tmp_path, scenario, net=DevNet.create(3))
