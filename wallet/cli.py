@@ -309,21 +309,7 @@ def cmd_get(args: argparse.Namespace) -> int:
     elif args.what in ("code", "abi"):
         result = client.call(f"/v1/chain/get_{args.what}", {"account": args.arg or ""})
     elif args.what == "table":
-        if args.arg is None or len(args.extra) != 2:
-            raise WalletError("usage: get table CONTRACT SCOPE TABLE [--lower --upper --limit]")
-        scope, table = args.extra
-        body = contracts.table_body(
-            args.arg,
-            scope,
-            table,
-            args.lower,
-            args.upper,
-            args.limit,
-            args.index,
-            args.hex,
-            reverse=args.reverse,
-            show_payer=args.payer,
-        )
+        body = contracts.table_request(args)
         result = client.call("/v1/chain/get_table_rows", body)
     else:
         result = client.call("/v1/chain/get_transaction", {"id": args.arg or ""})

@@ -8,6 +8,7 @@ only builds actions and request bodies and prints answers.
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any, Protocol
@@ -136,6 +137,17 @@ def table_body(
     if upper is not None:
         body["upper_bound"] = upper
     return body
+
+
+def table_request(args: argparse.Namespace) -> dict[str, Any]:
+    """The get_table_rows body of ``get table CONTRACT SCOPE TABLE`` and its options."""
+    if args.arg is None or len(args.extra) != 2:
+        raise WalletError("usage: get table CONTRACT SCOPE TABLE [--lower --upper --limit]")
+    scope, table = args.extra
+    return table_body(
+        args.arg, scope, table, args.lower, args.upper, args.limit, args.index, args.hex,
+        reverse=args.reverse, show_payer=args.payer,
+    )  # fmt: skip
 
 
 def trace_lines(result: dict[str, Any]) -> list[str]:
