@@ -10,6 +10,7 @@ them, never in their place.
 from __future__ import annotations
 
 import json
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from chain.abi import Abi, parse_abi, symbol_code_value
@@ -174,7 +175,11 @@ def producer_row(p: Producer, in_schedule: bool) -> dict[str, Any]:
 
 
 def producers_page(
-    producers: list[Producer], active: set[str], lower_bound: str, limit: int, json_rows: bool
+    producers: list[Producer],
+    active: AbstractSet[str],
+    lower_bound: str,
+    limit: int,
+    json_rows: bool,
 ) -> dict[str, Any]:
     """Antelope's page of producers: by votes, most first (then by name), from the producer
     named ``lower_bound`` (none if there is no such producer, as nodeos answers), at most

@@ -122,11 +122,11 @@ def test_wharfkit_and_eosjs_decode_every_antelope_route_bor_serves(nodes: Nodes)
     account = node.rpc("/v1/chain/get_account", {"account_name": ACCOUNT})
     producers = node.rpc("/v1/chain/get_producers", {})
     rows = [{"id": i, "owner": o, "amount": a} for i, o, a in ROWS]
-    for client in (wharfkit, eosjs):
-        assert client["get_block"]["producer_signature"] == block["producer_signature"]
-        assert client["get_currency_balance"] == [account["core_liquid_balance"]]
-        assert client["get_currency_stats"]["BOR"]["supply"].endswith(" BOR")
-        assert _text(client["get_table_rows_hex"]) == _text(rows)  # JS writes u64s as text
+    for decoded in (wharfkit, eosjs):
+        assert decoded["get_block"]["producer_signature"] == block["producer_signature"]
+        assert decoded["get_currency_balance"] == [account["core_liquid_balance"]]
+        assert decoded["get_currency_stats"]["BOR"]["supply"].endswith(" BOR")
+        assert _text(decoded["get_table_rows_hex"]) == _text(rows)  # JS writes u64s as text
     assert _text(wharfkit["get_table_rows"]) == _text(rows) and eosjs["get_table_rows"] == rows
     last = block["transactions"][-1]["id"]
     assert wharfkit["get_block"]["transactions"][-1] == {"id": last, "status": "executed"}
