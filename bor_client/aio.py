@@ -106,8 +106,10 @@ class AsyncClient:
     async def get_account(self, name: str) -> r.Account:
         return await self.send(q.get_account(name))
 
-    async def get_producers(self) -> r.Producers:
-        return await self.send(q.get_producers())
+    async def get_producers(
+        self, limit: int | None = None, lower_bound: str | None = None
+    ) -> r.Producers:
+        return await self.send(q.get_producers(limit, lower_bound))
 
     async def get_transaction(self, tx_id: str) -> r.TxStatus:
         return await self.send(q.get_transaction(tx_id))

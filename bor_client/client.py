@@ -71,8 +71,10 @@ class Client:
     def get_account(self, name: str) -> r.Account:
         return self.send(q.get_account(name))
 
-    def get_producers(self) -> r.Producers:
-        return self.send(q.get_producers())
+    def get_producers(
+        self, limit: int | None = None, lower_bound: str | None = None
+    ) -> r.Producers:
+        return self.send(q.get_producers(limit, lower_bound))
 
     def get_transaction(self, tx_id: str) -> r.TxStatus:
         return self.send(q.get_transaction(tx_id))

@@ -61,9 +61,9 @@ class AsyncRpc(Protocol):
 
 def abi_of(result: AbiResult) -> Abi:
     """The parsed ABI of a get_abi answer; ``NoAbi`` when the contract has none."""
-    if result.abi is None:
+    if result.bor_abi is None:
         raise NoAbi(f"{result.account} has no ABI: give the data as hex")
-    return parse_abi(json.dumps(result.abi))
+    return parse_abi(json.dumps(result.bor_abi))
 
 
 def authorizers(authorization: str | Sequence[str]) -> tuple[AccountName, ...]:

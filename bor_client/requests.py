@@ -54,8 +54,10 @@ def get_account(name: str) -> Request[r.Account]:
     return Request(CHAIN + "get_account", {"account_name": name}, _as(r.Account))
 
 
-def get_producers() -> Request[r.Producers]:
-    return Request(CHAIN + "get_producers", None, _as(r.Producers))
+def get_producers(limit: int | None = None, lower_bound: str | None = None) -> Request[r.Producers]:
+    """A page of candidates by votes; the answer's ``more`` is the next page's lower_bound."""
+    body = _some({"limit": limit, "lower_bound": lower_bound})
+    return Request(CHAIN + "get_producers", body, _as(r.Producers))
 
 
 def get_transaction(tx_id: str) -> Request[r.TxStatus]:

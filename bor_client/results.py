@@ -49,7 +49,8 @@ class Info:
 @dataclass(frozen=True, slots=True)
 class ScheduleProducer:
     producer_name: str
-    block_signing_key: str
+    block_signing_key: str  # Antelope's PUB_K1_ base58 text
+    block_signing_key_hex: str
     extra: Json = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -70,6 +71,20 @@ class ActionJson:
 
 
 @dataclass(frozen=True, slots=True)
+class PackedTrx:
+    """Antelope's ``trx`` of a block's transaction receipt: the packed transaction and its
+    signatures as SIG_K1_ text."""
+
+    id: str
+    signatures: tuple[str, ...]
+    compression: str
+    packed_context_free_data: str
+    context_free_data: tuple[Any, ...]
+    packed_trx: str
+    extra: Json = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class TransactionJson:
     id: str
     expiration: int
@@ -77,6 +92,24 @@ class TransactionJson:
     ref_block_prefix: int
     actions: tuple[ActionJson, ...]
     signatures: tuple[str, ...]
+    extra: Json = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class BlockTransaction:
+    """A transaction in a block: BoR's fields and Antelope's receipt (``status``, neutral
+    CPU, NET in 8-byte words, ``trx``)."""
+
+    id: str
+    expiration: int
+    ref_block_num: int
+    ref_block_prefix: int
+    actions: tuple[ActionJson, ...]
+    signatures: tuple[str, ...]
+    status: str
+    cpu_usage_us: int
+    net_usage_words: int
+    trx: PackedTrx
     extra: Json = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -112,9 +145,10 @@ class Block:
     transaction_mroot: str
     state_root: str
     new_producers: Schedule | None
-    producer_signature: str
+    producer_signature: str  # Antelope's SIG_K1_ text
+    producer_signature_hex: str
     irreversible: bool
-    transactions: tuple[TransactionJson, ...]
+    transactions: tuple[BlockTransaction, ...]
     qc_claim: QcClaim | None
     confirmed: int
     action_mroot: str
@@ -217,13 +251,23 @@ class Account:
 
 @dataclass(frozen=True, slots=True)
 class ProducerRow:
+    """A candidate in Antelope's fields (total_votes as decimal text, is_active 1/0,
+    producer_key in base58) and BoR's beside (voted_stake, key as hex, approved, ...)."""
+
     owner: str
+    total_votes: str
     producer_key: str
+    is_active: int
     url: str
+    unpaid_blocks: int
+    last_claim_time: str
+    location: int
+    producer_authority: tuple[Any, ...]
     approved: bool
-    is_active: bool
-    total_votes: int
     in_schedule: bool
+    registered: bool
+    voted_stake: int
+    key: str
     extra: Json = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -231,8 +275,10 @@ class ProducerRow:
 class Producers:
     """get_producers: candidates with their votes, and the active and pending schedules."""
 
-    rows: tuple[ProducerRow, ...]
-    total_producer_vote_weight: int
+    rows: tuple[ProducerRow | str, ...]  # str: the row's hex, asked with json=false
+    total_producer_vote_weight: str
+    total_voted_stake: int
+    more: str  # the next page's lower_bound; empty on the last page
     active: Schedule | None
     pending: Schedule | None
     extra: Json = field(default_factory=dict, repr=False, compare=False)
@@ -350,17 +396,22 @@ class Code:
     account_name: str
     code_hash: str
     code_bytes: int
+    wast: str
+    wasm: str  # hex of the module
     abi: Json | None
+    bor_abi: Json | None
     extra: Json = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
 class AbiResult:
-    """get_abi: the contract's ABI as JSON (None if it was deployed without one)."""
+    """get_abi: the contract's ABI in Antelope's form (``abi``) and as deployed (``bor_abi``,
+    what BoR's tools encode with), each None if it was deployed without one."""
 
     account: str
     account_name: str
     abi: Json | None
+    bor_abi: Json | None
     extra: Json = field(default_factory=dict, repr=False, compare=False)
 
 

@@ -283,12 +283,7 @@ def cmd_get(args: argparse.Namespace) -> int:
     elif args.what in ("code", "abi"):
         result = client.request(f"{chain}get_{args.what}", {"account": args.arg or ""})
     elif args.what == "table":
-        if args.arg is None or len(args.extra) != 2:
-            raise WalletError("usage: get table CONTRACT SCOPE TABLE [--lower --upper --limit]")
-        scope, table = args.extra
-        body = contracts.table_body(
-            args.arg, scope, table, args.lower, args.upper, args.limit, args.index, args.hex
-        )
+        body = contracts.table_request(args)
         result = client.request(chain + "get_table_rows", body)
     else:
         result = client.request(chain + "get_transaction", {"id": args.arg or ""})
@@ -536,11 +531,13 @@ def _add_query_commands(commands: _Commands) -> None:
         ),
         ("arg", {"nargs": "?"}),
         ("extra", {"nargs": "*", "help": "get table CONTRACT SCOPE TABLE"}),
-        ("--lower", {"help": "get table: first key (a number or a name)"}),
+        ("--lower", {"help": "get table: first key (a number or a name; next_key pages on)"}),
         ("--upper", {"help": "get table: last key (inclusive)"}),
         ("--limit", {"type": int, "default": 10, "help": "get table: rows at most (1000)"}),
         ("--index", {"action": "store_true", "help": "get table: by the secondary index"}),
         ("--hex", {"action": "store_true", "help": "get table: rows as hex, not decoded"}),
+        ("--reverse", {"action": "store_true", "help": "get table: from --upper down"}),
+        ("--payer", {"action": "store_true", "help": "get table: each row with its payer"}),
     )
 
 

@@ -8,6 +8,7 @@ only builds actions and request bodies and prints answers.
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any, Protocol
@@ -58,8 +59,9 @@ def authorizers(text: str) -> tuple[AccountName, ...]:
 
 
 def fetch_abi(client: Rpc, contract: str) -> Abi:
-    """The contract's ABI from the node; WalletError if it has none."""
-    abi = client.get_abi(contract).abi
+    """The contract's ABI from the node (BoR's form, ``bor_abi``; ``abi`` is Antelope's);
+    WalletError if it has none."""
+    abi = client.get_abi(contract).bor_abi
     if abi is None:
         raise WalletError(f"{contract} has no ABI: give the data as hex with --hex")
     return parse_abi(json.dumps(abi))
@@ -111,7 +113,13 @@ def table_body(
     limit: int,
     secondary: bool,
     as_hex: bool,
+    *,
+    reverse: bool = False,
+    show_payer: bool = False,
 ) -> dict[str, Any]:
+    """A get_table_rows body (Antelope's request): rows come back as the rows themselves
+    (hex with ``as_hex``), each ``{data, payer}`` with ``show_payer``; ``next_key`` is the
+    next page's lower bound (its upper bound with ``reverse``)."""
     body: dict[str, Any] = {
         "code": contract,
         "scope": scope,
@@ -120,11 +128,26 @@ def table_body(
         "json": not as_hex,
         "index_position": "secondary" if secondary else "primary",
     }
+    if reverse:
+        body["reverse"] = True
+    if show_payer:
+        body["show_payer"] = True
     if lower is not None:
         body["lower_bound"] = lower
     if upper is not None:
         body["upper_bound"] = upper
     return body
+
+
+def table_request(args: argparse.Namespace) -> dict[str, Any]:
+    """The get_table_rows body of ``get table CONTRACT SCOPE TABLE`` and its options."""
+    if args.arg is None or len(args.extra) != 2:
+        raise WalletError("usage: get table CONTRACT SCOPE TABLE [--lower --upper --limit]")
+    scope, table = args.extra
+    return table_body(
+        args.arg, scope, table, args.lower, args.upper, args.limit, args.index, args.hex,
+        reverse=args.reverse, show_payer=args.payer,
+    )  # fmt: skip
 
 
 def trace_lines(result: dict[str, Any]) -> list[str]:

@@ -57,9 +57,13 @@ class FrozenReader:
         except (plyvel.Error, RuntimeError) as err:  # RuntimeError: the store was closed
             raise StoreError(f"read failed: {err}") from err
 
-    def iterate(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]:
+    def iterate(
+        self, start: bytes, stop: bytes, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Entries with ``start <= key < stop``, in key order (from the last when
+        ``reverse``: a page of table rows read downwards)."""
         try:
-            with self._snap.iterator(start=start, stop=stop) as entries:
+            with self._snap.iterator(start=start, stop=stop, reverse=reverse) as entries:
                 yield from entries
         except (plyvel.Error, RuntimeError) as err:
             raise StoreError(f"iteration failed: {err}") from err

@@ -8,9 +8,11 @@ it first, the answer says ``more`` and gives the ``next_key`` to start the next 
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from chain.abi import Abi, parse_abi, symbol_code_value
 from chain.core.execution.contracts import name_to_u64, u64_to_name
@@ -33,8 +35,12 @@ class Code:
 
     account: str
     code_hash: bytes
-    code_bytes: int
+    wasm: bytes
     abi_text: str
+
+    @property
+    def code_bytes(self) -> int:
+        return len(self.wasm)
 
 
 def code_of(reader: KVReader, account: str) -> Code:
@@ -46,7 +52,7 @@ def code_of(reader: KVReader, account: str) -> Code:
         raise NotFound(f"{account!r} has no contract")
     code_hash, abi_text = unpack(raw, "code entry")
     wasm = reader.get(schema.wasm_key(account)) or b""
-    return Code(account, bytes(code_hash), len(wasm), abi_text)
+    return Code(account, bytes(code_hash), wasm, abi_text)
 
 
 def abi_of(reader: KVReader, account: str) -> Abi:
@@ -78,10 +84,22 @@ def u64_of(value: int | str, what: str) -> int:
     return number
 
 
+class RowReader(Protocol):
+    """A frozen state that iterates both ways (``FrozenReader``): a page in reverse starts
+    at its upper bound."""
+
+    def get(self, key: bytes) -> bytes | None: ...
+
+    def iterate(
+        self, start: bytes, stop: bytes, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class RowQuery:
     """One page of a table: rows with ``lower <= key <= upper``, by primary key or by the
-    table's first secondary index (``index_table``), decoded by ``abi`` when given."""
+    table's first secondary index (``index_table``), decoded by ``abi`` when given, from the
+    upper bound down when ``reverse``, each with its payer when ``show_payer``."""
 
     contract: str
     scope: int
@@ -91,39 +109,44 @@ class RowQuery:
     limit: int = 10
     index_table: str | None = None  # the idx64 table; None: by primary key
     abi: Abi | None = None
+    reverse: bool = False
+    show_payer: bool = False
 
 
 def table_rows(
-    reader: KVReader,
+    reader: RowReader,
     query: RowQuery,
     *,
     max_bytes: int = MAX_PAGE_BYTES,
     time_s: float = PAGE_TIME_S,
 ) -> dict[str, Any]:
-    """``{rows, more, next_key}`` for ``query``; at most ``query.limit`` rows, ``max_bytes``
-    of row data and ``time_s`` of work (at least one row, so paging always moves)."""
+    """Antelope's ``{rows, more, next_key}`` for ``query``; at most ``query.limit`` rows,
+    ``max_bytes`` of row data and ``time_s`` of work (at least one row, so paging always
+    moves). ``next_key`` is the key of the first row left out: the next page's lower bound
+    (its upper bound in reverse), so that paging gives every row once."""
     contract = name_to_u64(query.contract)
     table = name_to_u64(query.table)
     deadline = time.perf_counter() + time_s
-    rows: list[dict[str, Any]] = []
+    rows: list[Any] = []
     size = 0
+    table_prefix = schema.table_prefix(contract, query.scope, table)
     if query.index_table is None:
-        prefix = schema.table_prefix(contract, query.scope, table)
-        entries = _keyed(
-            reader.iterate(prefix + schema.be(query.lower, 8), _stop(prefix, query.upper))
-        )
+        prefix = table_prefix
     else:
-        index = name_to_u64(query.index_table)
-        prefix = schema.idx64_prefix(contract, query.scope, index)
-        found = reader.iterate(prefix + schema.be(query.lower, 8), _stop(prefix, query.upper))
-        entries = _by_secondary(reader, found, schema.table_prefix(contract, query.scope, table))
-    for key, primary, value in entries:
+        prefix = schema.idx64_prefix(contract, query.scope, name_to_u64(query.index_table))
+    found = reader.iterate(
+        prefix + schema.be(query.lower, 8), _stop(prefix, query.upper), reverse=query.reverse
+    )
+    entries = (
+        _keyed(found) if query.index_table is None else _by_secondary(reader, found, table_prefix)
+    )
+    for key, value in entries:
         if len(rows) >= query.limit or (
             rows and (size + len(value) > max_bytes or time.perf_counter() > deadline)
         ):
             return {"rows": rows, "more": True, "next_key": str(key)}
         size += len(value)
-        rows.append(_row(primary, value, query.table, query.abi) | _secondary(query, key))
+        rows.append(_row(value, query))
     return {"rows": rows, "more": False, "next_key": ""}
 
 
@@ -135,35 +158,29 @@ def _stop(prefix: bytes, upper: int) -> bytes:
 
 
 def _keyed(entries: Any) -> Any:
-    """Rows by primary key: ``(key, primary, value)``."""
+    """Rows by primary key: ``(key, value)``."""
     for key, value in entries:
-        primary = int.from_bytes(key[-8:], "big")
-        yield primary, primary, value
+        yield int.from_bytes(key[-8:], "big"), value
 
 
-def _by_secondary(reader: KVReader, entries: Any, table_prefix: bytes) -> Any:
-    """Rows in (secondary, primary) order: ``(secondary, primary, row value)``; an index
-    entry whose row is gone (never, in a state the runtime wrote) is skipped."""
+def _by_secondary(reader: RowReader, entries: Any, table_prefix: bytes) -> Any:
+    """Rows in (secondary, primary) order: ``(secondary, row value)``; an index entry whose
+    row is gone (never, in a state the runtime wrote) is skipped."""
     for key, _payer in entries:
-        secondary = int.from_bytes(key[-16:-8], "big")
-        primary = int.from_bytes(key[-8:], "big")
         value = reader.get(table_prefix + key[-8:])
         if value is not None:
-            yield secondary, primary, value
+            yield int.from_bytes(key[-16:-8], "big"), value
 
 
-def _secondary(query: RowQuery, key: int) -> dict[str, Any]:
-    return {} if query.index_table is None else {"secondary": str(key)}
-
-
-def _row(primary: int, value: bytes, table: str, abi: Abi | None) -> dict[str, Any]:
-    payer_u64, data = int.from_bytes(value[:8], "big"), value[8:]
-    payer: Any = u64_to_name(payer_u64) or str(payer_u64)
-    row: dict[str, Any] = {"key": str(primary), "payer": payer}
-    if abi is None:
-        return row | {"hex": data.hex()}
-    try:
-        return row | {"data": abi.decode_table_row(table, data)}
-    except EncodingError as err:
-        # A row the ABI does not describe (the contract changed its layout): the bytes, and why.
-        return row | {"hex": data.hex(), "decode_error": str(err)}
+def _row(value: bytes, query: RowQuery) -> Any:
+    """A row as Antelope gives it: decoded by the ABI (its hex if the ABI does not describe
+    it, as nodeos does), or its hex; with its payer, ``{data, payer}``."""
+    data = value[8:]
+    row: Any = data.hex()
+    if query.abi is not None:
+        with contextlib.suppress(EncodingError):  # the contract changed its layout
+            row = query.abi.decode_table_row(query.table, data)
+    if not query.show_payer:
+        return row
+    payer_u64 = int.from_bytes(value[:8], "big")
+    return {"data": row, "payer": u64_to_name(payer_u64) or str(payer_u64)}

@@ -10,7 +10,6 @@ bounded per request (rows, bytes, time; fuel and time for a call) and in number:
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from chain.core.primitives.params import ChainParams, slot_time_s
 from chain.core.primitives.types import AccountName
 from node.api.antelope import (
     NATIVE_TOKEN_CODE,
+    abi_fields,
     native_balance,
     native_stats,
     native_supply,
@@ -85,17 +85,6 @@ class _Frozen:
     params: ChainParams
     head_num: int
     head_slot: int
-
-
-def _abi_json(text: str) -> Any:
-    """A contract's ABI as JSON, or None: setcode stores the text unchecked (its parse is
-    not consensus), so it may be anything, nested past the parser's depth included."""
-    if not text:
-        return None
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return None
 
 
 def _freeze(chain: Chain) -> _Frozen:
@@ -162,13 +151,14 @@ class ContractApi:
             "account_name": account,
             "code_hash": code.code_hash.hex(),
             "code_bytes": code.code_bytes,
-            "abi": _abi_json(code.abi_text),
-        }
+            "wast": "",
+            "wasm": code.wasm.hex(),
+        } | abi_fields(code.abi_text)
 
     async def get_abi(self, args: dict[str, Any]) -> dict[str, Any]:
         account = args["account"]
         code = await self._at(lambda f: code_of(f.reader, account))
-        return {"account": account, "account_name": account, "abi": _abi_json(code.abi_text)}
+        return {"account": account, "account_name": account} | abi_fields(code.abi_text)
 
     async def get_currency_balance(self, args: dict[str, Any]) -> list[str]:
         code, account, symbol = args["code"], args["account"], args["symbol"]
@@ -204,7 +194,7 @@ class ContractApi:
             if args["upper_bound"] in (None, "")
             else u64_of(args["upper_bound"], "upper_bound")
         )
-        by_secondary = args["index_position"] == "secondary"
+        by_secondary = args["index_position"] in SECONDARY
 
         def work(frozen: _Frozen) -> dict[str, Any]:
             reader = frozen.reader
@@ -223,6 +213,8 @@ class ContractApi:
                 args["limit"],
                 index_table,
                 abi if args["json"] else None,
+                reverse=args["reverse"],
+                show_payer=args["show_payer"],
             )
             return table_rows(reader, query)
 
@@ -368,16 +360,47 @@ _KEY_KINDS = (
 )
 KEY = AnyOf(_KEY_KINDS, "a u64 number (or its digits), a name or a symbol code (TOK)")
 BOUND = AnyOf((*_KEY_KINDS, Text("", 0, "empty")), "a key as for scope, or empty: no bound")
-_ROW = json_object(
-    {
-        "key": STRING,
-        "payer": STRING,
-        "secondary": STRING,
-        "data": {"description": "the row decoded by the ABI (json=true)"},
-        "hex": STRING,
-        "decode_error": STRING,
-    },
-    optional=("secondary", "data", "hex", "decode_error"),
+_ROW = {
+    "description": "json=true: the row decoded by the ABI (its hex if the ABI does not describe"
+    " it); json=false: its hex; show_payer=true: {data: the row, payer}"
+}
+# index_position as Antelope's clients send it: eosjs a number, WharfKit a word.
+# "" is what a client sends for "the default" (nodeos reads it as the primary key).
+PRIMARY, SECONDARY = (1, "1", "primary", ""), (2, "2", "secondary")
+TABLE_FIELDS = (
+    Field("code", NAME, "the contract"),
+    Field("scope", KEY, "the scope: a name, a u64 or a symbol code"),
+    Field("table", NAME, "the table"),
+    Field("json", Boolean(), "decode rows by the ABI", required=False, default=True),
+    Field("lower_bound", BOUND, "first key (inclusive)", required=False, default=None),
+    Field("upper_bound", BOUND, "last key (inclusive)", required=False, default=None),
+    Field("limit", Integer(1, MAX_ROWS), "rows at most", required=False, default=10),
+    Field(
+        "key_type",
+        Choice(("", "i64", "name")),
+        "BoR's keys are u64: as a number (i64) or a name; other key types are refused",
+        required=False,
+        default="",
+    ),
+    Field(
+        "index_position",
+        AnyOf(
+            (Integer(1, 2), Choice(("1", "primary", "", "2", "secondary"))),
+            "1, 2, primary or secondary",
+        ),
+        "1 (primary): by primary key; 2 (secondary): the table's secondary index in the ABI",
+        required=False,
+        default="primary",
+    ),
+    Field(
+        "encode_type",
+        Choice(("", "dec", "hex")),
+        "accepted as Antelope's clients send it; u64 keys are always decimal strings",
+        required=False,
+        default="dec",
+    ),
+    Field("reverse", Boolean(), "from the upper bound down", required=False, default=False),
+    Field("show_payer", Boolean(), "each row as {data, payer}", required=False, default=False),
 )
 _EVENT = json_object(
     {"contract": STRING, "name": STRING, "data": {}, "hex": STRING}, optional=("data", "hex")
@@ -392,7 +415,17 @@ CALL_SCHEMA = json_object(
         "block_num": COUNT,
     }
 )
-_ABI = nullable({"type": "object", "description": "the contract's ABI (bor::abi/1)"})
+_ABIS = {
+    "abi": nullable(
+        {"type": "object", "description": "the contract's ABI in Antelope's form (eosio::abi/1.2)"}
+    ),
+    "bor_abi": nullable(
+        {
+            "type": "object",
+            "description": "the contract's ABI as setcode stored it (bor::abi/1: with events)",
+        }
+    ),
+}
 # account_name: the account again, under Antelope's name for it.
 _CODE_SCHEMA = json_object(
     {
@@ -400,7 +433,9 @@ _CODE_SCHEMA = json_object(
         "account_name": STRING,
         "code_hash": STRING,
         "code_bytes": COUNT,
-        "abi": _ABI,
+        "wast": STRING,
+        "wasm": {"type": "string", "description": "hex of the module"},
+        **_ABIS,
     }
 )
 
@@ -420,37 +455,19 @@ def contract_routes(
         "/v1/chain/get_abi": Route(
             paced(contracts.get_abi),
             "The ABI of the contract at an account (null if it was deployed without one)",
-            json_object({"account": STRING, "account_name": STRING, "abi": _ABI}),
+            json_object({"account": STRING, "account_name": STRING, **_ABIS}),
             account,
             (404,),
         ),
         "/v1/chain/get_table_rows": Route(
             paced(contracts.get_table_rows),
-            "A page of a contract table's rows, by primary key or the table's secondary index;"
-            " bounded in rows, bytes and time: page on with next_key as lower_bound",
+            "A page of a contract table's rows, by primary key or the table's secondary index,"
+            " in Antelope's form; bounded in rows, bytes and time: page on with next_key as"
+            " lower_bound (as upper_bound in reverse)",
             json_object(
-                {
-                    "rows": {"type": "array", "items": _ROW},
-                    "more": BOOLEAN,
-                    "next_key": STRING,
-                }
+                {"rows": {"type": "array", "items": _ROW}, "more": BOOLEAN, "next_key": STRING}
             ),
-            (
-                Field("code", NAME, "the contract"),
-                Field("scope", KEY, "the scope: a name or a u64"),
-                Field("table", NAME, "the table"),
-                Field("lower_bound", BOUND, "first key (inclusive)", required=False, default=None),
-                Field("upper_bound", BOUND, "last key (inclusive)", required=False, default=None),
-                Field("limit", Integer(1, MAX_ROWS), "rows at most", required=False, default=10),
-                Field(
-                    "index_position",
-                    Choice(("primary", "secondary")),
-                    "primary key, or the table's (first) secondary index from the ABI",
-                    required=False,
-                    default="primary",
-                ),
-                Field("json", Boolean(), "decode rows by the ABI", required=False, default=True),
-            ),
+            TABLE_FIELDS,
             (404, 422),
         ),
         "/v1/chain/call": Route(

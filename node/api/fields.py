@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from chain.core.primitives.errors import BadSignature
+from chain.core.primitives.keytext import K1_SIGNATURE, MAX_TEXT, signature_bytes
 from node.errors import NodeError
 
 
@@ -123,6 +125,31 @@ class Hex:
         ):
             raise ValueError(f"is too large: {len(value) // 2} bytes, at most {self.max_bytes}")
         return bytes.fromhex(self.text.parse(value))
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """A 65-byte K1 signature as BoR's hex (r, s, recovery id) or Antelope's ``SIG_K1_``
+    base58 text (checked by its checksum); parsed to BoR's 65 bytes."""
+
+    @property
+    def kinds(self) -> tuple[Hex, Text]:
+        return Hex(65, 65), Text(f"{K1_SIGNATURE}[1-9A-HJ-NP-Za-km-z]{{1,100}}", MAX_TEXT, "")
+
+    def schema(self) -> dict[str, Any]:
+        return {"anyOf": [k.schema() for k in self.kinds]}
+
+    def parse(self, value: Any) -> bytes:
+        as_hex, as_text = self.kinds
+        if isinstance(value, str) and value.startswith(K1_SIGNATURE):
+            try:
+                return signature_bytes(as_text.parse(value))
+            except (ValueError, BadSignature) as err:
+                raise ValueError(f"is not a SIG_K1_ signature: {err}") from None
+        try:
+            return as_hex.parse(value)
+        except ValueError:
+            raise ValueError("must be hex of 65 bytes or a SIG_K1_ signature") from None
 
 
 @dataclass(frozen=True, slots=True)

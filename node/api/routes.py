@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from chain.core.execution.transaction import MAX_SIGNATURES
-from chain.core.primitives.crypto import SIGNATURE_SIZE
 from chain.core.primitives.params import ChainParams
+from node.api.antelope import MAX_PRODUCER_ROWS
 from node.api.batch import ANTELOPE_ITEM_FIELDS, BATCH_SCHEMA, BatchBody
-from node.api.fields import AnyOf, Choice, Field, Hex, Integer, ListOf, Text
+from node.api.fields import AnyOf, Boolean, Choice, Field, Hex, Integer, ListOf, Signature, Text
 from node.api.views import (
     ACCOUNT_SCHEMA,
     BLOCK_SCHEMA,
@@ -36,6 +36,8 @@ MAX_BLOCK_NUM = 2**32 - 1
 MAX_BATCH = 1000
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+# A transaction's signatures, each BoR's hex or Antelope's SIG_K1_ text (read to BoR's bytes).
+SIGNATURES = ListOf(Signature(), 1, MAX_SIGNATURES)
 
 
 class Body(Protocol):
@@ -118,11 +120,7 @@ def route_table(api: Handlers, params: ChainParams) -> dict[str, Route]:
     )
     push_fields = (
         Field("packed_trx", Hex(1, max_tx_bytes), "hex of the canonical transaction"),
-        Field(
-            "signatures",
-            ListOf(Hex(SIGNATURE_SIZE, SIGNATURE_SIZE), 1, MAX_SIGNATURES),
-            "hex signatures",
-        ),
+        Field("signatures", SIGNATURES, "signatures: hex (BoR's) or SIG_K1_ text (Antelope's)"),
         Field(
             "mode",
             Choice(("async", "sync", "commit")),
@@ -162,8 +160,26 @@ def route_table(api: Handlers, params: ChainParams) -> dict[str, Route]:
         ),
         "/v1/chain/get_producers": Route(
             paced(api.get_producers),
-            "Producer candidates, votes and schedules",
+            "Producer candidates by votes (most first), in Antelope's form with BoR's fields"
+            " beside, and the schedules",
             PRODUCERS_SCHEMA,
+            (
+                Field("json", Boolean(), "rows as JSON (else hex)", required=False, default=True),
+                Field(
+                    "lower_bound",
+                    AnyOf((name, Text("", 0, "empty")), "a producer's name or empty"),
+                    "the producer to start at (more of the last page)",
+                    required=False,
+                    default="",
+                ),
+                Field(
+                    "limit",
+                    Integer(1, MAX_PRODUCER_ROWS),
+                    "rows at most",
+                    required=False,
+                    default=50,
+                ),
+            ),
         ),
         "/v1/chain/get_transaction": Route(
             paced(api.get_transaction),

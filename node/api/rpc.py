@@ -34,7 +34,7 @@ from chain.storage.snapshot import VERSION as SNAPSHOT_VERSION
 from chain.storage.store import BlockStore
 from chain.vm.errors import RuntimeFault
 from node.admission import Admitter
-from node.api.antelope import info_fields
+from node.api.antelope import info_fields, producers_page
 from node.api.batch import Batch, Prepared, prepare
 from node.api.blockcache import BlockJsonCache
 from node.api.contracts import ContractApi, contract_routes
@@ -47,7 +47,6 @@ from node.api.views import (
     block_json,
     dumps,
     finalizer_info_json,
-    producer_json,
     schedule_json,
     slot_iso,
     state_sync_json,
@@ -72,6 +71,8 @@ from p2p.statesync.fetch import StateSyncStatus
 log = structlog.get_logger("rpc")
 
 SERVER_VERSION = "bor-0.1.0"
+# get_producers answers kept for one head (each a different json/lower_bound/limit).
+MAX_PRODUCER_ANSWERS = 16
 
 
 class RpcError(Exception):
@@ -214,7 +215,10 @@ class Api:
         self.read = reads or ChainReads(runner, metrics)
         self.pacer = pacer or ReadPacer(lambda: admitter.admitting(WRITES_WINDOW_S), metrics)
         self.blocks = BlockJsonCache(runner.view.params)
-        self._producers: tuple[BlockId, bytes] | None = None  # head id, get_producers JSON
+        # The head's id, the head, its producers and get_producers' answers for it, by request.
+        self._producers: (
+            tuple[BlockId, HeaderState, list[Producer], dict[tuple[Any, ...], bytes]] | None
+        ) = None
         self.commit_wait_cap_s = commit_wait_cap_s
         self.finality = finality
         self.snapshot_writer = snapshot_writer
@@ -417,23 +421,26 @@ class Api:
         return account_json(account, producer, self.runner.view.params, at, used)
 
     async def get_producers(self, args: dict[str, Any]) -> EncodedJson:
-        # Producers change only with a block: the answer is kept until the head moves.
-        cached = self._producers
-        if cached is not None and cached[0] == self.runner.view.head.id:
-            return EncodedJson(cached[1])
-        head, producers = await self.read(lambda c: (c.head, c.producers()))
-        active = set(head.active.names())
-        rows = [producer_json(p) | {"in_schedule": p.name in active} for p in producers]
-        encoded = dumps(
-            {
-                "rows": rows,
-                "total_producer_vote_weight": sum(p.total_votes for p in producers),
+        # Producers change only with a block: answers are kept until the head moves.
+        asked = (args["json"], args["lower_bound"], args["limit"])
+        head_id = self.runner.view.head.id
+        if self._producers is None or self._producers[0] != head_id:
+            head, producers = await self.read(lambda c: (c.head, c.producers()))
+            self._producers = (head.id, head, producers, {})
+        _, head, producers, answers = self._producers
+        if asked not in answers:
+            if len(answers) >= MAX_PRODUCER_ANSWERS:
+                answers.clear()
+            active = set(head.active.names())
+            page = producers_page(
+                producers, active, args["lower_bound"], args["limit"], args["json"]
+            )
+            schedules = {
                 "active": schedule_json(head.active),
                 "pending": schedule_json(head.pending),
             }
-        )
-        self._producers = (head.id, encoded)
-        return EncodedJson(encoded)
+            answers[asked] = dumps(page | schedules)
+        return EncodedJson(answers[asked])
 
     async def get_transaction(self, args: dict[str, Any]) -> dict[str, Any]:
         tx_id = TxId(args["id"])

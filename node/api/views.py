@@ -14,8 +14,15 @@ from chain.core.consensus.finality import finalizer_policy
 from chain.core.consensus.qc import QuorumCertificate
 from chain.core.execution.state import Account, Producer
 from chain.core.primitives.crypto import public_key_to_text
+from chain.core.primitives.keytext import public_key_text
 from chain.core.primitives.params import ChainParams, slot_start_ms
-from node.api.antelope import account_fields, block_fields, voter_info_fields
+from node.api.antelope import (
+    account_fields,
+    block_fields,
+    block_signature_fields,
+    transaction_receipt,
+    voter_info_fields,
+)
 from node.api.payloads import NATIVE_ACTION_SCHEMA, transaction_json
 from p2p.blocksync.manager import SyncStatus
 from p2p.statesync.fetch import StateSyncStatus
@@ -44,7 +51,11 @@ def schedule_json(schedule: Schedule | None) -> dict[str, Any] | None:
     return {
         "version": schedule.version,
         "producers": [
-            {"producer_name": p.name, "block_signing_key": public_key_to_text(p.key)}
+            {
+                "producer_name": p.name,
+                "block_signing_key": public_key_text(p.key),
+                "block_signing_key_hex": public_key_to_text(p.key),
+            }
             for p in schedule.producers
         ],
     }
@@ -64,9 +75,11 @@ def block_json(block: SignedBlock, lib: int, params: ChainParams) -> dict[str, A
         "transaction_mroot": h.tx_root.hex(),
         "state_root": h.state_root.hex(),
         "new_producers": schedule_json(h.new_producers),
-        "producer_signature": block.signature.hex(),
+        **block_signature_fields(block.signature),
         "irreversible": h.num <= lib,
-        "transactions": [transaction_json(t, params) for t in block.transactions],
+        "transactions": [
+            transaction_json(t, params) | transaction_receipt(t) for t in block.transactions
+        ],
         "qc_claim": None
         if h.qc_claim is None
         else {"block_num": h.qc_claim.num, "strong": h.qc_claim.strong},
@@ -280,7 +293,13 @@ SCHEDULE_SCHEMA = nullable(
             "version": COUNT,
             "producers": {
                 "type": "array",
-                "items": json_object({"producer_name": STRING, "block_signing_key": STRING}),
+                "items": json_object(
+                    {
+                        "producer_name": STRING,
+                        "block_signing_key": STRING,
+                        "block_signing_key_hex": STRING,
+                    }
+                ),
             },
         }
     )
@@ -300,6 +319,22 @@ ANTELOPE_BLOCK: dict[str, dict[str, Any]] = {
     "confirmed": COUNT,
     "action_mroot": ID,
     "ref_block_prefix": COUNT,
+}
+SIG_K1 = {"type": "string", "pattern": "^SIG_K1_[1-9A-HJ-NP-Za-km-z]+$"}
+ANTELOPE_RECEIPT: dict[str, dict[str, Any]] = {
+    "status": STRING,
+    "cpu_usage_us": COUNT,
+    "net_usage_words": COUNT,
+    "trx": json_object(
+        {
+            "id": ID,
+            "signatures": {"type": "array", "items": SIG_K1},
+            "compression": STRING,
+            "packed_context_free_data": HEX,
+            "context_free_data": {"type": "array"},
+            "packed_trx": HEX,
+        }
+    ),
 }
 _LIMIT = json_object({"used": INTEGER, "available": INTEGER, "max": INTEGER})
 _AUTHORITY = json_object(
@@ -359,9 +394,13 @@ BLOCK_SCHEMA = json_object(
         "transaction_mroot": ID,
         "state_root": ID,
         "new_producers": SCHEDULE_SCHEMA,
-        "producer_signature": HEX,
+        "producer_signature": SIG_K1,
+        "producer_signature_hex": HEX,
         "irreversible": BOOLEAN,
-        "transactions": {"type": "array", "items": TRANSACTION_SCHEMA},
+        "transactions": {
+            "type": "array",
+            "items": json_object(TRANSACTION_SCHEMA["properties"] | ANTELOPE_RECEIPT),
+        },
         "qc_claim": nullable(json_object({"block_num": COUNT, "strong": BOOLEAN})),
         **ANTELOPE_BLOCK,
         "qc": nullable(
@@ -451,13 +490,39 @@ ACCOUNT_SCHEMA = json_object(
         **ANTELOPE_ACCOUNT,
     }
 )
+DECIMAL = {"type": "string", "pattern": "^[0-9]+[.][0-9]+$"}
+PRODUCER_ROW_SCHEMA = json_object(
+    {
+        "owner": STRING,
+        "total_votes": DECIMAL,
+        "producer_key": STRING,
+        "is_active": {"type": "integer", "enum": [0, 1]},
+        "url": STRING,
+        "unpaid_blocks": COUNT,
+        "last_claim_time": TIME,
+        "location": COUNT,
+        "producer_authority": {"type": "array"},
+        "approved": BOOLEAN,
+        "in_schedule": BOOLEAN,
+        "registered": BOOLEAN,
+        "voted_stake": COUNT,
+        "key": STRING,
+    }
+)
 PRODUCERS_SCHEMA = json_object(
     {
         "rows": {
             "type": "array",
-            "items": json_object(PRODUCER_SCHEMA["properties"] | {"in_schedule": BOOLEAN}),
+            "items": {
+                "anyOf": [PRODUCER_ROW_SCHEMA, {"type": "string", "description": "json=false: hex"}]
+            },
         },
-        "total_producer_vote_weight": COUNT,
+        "total_producer_vote_weight": DECIMAL,
+        "total_voted_stake": COUNT,
+        "more": {
+            "type": "string",
+            "description": "the next producer: lower_bound of the next page",
+        },
         "active": SCHEDULE_SCHEMA,
         "pending": SCHEDULE_SCHEMA,
     }

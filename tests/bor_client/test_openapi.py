@@ -35,7 +35,7 @@ ERROR_MEMBERS = {"code", "name", "what"}  # an answer's error, as RpcError(statu
 # Written against Antelope's get_table_rows (the issue's contract B: each row the decoded
 # object itself), which branch wt-antelope2 brings; until it is merged the node still
 # answers BoR's {key, payer, data} rows. Empty once it is.
-PENDING = ["get_table_rows.rows[]: an object with members, but typed typing.Any"]
+PENDING: list[str] = []
 SCALARS = {"integer": int, "number": float, "string": str, "boolean": bool}
 
 
@@ -84,17 +84,39 @@ def _optional(hint: Any) -> Any | None:
 
 
 def _merged(options: list[dict[str, Any]]) -> dict[str, Any]:
-    """anyOf several object shapes as one: every member of any, required where all require."""
+    """anyOf several object shapes as one: every member of any, required where all require;
+    a member whose schema differs between shapes (a native action's data) is any object."""
     properties: dict[str, Any] = {}
     for option in options:
-        properties |= option["properties"]
+        for name, member in option["properties"].items():
+            if name in properties and properties[name] != member:
+                member = _either(properties[name], member)
+            properties[name] = member
     required = set.intersection(*(set(o["required"]) for o in options))
     return {"type": "object", "properties": properties, "required": sorted(required)}
 
 
+def _either(one: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """What a member holds when two shapes give it different schemas: text when both are
+    text (names, consts), any object when both are objects, else any JSON."""
+    kinds = {_kind_of(one), _kind_of(other)}
+    return {"type": kinds.pop()} if len(kinds) == 1 and None not in kinds else {}
+
+
+def _kind_of(schema: dict[str, Any]) -> str | None:
+    if "const" in schema or "enum" in schema:
+        return (
+            "string"
+            if all(isinstance(v, str) for v in schema.get("enum", [schema.get("const")]))
+            else None
+        )
+    kind = schema.get("type")
+    return kind if kind in ("string", "object") else None
+
+
 def mismatches(hint: Any, schema: dict[str, Any], where: str) -> list[str]:
     """How the type ``hint`` differs from the JSON ``schema`` (none: it matches)."""
-    options = schema.get("anyOf")
+    options = schema.get("anyOf", schema.get("oneOf"))
     if options is not None:
         nulls = [o for o in options if o.get("type") == "null"]
         rest = [o for o in options if o.get("type") != "null"]

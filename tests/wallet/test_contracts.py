@@ -27,7 +27,8 @@ class AbiNode:
     def get_abi(self, account: str) -> AbiResult:
         self.asked.append(account)
         abi = None if self.abi is None else json.loads(self.abi)
-        return AbiResult(account, account, abi)
+        antelope = {"version": "eosio::abi/1.2"}  # Antelope's form: the wallet reads BoR's
+        return AbiResult(account, account, antelope, abi)
 
 
 def test_setcode_reads_the_module_and_checks_the_abi(tmp_path: Path) -> None:
@@ -75,7 +76,8 @@ def test_push_action_encodes_json_with_the_contracts_abi() -> None:
 
 
 def test_table_and_call_bodies() -> None:
-    """get table and call build the RPC's bodies: bounds only when given, hex when asked."""
+    """get table and call build the RPC's bodies: bounds, reverse and payers only when
+    given, hex when asked."""
     body = contracts.table_body("alice", "alice", "kv", "bob", None, 5, True, False)
     assert body == {
         "code": "alice",
@@ -86,6 +88,11 @@ def test_table_and_call_bodies() -> None:
         "index_position": "secondary",
         "lower_bound": "bob",
     }
+    downwards = contracts.table_body("a", "a", "kv", None, "9", 5, False, True, reverse=True)
+    assert downwards | {"show_payer": True} == contracts.table_body(
+        "a", "a", "kv", None, "9", 5, False, True, reverse=True, show_payer=True
+    )
+    assert (downwards["reverse"], downwards["json"], downwards["upper_bound"]) == (True, False, "9")
     assert contracts.call_body("alice", "get", '{"id": 1}', "bob", False) == {
         "contract": "alice",
         "action": "get",

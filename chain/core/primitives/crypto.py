@@ -15,11 +15,13 @@ order so that a signature cannot be re-shaped into a second valid one.
 from __future__ import annotations
 
 import hashlib
+import string
 import threading
 from collections.abc import Callable
 
 import coincurve
 
+from chain.core.primitives import keytext
 from chain.core.primitives.errors import BadSignature, InvalidKey
 from chain.core.primitives.types import PublicKey
 
@@ -55,9 +57,11 @@ class PrivateKey:
 
     @classmethod
     def from_text(cls, text: str) -> PrivateKey:
-        """Parse ``PVT_K1_<hex>``."""
-        if not text.startswith(PRIVATE_PREFIX):
-            raise InvalidKey(f"private key must start with {PRIVATE_PREFIX}")
+        """Parse BoR's ``PVT_K1_<hex>``, or Antelope's ``PVT_K1_`` base58 or legacy WIF."""
+        if not isinstance(text, str) or len(text) > keytext.MAX_TEXT:
+            raise InvalidKey("private key must be PVT_K1_ text")
+        if not _is_hex_text(text, PRIVATE_PREFIX):
+            return cls(keytext.private_key_bytes(text))
         try:
             secret = bytes.fromhex(text[len(PRIVATE_PREFIX) :])
         except ValueError as err:
@@ -165,10 +169,20 @@ def recover_many(items: list[tuple[bytes, bytes]]) -> list[PublicKey | None]:
     return out
 
 
+def _is_hex_text(text: str, prefix: str) -> bool:
+    """Whether ``text`` is in BoR's form, ``prefix`` and hex digits (Antelope's base58 of a
+    key has other letters: the chance that its 50 digits are all hex is below 1e-20)."""
+    body = text[len(prefix) :]
+    return text.startswith(prefix) and all(c in string.hexdigits for c in body)
+
+
 def public_key_from_text(text: str) -> PublicKey:
-    """Parse ``PUB_K1_<hex of the 33-byte compressed point>``."""
-    if not isinstance(text, str) or not text.startswith(PUBLIC_PREFIX):
+    """Parse BoR's ``PUB_K1_<hex of the 33-byte compressed point>``, or Antelope's
+    ``PUB_K1_`` base58 text or legacy ``EOS`` text of the same key."""
+    if not isinstance(text, str) or len(text) > keytext.MAX_TEXT:
         raise InvalidKey(f"public key must start with {PUBLIC_PREFIX}")
+    if not _is_hex_text(text, PUBLIC_PREFIX):
+        return check_public_key(keytext.public_key_bytes(text))
     try:
         raw = bytes.fromhex(text[len(PUBLIC_PREFIX) :])
     except ValueError as err:

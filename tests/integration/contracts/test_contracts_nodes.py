@@ -98,7 +98,7 @@ def balances(node: NodeProcess) -> dict[str, str]:
         rows = node.rpc(
             "/v1/chain/get_table_rows", {"code": "token", "scope": user, "table": "accounts"}
         )["rows"]
-        out[user] = rows[0]["data"]["balance"] if rows else ""
+        out[user] = rows[0]["balance"] if rows else ""
     return out
 
 

@@ -56,7 +56,7 @@ def test_the_readmes_token_walkthrough_runs_as_written(nodes: Nodes, tmp_path: P
             assert key.startswith("PUB_K1_")
         outputs.append(done.stdout)
     bob = json.loads(outputs[-2])["rows"]
-    assert [row["data"]["balance"] for row in bob] == ["25.5000 TOK"]
-    stat = json.loads(outputs[-1])["rows"][0]["data"]
+    assert [row["balance"] for row in bob] == ["25.5000 TOK"]
+    stat = json.loads(outputs[-1])["rows"][0]
     assert (stat["supply"], stat["issuer"]) == ("1000.0000 TOK", "alice")
     assert "event transfer" in outputs[-3]

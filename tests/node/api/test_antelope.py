@@ -5,20 +5,19 @@ token's get_currency_balance and get_currency_stats."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from chain.core.execution.actions import Transfer
-from chain.core.primitives.crypto import public_key_to_text
-from node.api.antelope import antelope_key_text
+from chain.core.execution.state import Producer
+from chain.core.primitives.crypto import PrivateKey, public_key_to_text
+from chain.core.primitives.keytext import public_key_text, signature_text
+from chain.core.primitives.types import AccountName
+from genesis.testing import DevNet
+from node.api.antelope import producers_page
 from node.api.fields import BadField, Field, MissingField, Text, object_schema, parse_fields
 from tests.node.api.test_rpc import A, B, Rig, _run
 
 NAME = Text("[a-z]{1,12}", 12, "a name")
-
-
-def test_a_key_is_written_as_antelope_writes_it() -> None:
-    """The well-known key EOS6MRy… is PUB_K1_6MRy…BoDq63 in Antelope's text (WharfKit's)."""
-    key = bytes.fromhex("02c0ded2bc1f1305fb0faac5e6c03ee3a1924234985427b6167ca569d13df435cf")
-    assert antelope_key_text(key) == "PUB_K1_6MRyAjQq8ud7hVNYcfnVPJqcVpscN5So8BhtHuGYqET5BoDq63"
 
 
 def test_a_field_with_an_alias_takes_either_name_and_checks_both() -> None:
@@ -63,7 +62,7 @@ def test_info_block_and_account_carry_antelopes_fields(tmp_path: Path) -> None:
         block_id = bytes.fromhex(block["id"])
         assert block["confirmed"] == 0
         assert block["ref_block_prefix"] == int.from_bytes(block_id[8:12], "little")
-        assert block["producer_signature"] and "irreversible" in block
+        assert block["producer_signature"].startswith("SIG_K1_") and "irreversible" in block
         _, account = await rig.post("/v1/chain/get_account", {"account_name": A})
         assert account["head_block_num"] == info["head_block_num"]
         assert account["core_liquid_balance"].endswith(" BOR")
@@ -72,8 +71,40 @@ def test_info_block_and_account_carry_antelopes_fields(tmp_path: Path) -> None:
         key = bytes.fromhex(account["key"].removeprefix("PUB_K1_"))
         assert account["key"] == public_key_to_text(key)
         active = {p["perm_name"]: p for p in account["permissions"]}["active"]
-        assert active["required_auth"]["keys"] == [{"key": antelope_key_text(key), "weight": 1}]
+        assert active["required_auth"]["keys"] == [{"key": public_key_text(key), "weight": 1}]
         assert account["voter_info"]["owner"] == A and "weight" in account["voter_info"]
+
+    _run(tmp_path, scenario)
+
+
+def test_a_push_signed_in_sig_k1_text_shows_in_its_block_as_antelope_lists_it(
+    tmp_path: Path,
+) -> None:
+    """push_transaction takes Antelope's SIG_K1_ signatures (a changed character is a 400
+    naming the field); the block then has the producer's signature as SIG_K1_ text (hex
+    beside) and the transaction with Antelope's receipt fields beside BoR's."""
+
+    async def scenario(rig: Rig) -> None:
+        stx = await rig.tx(Transfer(A, B, 5))
+        texts = [signature_text(s) for s in stx.signatures]
+        body = {"packed_trx": stx.packed.hex(), "mode": "sync"}
+        typo = texts[0][:-1] + ("2" if texts[0][-1] != "2" else "3")
+        status, error = await rig.post("/v1/chain/push_transaction", body | {"signatures": [typo]})
+        assert (status, error["error"]["name"]) == (400, "bad_field")
+        assert "checksum" in error["error"]["what"]
+        status, pushed = await rig.post("/v1/chain/push_transaction", body | {"signatures": texts})
+        assert (status, pushed["status"]) == (200, "accepted"), pushed
+        produced = await rig.produce()
+        query = {"block_num_or_id": produced.header.num}
+        _, block = await rig.post("/v1/chain/get_block", query)
+        assert block["producer_signature"] == signature_text(produced.signature)
+        assert block["producer_signature_hex"] == produced.signature.hex()
+        (entry,) = block["transactions"]
+        assert entry["id"] == stx.id.hex() and entry["signatures"] == [stx.signatures[0].hex()]
+        assert (entry["status"], entry["cpu_usage_us"]) == ("executed", 0)
+        assert entry["net_usage_words"] == (len(stx.packed) + 7) // 8
+        assert entry["trx"] | {"id": stx.id.hex(), "signatures": texts} == entry["trx"]
+        assert entry["trx"]["packed_trx"] == stx.packed.hex()
 
     _run(tmp_path, scenario)
 
@@ -121,3 +152,52 @@ def test_native_balances_and_supply_as_antelope_lists_them(tmp_path: Path) -> No
         assert (await rig.post("/v1/chain/get_currency_stats", other))[0] == 404
 
     _run(tmp_path, scenario)
+
+
+def test_producers_page_by_votes_with_more_naming_the_next() -> None:
+    """Producers come most votes first (ties by name); lower_bound starts at a producer (an
+    unknown one gives none, as nodeos); more names the next; json false gives hex."""
+    key = PrivateKey.from_text("PVT_K1_" + "11" * 32).public_key
+    producers = [
+        Producer(AccountName(n), key, total_votes=v, registered=n != "dan")
+        for n, v in (("carol", 5), ("alice", 9), ("bob", 5), ("dan", 0))
+    ]
+    first = producers_page(producers, {"alice"}, "", 2, True)
+    assert [r["owner"] for r in first["rows"]] == ["alice", "bob"] and first["more"] == "carol"
+    top = first["rows"][0]
+    assert (top["total_votes"], top["voted_stake"], top["is_active"]) == (
+        "9.00000000000000000",
+        9,
+        1,
+    )
+    assert top["producer_key"] == public_key_text(key) and top["key"] == public_key_to_text(key)
+    assert (top["in_schedule"], first["rows"][1]["in_schedule"]) == (True, False)
+    assert first["total_producer_vote_weight"] == "19.00000000000000000"
+    rest = producers_page(producers, set(), first["more"], 2, True)
+    assert [(r["owner"], r["is_active"]) for r in rest["rows"]] == [("carol", 1), ("dan", 0)]
+    assert rest["more"] == ""
+    assert producers_page(producers, set(), "nobody", 2, True)["rows"] == []
+    assert producers_page(producers, set(), "", 1, False)["rows"] == [producers[1].encode().hex()]
+
+
+def test_get_producers_takes_antelopes_request(tmp_path: Path) -> None:
+    """get_producers answers eosjs' request (json, lower_bound, limit) page by page, every
+    producer once, with the schedules beside; a limit past 1000 is a 400."""
+
+    async def scenario(rig: Rig) -> None:
+        await rig.produce()
+        seen: list[str] = []
+        page: dict[str, Any] = {"more": ""}
+        while True:
+            body = {"json": True, "lower_bound": page["more"], "limit": 1}
+            status, page = await rig.post("/v1/chain/get_producers", body)
+            assert status == 200 and len(page["rows"]) == 1, page
+            seen.append(page["rows"][0]["owner"])
+            if not page["more"]:
+                break
+        assert sorted(seen) == ["producera", "producerb", "producerc"]
+        assert page["active"]["producers"][0]["block_signing_key"].startswith("PUB_K1_")
+        status, error = await rig.post("/v1/chain/get_producers", {"limit": 1001})
+        assert (status, error["error"]["name"]) == (400, "bad_field")
+
+    _run(tmp_path, scenario, net=DevNet.create(3))

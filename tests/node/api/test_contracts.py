@@ -40,56 +40,102 @@ async def _deploy(rig: Rig, rows: list[tuple[int, str, int]]) -> None:
 
 
 ROWS = [(1, "carol", 10), (2, "bob", 20), (3, "alice", 30), (7, "bob", 70)]
+ENTRY_FIELDS = [
+    {"name": "id", "type": "uint64"},
+    {"name": "owner", "type": "name"},
+    {"name": "amount", "type": "uint64"},
+]
 
 
 def test_code_abi_and_rows(tmp_path: Path) -> None:
-    """get_code and get_abi show the deployed contract; get_table_rows decodes its rows by
-    the ABI, pages with next_key, takes bounds as numbers or names and reads by the
-    secondary index."""
+    """get_code and get_abi show the deployed contract, its ABI in Antelope's form and BoR's;
+    get_table_rows answers in Antelope's form: rows decoded by the ABI (hex with json false,
+    {data, payer} with show_payer), paged with next_key, bounds as numbers or names, the
+    secondary index by position 2 as eosjs sends it."""
 
     async def scenario(rig: Rig) -> None:
         await _deploy(rig, ROWS)
         status, code = await rig.post("/v1/chain/get_code", {"account": "alice"})
         assert status == 200
         assert code["code_bytes"] == len(kv_contract.wasm())
-        assert len(code["code_hash"]) == 64 and code["abi"]["version"] == "bor::abi/1"
+        assert code["wasm"] == kv_contract.wasm().hex() and code["wast"] == ""
+        assert len(code["code_hash"]) == 64 and code["bor_abi"] == json.loads(kv_contract.ABI)
+        assert code["abi"]["version"] == "eosio::abi/1.2"
+        entry = {"name": "entry", "base": "", "fields": ENTRY_FIELDS}
+        assert entry in code["abi"]["structs"]
+        assert code["abi"]["tables"] == [
+            {"name": "kv", "index_type": "i64", "key_names": [], "key_types": [], "type": "entry"}
+        ]
+        assert code["abi"]["action_results"] == [{"name": "get", "result_type": "entry"}]
         status, abi = await rig.post("/v1/chain/get_abi", {"account": "alice"})
-        assert status == 200 and abi["abi"] == code["abi"]
+        assert status == 200 and (abi["abi"], abi["bor_abi"]) == (code["abi"], code["bor_abi"])
 
         query = {"code": "alice", "scope": "alice", "table": "kv"}
         status, page = await rig.post("/v1/chain/get_table_rows", query | {"limit": 2})
         assert status == 200
-        assert [r["data"] for r in page["rows"]] == [
-            {"id": 1, "owner": "carol", "amount": 10},
-            {"id": 2, "owner": "bob", "amount": 20},
-        ]
-        assert page["rows"][0]["payer"] == "alice" and page["rows"][0]["key"] == "1"
-        assert page["more"] is True and page["next_key"] == "3"
+        assert page == {
+            "rows": [
+                {"id": 1, "owner": "carol", "amount": 10},
+                {"id": 2, "owner": "bob", "amount": 20},
+            ],
+            "more": True,
+            "next_key": "3",
+        }
         status, rest = await rig.post(
             "/v1/chain/get_table_rows", query | {"lower_bound": page["next_key"]}
         )
-        assert [r["key"] for r in rest["rows"]] == ["3", "7"]
+        assert [r["id"] for r in rest["rows"]] == [3, 7]
         assert rest["more"] is False and rest["next_key"] == ""
 
         scope_number = {"scope": name_to_u64("alice"), "lower_bound": 2, "upper_bound": "3"}
         status, bounded = await rig.post("/v1/chain/get_table_rows", query | scope_number)
-        assert [r["key"] for r in bounded["rows"]] == ["2", "3"]
+        assert [r["id"] for r in bounded["rows"]] == [2, 3]
         crossed = query | {"lower_bound": 5, "upper_bound": 2}  # an empty range, as in Antelope
         status, empty = await rig.post("/v1/chain/get_table_rows", crossed)
         assert (status, empty["rows"], empty["more"]) == (200, [], False)
 
         status, raw = await rig.post("/v1/chain/get_table_rows", query | {"json": False})
-        assert raw["rows"][0]["hex"] == _entry(*ROWS[0]).hex()
-
-        by_owner = query | {
-            "index_position": "secondary",
-            "lower_bound": "bob",
-            "upper_bound": "bob",
+        assert raw["rows"][0] == _entry(*ROWS[0]).hex()
+        status, paid = await rig.post("/v1/chain/get_table_rows", query | {"show_payer": True})
+        assert paid["rows"][0] == {
+            "data": {"id": 1, "owner": "carol", "amount": 10},
+            "payer": "alice",
         }
+
+        by_owner = query | {"index_position": 2, "lower_bound": "bob", "upper_bound": "bob"}
         status, owned = await rig.post("/v1/chain/get_table_rows", by_owner)
         assert status == 200
-        assert [r["key"] for r in owned["rows"]] == ["2", "7"]
-        assert owned["rows"][0]["secondary"] == str(name_to_u64("bob"))
+        assert [r["id"] for r in owned["rows"]] == [2, 7]
+        for position in ("secondary", "2"):
+            again = await rig.post(
+                "/v1/chain/get_table_rows", by_owner | {"index_position": position}
+            )
+            assert again == (200, owned)
+
+    _run(tmp_path, scenario)
+
+
+def test_paging_by_next_key_gives_every_row_once_both_ways(tmp_path: Path) -> None:
+    """Pages of 3 over 10 rows (keys with gaps), forward by lower_bound and in reverse by
+    upper_bound, each from the previous page's next_key, give every row exactly once, in
+    order; bounds as WharfKit sends them (key_type name, decimal strings) mean the same."""
+    rows = [(n * n, "bob", n) for n in range(1, 11)]
+
+    async def scenario(rig: Rig) -> None:
+        await _deploy(rig, rows)
+        query = {"code": "alice", "scope": "alice", "table": "kv", "limit": 3, "key_type": "name"}
+        for reverse, bound in ((False, "lower_bound"), (True, "upper_bound")):
+            seen: list[int] = []
+            page = {"more": True, "next_key": ""}
+            while page["more"]:
+                body = query | {"reverse": reverse}
+                if page["next_key"]:
+                    body[bound] = page["next_key"]
+                status, page = await rig.post("/v1/chain/get_table_rows", body)
+                assert status == 200 and len(page["rows"]) <= 3, page
+                seen += [r["id"] for r in page["rows"]]
+            keys = [r[0] for r in rows]
+            assert seen == (keys[::-1] if reverse else keys), reverse
 
     _run(tmp_path, scenario)
 
@@ -169,7 +215,7 @@ def test_read_only_call(tmp_path: Path) -> None:
         status, rows = await rig.post(
             "/v1/chain/get_table_rows", {"code": "alice", "scope": "alice", "table": "kv"}
         )
-        assert [r["key"] for r in rows["rows"]] == ["1"]
+        assert [r["id"] for r in rows["rows"]] == [1]
 
     _run(tmp_path, scenario)
 
@@ -243,6 +289,20 @@ BAD: list[tuple[str, dict[str, Any], int, str, str]] = [
         "lower_bound",
     ),
     (
+        "/v1/chain/get_table_rows",
+        {"code": "alice", "scope": "alice", "table": "kv", "index_position": 3},
+        400,
+        "bad_field",
+        "index_position",
+    ),
+    (
+        "/v1/chain/get_table_rows",
+        {"code": "alice", "scope": "alice", "table": "kv", "key_type": "sha256"},
+        400,
+        "bad_field",
+        "key_type",
+    ),
+    (
         "/v1/chain/call",
         {"contract": "alice", "action": "get", "data": {"id": "x"}},
         422,
@@ -285,8 +345,8 @@ def test_code_with_an_abi_that_is_not_json(tmp_path: Path) -> None:
             assert status == 200, got
             await rig.produce()
             status, code = await rig.post("/v1/chain/get_code", {"account": "alice"})
-            assert status == 200 and code["abi"] is None, code
+            assert status == 200 and code["abi"] is code["bor_abi"] is None, code
             status, abi = await rig.post("/v1/chain/get_abi", {"account": "alice"})
-            assert status == 200 and abi["abi"] is None, abi
+            assert status == 200 and abi["abi"] is abi["bor_abi"] is None, abi
 
     _run(tmp_path, scenario)

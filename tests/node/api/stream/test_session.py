@@ -206,6 +206,9 @@ def test_a_cursor_on_an_undone_branch_gets_undo_back_to_our_chain(tmp_path: Path
         harness = Harness(runner, Subscription("transactions", cursor=cursor))
         harness.popped.update(watcher.popped)
         task = harness.start()
+        # subscribed, the undo and y's transactions (a replay read may still be on its way
+        # when the loop looks idle), then nothing more.
+        await wait.until(lambda: len(harness.frames) >= 3, "the undo and y's transactions")
         await harness.settle()
         task.cancel()
         assert harness.frames[0]["resume_from"] == x_block.num
