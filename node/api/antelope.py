@@ -24,7 +24,7 @@ from chain.core.primitives.errors import EncodingError, NotFound
 from chain.core.primitives.keytext import public_key_text, signature_text
 from chain.core.primitives.params import ChainParams
 from chain.core.primitives.types import AccountName
-from node.api.contract_reads import RowQuery, RowReader, table_rows
+from node.api.contracts.reads import RowQuery, RowReader, table_rows
 
 # The account Antelope's wallets ask for the core token's balance: BoR answers from its native
 # balances under this name (no contract runs there).

@@ -37,7 +37,7 @@ from node.admission import Admitter
 from node.api.antelope import info_fields, producers_page
 from node.api.batch import Batch, Prepared, prepare
 from node.api.blockcache import BlockJsonCache
-from node.api.contracts import ContractApi, contract_routes
+from node.api.contracts.api import ContractApi, contract_routes
 from node.api.fields import RequestError
 from node.api.payloads import transaction_json
 from node.api.reads import WRITES_WINDOW_S, ChainReads, ReadPacer, ReadsBusy

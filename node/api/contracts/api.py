@@ -30,7 +30,7 @@ from node.api.antelope import (
     token_balance,
     token_stats,
 )
-from node.api.contract_reads import (
+from node.api.contracts.reads import (
     MAX_ROWS,
     RowQuery,
     abi_of,

@@ -7,7 +7,7 @@ import pytest
 
 from chain.core.execution.contracts import name_to_u64
 from chain.core.primitives.errors import EncodingError
-from node.api.contract_reads import u64_of
+from node.api.contracts.reads import u64_of
 
 
 def test_keys_read_as_numbers_digits_names_and_symbol_codes() -> None:
