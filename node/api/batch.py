@@ -147,7 +147,7 @@ def prepare(batch: Batch, chain_id: bytes) -> list[Prepared | Exception]:
             args = parse_fields(batch.fields, item)
             wire = pack([args["packed_trx"], args["signatures"]])
             decoded.append(decode_signed_transaction(wire))
-        except RequestError as err:
+        except (RequestError, BadSignature) as err:
             decoded.append(err)
         except EncodingError as err:
             decoded.append(MalformedTransaction(str(err)))

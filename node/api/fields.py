@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from chain.core.primitives.errors import BadSignature
 from chain.core.primitives.keytext import K1_SIGNATURE, MAX_TEXT, signature_bytes
 from node.errors import NodeError
 
@@ -140,12 +139,16 @@ class Signature:
         return {"anyOf": [k.schema() for k in self.kinds]}
 
     def parse(self, value: Any) -> bytes:
+        """A SIG_K1_ text of the schema's form whose checksum or header is wrong is a
+        BadSignature (401, as a signature that recovers no key), not a malformed field: the
+        schema cannot say which base58 texts carry a valid check."""
         as_hex, as_text = self.kinds
         if isinstance(value, str) and value.startswith(K1_SIGNATURE):
             try:
-                return signature_bytes(as_text.parse(value))
-            except (ValueError, BadSignature) as err:
+                text = as_text.parse(value)
+            except ValueError as err:
                 raise ValueError(f"is not a SIG_K1_ signature: {err}") from None
+            return signature_bytes(text)
         try:
             return as_hex.parse(value)
         except ValueError:

@@ -80,8 +80,8 @@ def test_info_block_and_account_carry_antelopes_fields(tmp_path: Path) -> None:
 def test_a_push_signed_in_sig_k1_text_shows_in_its_block_as_antelope_lists_it(
     tmp_path: Path,
 ) -> None:
-    """push_transaction takes Antelope's SIG_K1_ signatures (a changed character is a 400
-    naming the field); the block then has the producer's signature as SIG_K1_ text (hex
+    """push_transaction takes Antelope's SIG_K1_ signatures (a changed character fails the
+    text's checksum: a 401 bad_signature, as a signature that recovers no key); the block then has the producer's signature as SIG_K1_ text (hex
     beside) and the transaction with Antelope's receipt fields beside BoR's."""
 
     async def scenario(rig: Rig) -> None:
@@ -90,7 +90,7 @@ def test_a_push_signed_in_sig_k1_text_shows_in_its_block_as_antelope_lists_it(
         body = {"packed_trx": stx.packed.hex(), "mode": "sync"}
         typo = texts[0][:-1] + ("2" if texts[0][-1] != "2" else "3")
         status, error = await rig.post("/v1/chain/push_transaction", body | {"signatures": [typo]})
-        assert (status, error["error"]["name"]) == (400, "bad_field")
+        assert (status, error["error"]["name"]) == (401, "bad_signature")
         assert "checksum" in error["error"]["what"]
         status, pushed = await rig.post("/v1/chain/push_transaction", body | {"signatures": texts})
         assert (status, pushed["status"]) == (200, "accepted"), pushed
