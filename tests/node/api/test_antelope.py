@@ -81,8 +81,9 @@ def test_a_push_signed_in_sig_k1_text_shows_in_its_block_as_antelope_lists_it(
     tmp_path: Path,
 ) -> None:
     """push_transaction takes Antelope's SIG_K1_ signatures (a changed character fails the
-    text's checksum: a 401 bad_signature, as a signature that recovers no key); the block then has the producer's signature as SIG_K1_ text (hex
-    beside) and the transaction with Antelope's receipt fields beside BoR's."""
+    text's checksum: a 401 bad_signature, as a signature that recovers no key); the block
+    then has the producer's signature as SIG_K1_ text (hex beside) and the transaction with
+    Antelope's receipt fields beside BoR's."""
 
     async def scenario(rig: Rig) -> None:
         stx = await rig.tx(Transfer(A, B, 5))
