@@ -27,6 +27,7 @@ from aiohttp import web
 from chain.core.consensus.finality import FINALITY_VOTES, finalizer_policy
 from chain.core.consensus.qc import Vote
 from chain.core.consensus.votes import VoteOutcome
+from chain.core.execution import engine
 from chain.core.header_chain import HeaderChain
 from chain.core.primitives.crypto import PrivateKey, public_key_to_text
 from chain.core.primitives.types import BlockId
@@ -458,6 +459,7 @@ class Node:
                 admin_rpc=config.http.admin_address
                 and "http://{}:{}".format(*config.http.admin_address),
                 p2p=self.network.listen_port,
+                executor=engine.name(),  # the compiled core or the Python reference alone
                 peers=len(config.p2p.peers),
             )
             async with asyncio.TaskGroup() as tg:

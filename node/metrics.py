@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from chain.core.execution import engine
 from chain.core.primitives.params import slot_start_s
 from chain.view import ChainView
 from node.network import NetworkStatus
@@ -32,6 +33,13 @@ class NodeMetrics:
             "bor_mempool_bytes", "Bytes of the pending transactions (max-mempool-bytes)", registry=r
         )
         self.fork_db = Gauge("bor_fork_db_blocks", "Blocks in the fork database", registry=r)
+        executor = Gauge(
+            "bor_executor_info",
+            "1 for what runs native transactions: native (the compiled core) or python",
+            ["executor"],
+            registry=r,
+        )
+        executor.labels(engine.name()).set(1)
         self.produced = Counter("bor_blocks_produced", "Blocks this node produced", registry=r)
         self.block_txs = Counter(
             "bor_block_transactions", "Transactions in blocks this node applied", registry=r

@@ -3,9 +3,11 @@
 Builds blocks of 1,000 signed transfers between many accounts, then applies them to a fresh
 chain on a real LevelDB store (signature recovery, TaPoS, replay checks, state, one write
 batch per block), first on one core and then with signature recovery spread over worker
-processes. R, single-core Ed25519 verifications per second through ``cryptography``, is
-measured in the same run so that figures compare across machines. Finally a real node
-process is started and 50 concurrent HTTP clients push transactions to it.
+processes. The one-core run is repeated with the Python reference alone (``BOR_NATIVE=0``'s
+path): ``onecore_tx_per_s`` (the executor the node would use) against
+``onecore_python_tx_per_s``. R, single-core Ed25519 verifications per second through
+``cryptography``, is measured in the same run so that figures compare across machines.
+Finally a real node process is started and 50 concurrent HTTP clients push transactions to it.
 
     python scripts/bench_apply.py [--blocks 20] [--txs-per-block 1000] [--workers 2]
 
@@ -34,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from chain.controller import Chain
 from chain.core import block_transition
 from chain.core.consensus.block import SignedBlock, decode_block
+from chain.core.execution import engine
 from chain.core.execution.actions import Transfer
 from chain.core.execution.state_hash import StateHash
 from chain.core.execution.transaction import SignedTransaction, Transaction, tapos_of
@@ -316,6 +319,15 @@ def main() -> None:
             f"apply, 1 core:            {tps1:8,.0f} tx/s = {tps1 / r:.2f} R  "
             f"(cpu {cpu1:.1f} s, {used1:.2f} cores used)"
         )
+        executor = engine.name()
+        engine.select(False)  # the same blocks through the Python reference alone
+        wall_py = apply_blocks(genesis, encoded, work / "apply-py", 0)[0]
+        engine.select(executor == engine.NATIVE)
+        tps_py = total / wall_py
+        print(
+            f"apply, 1 core, {executor:6}: {tps1:8,.0f} tx/s; python reference: {tps_py:8,.0f} "
+            f"tx/s ({tps1 / tps_py:.2f}x)"
+        )
         wallp, cpup, hashp, treep = apply_blocks(genesis, encoded, work / "apply-p", args.workers)
         tpsp, usedp = total / wallp, cores_used(treep, wallp)
         print(
@@ -343,6 +355,9 @@ def main() -> None:
             "cores_used_parallel": usedp,
             "state_hash_cpu_share": round(hash1 / cpu1, 4),
             "state_hash_cpu_share_parallel": round(hashp / cpup, 4),
+            "executor": executor,
+            "onecore_tx_per_s": round(tps1),
+            "onecore_python_tx_per_s": round(tps_py),
         }
         if not args.skip_rpc:
             rpc = bench_rpc(genesis, keys, work, args.clients, args.rpc_seconds)

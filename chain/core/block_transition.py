@@ -39,6 +39,7 @@ from chain.core.consensus.block import (
 )
 from chain.core.consensus.dpos import HeaderState, elect
 from chain.core.consensus.finality_rules import check_qc_claim, verify_block_qc
+from chain.core.execution import engine
 from chain.core.execution.actions import Call
 from chain.core.execution.contracts import ContractHost, TxTrace
 from chain.core.execution.state import Changes, KVReader, StateView
@@ -253,32 +254,7 @@ def execute_transactions(
     view = StateView(reader)
     view.prune_expired_txs(ctx.block_time_s)
     view.set_block_summary(parent.num, parent.id)
-    included: list[SignedTransaction] = []
-    failed: list[TxId] = []
-    traces: list[tuple[TxId, TxTrace]] = []
-    fuel = 0
-    fuel_spent = False  # building: a transaction ran out of the block's fuel
-    for stx, keys in txs:
-        if fuel_spent and any(type(a) is Call for a in stx.tx.actions):
-            continue  # waits for the next block, as the one that ran out does
-        try:
-            trace = apply_transaction(
-                view, stx, keys, ctx, check_auth=check_auth, block_fuel=params.max_block_fuel - fuel
-            )
-        except BlockFuelExhausted as err:
-            if strict:
-                raise InvalidBlock(num, f"transaction {stx.id.hex()}: {err.name}: {err}") from err
-            fuel_spent = True
-            continue
-        except TransactionError as err:
-            if strict:
-                raise InvalidBlock(num, f"transaction {stx.id.hex()}: {err.name}: {err}") from err
-            failed.append(stx.id)
-            continue
-        included.append(stx)
-        if trace is not None:
-            traces.append((stx.id, trace))
-            fuel += trace.fuel
+    included, failed, traces, fuel = _run(view, list(txs), ctx, strict, check_auth)
     view.record_block_txs(num, [(stx.tx.expiration, stx.id) for stx in included])
     new_producers = None
     if num % params.election_interval_blocks == 0:
@@ -301,6 +277,57 @@ def execute_transactions(
         tuple(traces),
         fuel,
     )
+
+
+def _run(
+    view: StateView,
+    txs: list[tuple[SignedTransaction, frozenset[PublicKey]]],
+    ctx: Context,
+    strict: bool,
+    check_auth: bool,
+) -> tuple[list[SignedTransaction], list[TxId], list[tuple[TxId, TxTrace]], int]:
+    """``execute_transactions``' loop: what went in, what failed, the traces and the fuel.
+
+    With the compiled core, each run of plain transfers goes through its pass, and the
+    reference takes every other transaction, including any that a rule refuses."""
+    num, params = ctx.block_num, ctx.params
+    fast = engine.transfer_pass()
+    included: list[SignedTransaction] = []
+    failed: list[TxId] = []
+    traces: list[tuple[TxId, TxTrace]] = []
+    fuel = 0
+    fuel_spent = False  # building: a transaction ran out of the block's fuel
+    i, n = 0, len(txs)
+    while i < n:
+        if fast is not None:
+            stop = fast(view, txs, i, ctx, check_auth)
+            included.extend([stx for stx, _ in txs[i:stop]])
+            if stop == n:
+                break
+            i = stop
+        stx, keys = txs[i]
+        i += 1
+        if fuel_spent and any(type(a) is Call for a in stx.tx.actions):
+            continue  # waits for the next block, as the one that ran out does
+        try:
+            trace = apply_transaction(
+                view, stx, keys, ctx, check_auth=check_auth, block_fuel=params.max_block_fuel - fuel
+            )
+        except BlockFuelExhausted as err:
+            if strict:
+                raise InvalidBlock(num, f"transaction {stx.id.hex()}: {err.name}: {err}") from err
+            fuel_spent = True
+            continue
+        except TransactionError as err:
+            if strict:
+                raise InvalidBlock(num, f"transaction {stx.id.hex()}: {err.name}: {err}") from err
+            failed.append(stx.id)
+            continue
+        included.append(stx)
+        if trace is not None:
+            traces.append((stx.id, trace))
+            fuel += trace.fuel
+    return included, failed, traces, fuel
 
 
 def next_state_hash(

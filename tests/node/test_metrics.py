@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from chain.core.execution import engine
 from node.metrics import NodeMetrics
 from node.network import NetworkStatus, PeerTraffic
 from p2p.blocksync.manager import Stage, SyncStatus
@@ -65,3 +66,17 @@ def test_network_metrics_are_read_from_what_the_network_publishes() -> None:
     metrics.observe_network(NetworkStatus(0, _sync(Stage.IN_SYNC, 0, 0.0), None, False, traffic=()))
     assert _sample(metrics, "bor_p2p_peer_bytes_sent", peer="a", transport="tcp") is None
     assert _sample(metrics, "bor_sync_stage", stage="in_sync") == 1
+
+
+def test_the_executor_is_a_label_of_bor_executor_info() -> None:
+    """bor_executor_info{executor} is 1 for what runs native transactions when the metrics
+    are made, the compiled core (native) or the Python reference alone (python)."""
+    was = engine.name() == engine.NATIVE
+    try:
+        engine.select(False)
+        assert _sample(NodeMetrics(), "bor_executor_info", executor="python") == 1
+        engine.select(True)
+        expected = "native" if engine.available() else "python"
+        assert _sample(NodeMetrics(), "bor_executor_info", executor=expected) == 1
+    finally:
+        engine.select(was)
