@@ -29,7 +29,14 @@ export function isAccount(account: u64): bool {
   return env.is_account(account) != 0;
 }
 
-/** The contract running this action. */
+/** Notify `account` of this action (Antelope's `require_recipient`): once this handler
+ *  returns, `account`'s contract, if it has one, runs its `apply` with receiver = `account`
+ *  and code = this contract; every account is notified once, the receiver never. */
+export function requireRecipient(account: u64): void {
+  env.require_recipient(account);
+}
+
+/** The contract running this action (the notified account, in a notification handler). */
 export function receiver(): u64 {
   return env.current_receiver();
 }

@@ -289,6 +289,7 @@ def trace_json(trace: TxTrace, abis: dict[str, Abi | None]) -> dict[str, Any]:
         value: dict[str, Any] = {
             "contract": call.contract,
             "action": call.action,
+            "receiver": a.receiver,  # not the contract: a notification (require_recipient)
             "authorization": list(call.authorization),
             "depth": a.depth,
             "hex": call.data.hex(),
