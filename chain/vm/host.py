@@ -149,14 +149,10 @@ class Action:
         return ResourceExceeded(f"{self.where}: {reason}")
 
     def charge(self, nbytes: int = 0, per_byte: int = BYTE_FUEL) -> None:
-        cost = HOST_CALL_FUEL + per_byte * nbytes
         fuel = self.fuel
         assert fuel is not None, "fuel is set before apply runs"
-        left = fuel.left()
-        if left < cost:
-            fuel.set(0)
+        if not fuel.take(HOST_CALL_FUEL + per_byte * nbytes):
             raise self.out_of_fuel()
-        fuel.set(left - cost)
 
     def out_of_fuel(self) -> OutOfFuel:
         return OutOfFuel(f"{self.where}: out of fuel (max_tx_fuel {self.params.max_tx_fuel})")
@@ -533,23 +529,26 @@ def _body(
     results: tuple[wasmtime.ValType, ...],
 ) -> raw.HostCallback:
     """``fn`` as a raw host callback: arguments unpacked from the raw values by type in one
-    step, the result packed back, and any exception recorded on the action before it
-    becomes a trap."""
+    step, the result packed back, and any exception recorded on the action and turned into
+    a trap (one Python frame between wasmtime and ``fn``)."""
     slots = "".join(("q" if p == I64 else "i") + ("8x" if p == I64 else "12x") for p in params)
     unpack = struct.Struct("<" + slots).unpack_from
     pack = struct.Struct("<q" if results[0] == I64 else "<i").pack_into if results else None
     local = _current
     space = ADDRESS_SPACE
 
-    def body(args: raw.Args) -> None:
+    failed = raw.failed
+
+    def body(env: int, caller: int, args: raw.Args, nargs: int) -> int | None:
         act: Action = local.action
         try:
             value = fn(act, *unpack(space, args))
         except BaseException as err:
             if act.error is None:
                 act.error = err
-            raise
+            return failed()
         if pack is not None:
             pack(space, args, value)
+        return None
 
     return body
