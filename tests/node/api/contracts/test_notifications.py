@@ -21,28 +21,40 @@ from tests.node.api.test_rpc import Rig, _body, _run
 A, B = AccountName("alice"), AccountName("bob")
 
 # Notifies the account named by its data's first 8 bytes (a name, u64 LE), whatever the
-# action; prints "pinged" when it runs as a notification (receiver != code).
+# action; when it runs as a notification (receiver != code), prints "pinged" and emits the
+# event "pinged" of the notifying contract's name.
 NOTIFIER = """
 (module
   (import "env" "read_action_data" (func $read (param i32 i32) (result i32)))
   (import "env" "require_recipient" (func $notify (param i64)))
   (import "env" "prints_l" (func $print (param i32 i32)))
+  (import "env" "emit_event" (func $emit (param i64 i32 i32)))
   (memory (export "memory") 1)
   (data (i32.const 16) "pinged")
   (func (export "apply") (param $recv i64) (param $code i64) (param $action i64)
     (if (i64.ne (local.get $recv) (local.get $code))
-      (then (call $print (i32.const 16) (i32.const 6)) (return)))
+      (then
+        (call $print (i32.const 16) (i32.const 6))
+        (i64.store (i32.const 32) (local.get $code))
+        (call $emit (i64.const PINGED) (i32.const 32) (i32.const 8))
+        (return)))
     (drop (call $read (i32.const 0) (i32.const 8)))
     (call $notify (i64.load (i32.const 0)))))
-"""
-NOTIFIER_ABI = json.dumps(
-    {
-        "version": "bor::abi/1",
-        "structs": [{"name": "ping", "fields": [{"name": "to", "type": "name"}]}],
-        "actions": [{"name": "ping", "type": "ping"}],
-        "notify": [{"contract": "*", "action": "ping"}],
-    }
-)
+""".replace("PINGED", str(name_to_u64("pinged") - (1 << 64)))
+NOTIFIER_ABI = {
+    "version": "bor::abi/1",
+    "structs": [{"name": "ping", "fields": [{"name": "to", "type": "name"}]}],
+    "actions": [{"name": "ping", "type": "ping"}],
+}
+# bob's ABI alone declares the event its handler emits, and what it listens to.
+LISTENER_ABI = NOTIFIER_ABI | {
+    "structs": [
+        *NOTIFIER_ABI["structs"],
+        {"name": "pinged", "fields": [{"name": "by", "type": "name"}]},
+    ],
+    "events": [{"name": "pinged", "type": "pinged"}],
+    "notify": [{"contract": "*", "action": "ping"}],
+}
 
 
 def _ping(to: str) -> bytes:
@@ -58,14 +70,15 @@ async def _push(rig: Rig, *actions: Call | SetCode) -> tuple[int, dict[str, obje
 def test_a_notification_is_in_the_push_trace_and_in_the_notified_accounts_frames(
     tmp_path: Path,
 ) -> None:
-    """alice's contract notifies carol (no contract) and bob (the same contract): the push's
+    """alice's contract notifies carol (no contract) and bob (the same code): the push's
     trace shows both notifications with their receivers, bob's handler ran with code =
-    alice, and an actions subscription to carol, named nowhere in the action, selects it."""
+    alice and its event is decoded by bob's ABI, and an actions subscription to carol, named
+    nowhere in the action, selects it."""
     code = bytes(wasmtime.wat2wasm(NOTIFIER))
 
     async def scenario(rig: Rig) -> None:
-        for account in (A, B):
-            status, got = await _push(rig, SetCode(account, code, NOTIFIER_ABI))
+        for account, abi in ((A, NOTIFIER_ABI), (B, LISTENER_ABI)):
+            status, got = await _push(rig, SetCode(account, code, json.dumps(abi)))
             assert status == 200, got
         await rig.produce()
         status, got = await _push(rig, Call(A, "ping", (A,), _ping("carol")))
@@ -77,6 +90,7 @@ def test_a_notification_is_in_the_push_trace_and_in_the_notified_accounts_frames
         shown = [(a["contract"], a["receiver"], a["depth"], a["console"]) for a in trace["actions"]]
         assert shown == [("alice", "alice", 0, ""), ("alice", "bob", 1, "pinged")]
         assert trace["actions"][1]["data"] == {"to": "bob"}
+        assert trace["actions"][1]["events"] == [{"name": "pinged", "data": {"by": "alice"}}]
         await rig.produce()
 
         block, traces = await rig.runner.call(
@@ -92,6 +106,7 @@ def test_a_notification_is_in_the_push_trace_and_in_the_notified_accounts_frames
         assert action["data"] == {"to": "carol"} and action["depth"] == 1
         everything = json.loads(index.frame(Subscription("actions"), False) or b"{}")["actions"]
         assert [a["receiver"] for a in everything] == ["alice", "carol", "alice", "bob"]
+        assert everything[3]["events"][0]["data"] == {"by": "alice"}
 
     _run(tmp_path, scenario)
 
