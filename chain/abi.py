@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import re
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from chain.abi_actions import parse_notify, split_read_only
 from chain.core.execution.contracts import name_to_u64, u64_to_name
 from chain.core.primitives.errors import EncodingError
 
@@ -50,6 +51,7 @@ MAX_PRECISION = 18  # Antelope's: 10**18 still fits an i64 amount
 MAX_ASSET_AMOUNT = 2**62 - 1  # Antelope's asset::max_amount
 _MAX_TYPE_CHARS = 80  # "u8[][]..." nests no deeper than this
 _MAX_WIDTH = 4096  # values one element decodes to: bounds decoding work per byte of data
+_TOP_KEYS = {"version", "structs", "actions", "tables", "events", "action_results", "notify"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,8 @@ class Abi:
     tables: dict[str, Table]
     events: dict[str, str]  # event name -> type
     results: dict[str, str]  # action name -> type of its return value (Antelope's action_results)
+    read_only: set[str] = field(default_factory=set)  # actions run by call, never pushed
+    notify: list[tuple[str, str]] = field(default_factory=list)  # (contract or *, action)
 
     # --- the operations the node and the wallet use -----------------------------------------
 
@@ -418,7 +422,7 @@ def parse_abi(text: str) -> Abi:
     except (ValueError, RecursionError) as err:
         raise EncodingError("abi", f"not JSON: {err}") from None
     obj = _object(raw, "abi")
-    _only(obj, "abi", {"version", "structs", "actions", "tables", "events", "action_results"})
+    _only(obj, "abi", _TOP_KEYS)
     if obj.get("version") != VERSION:
         raise EncodingError("abi.version", f"expected {VERSION!r}, got {_show(obj.get('version'))}")
     structs: dict[str, tuple[Field, ...]] = {}
@@ -445,8 +449,12 @@ def parse_abi(text: str) -> Abi:
     for name in structs:
         types.check(name, f"struct {name}")
     for i, item in enumerate(_list(obj, "actions")):
-        name, type_ = _named_type(types, item, f"abi.actions[{i}]", abi.actions)
+        entry, read_only = split_read_only(item, f"abi.actions[{i}]")
+        name, type_ = _named_type(types, entry, f"abi.actions[{i}]", abi.actions)
         abi.actions[name] = type_
+        if read_only:
+            abi.read_only.add(name)
+    abi.notify.extend(parse_notify(obj.get("notify", [])))
     for i, item in enumerate(_list(obj, "events")):
         name, type_ = _named_type(types, item, f"abi.events[{i}]", abi.events)
         abi.events[name] = type_

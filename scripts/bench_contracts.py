@@ -1,14 +1,17 @@
 """Contract throughput against native transfers: full validation on one core, and a real node.
 
-Builds the example token (``bor-contract build``'s compiler and flags), then makes, on a chain
-of many funded accounts, setup blocks (setcode, create, issue, a share of the token to every
-account), blocks of token transfers (one ``call`` each) and, from the same setup, as many
-blocks of native transfers. Each round applies them to fresh LevelDB-backed chains as a
-validating node does (signature recovery on this process, TaPoS, replay checks, contract
-runs, state commitment, one write batch per block): the setup untimed, then the contract
-blocks or the native blocks, timed. Also timed per round: the block holding the setcode on a
-fresh chain (validation and compilation: ``setcode_ms``), a transfer on a fresh runtime
-(compile, instantiate, run: ``cold_call_ms``) and once compiled (``warm_call_us``).
+Builds the example token (``bor-contract build``'s compiler and flags), which notifies the
+sender and the receiver of every transfer (``require_recipient``, as eosio.token): here both
+are plain accounts (no contract, so no handler runs), and each transfer runs the token and
+records two notifications in its trace. Then makes, on a chain of many funded accounts, setup
+blocks (setcode, create, issue, a share of the token to every account), blocks of token
+transfers (one ``call`` each) and, from the same setup, as many blocks of native transfers.
+Each round applies them to fresh LevelDB-backed chains as a validating node does (signature
+recovery on this process, TaPoS, replay checks, contract runs, state commitment, one write
+batch per block): the setup untimed, then the contract blocks or the native blocks, timed.
+Also timed per round: the block holding the setcode on a fresh chain (validation and
+compilation: ``setcode_ms``), a transfer on a fresh runtime (compile, instantiate, run:
+``cold_call_ms``) and once compiled (``warm_call_us``).
 
 Then a real node (``bor-node run``): concurrent clients push token transfers, then native
 transfers (mode sync, alternating, in rounds), and after a restart (module cache cold) the
@@ -18,7 +21,8 @@ first pushed transfer's latency against the next ones'.
 
 Figures are medians over the rounds. The last line of output is a JSON object with
 ``contract_tx_per_s``, ``native_tx_per_s``, ``ratio_contract_native``, ``setcode_ms``,
-``cold_call_ms``, ``warm_call_us`` and the RPC figures.
+``cold_call_ms``, ``warm_call_us``, ``actions_per_transfer`` (the token's action and its
+notifications) and the RPC figures.
 """
 
 from __future__ import annotations
@@ -207,7 +211,7 @@ def apply_round(
             chain.prefetch_keys(upcoming.transactions)
         chain.push_block(block, now)
     apply_s, apply_cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
-    cold_s, warm_s = call_times(chain)
+    cold_s, warm_s, actions = call_times(chain)
     chain.store.close()
     return {
         "apply_s": apply_s,
@@ -215,16 +219,18 @@ def apply_round(
         "setcode_s": setcode_s,
         "cold_s": cold_s,
         "warm_s": warm_s,
+        "actions": actions,
     }
 
 
-def call_times(chain: Chain, runs: int = 300) -> tuple[float, float]:
+def call_times(chain: Chain, runs: int = 300) -> tuple[float, float, int]:
     """One transfer (the last block's first) on a fresh runtime, then the median of ``runs``
-    on the chain's own, each on a child view dropped after, so each does the same work."""
+    on the chain's own, each on a child view dropped after, so each does the same work; and
+    the actions its trace holds (the token's and its notifications)."""
     block = chain.block_by_id(chain.head.id)
     action = block.transactions[0].tx.actions[0]
     if not isinstance(action, Call):
-        return 0.0, 0.0  # native blocks: nothing to call
+        return 0.0, 0.0, 0  # native blocks: nothing to call
     call = ContractCall(action.contract, action.action_name, action.authorization, action.data)
     reader = chain.store.frozen()
     view = StateView(reader)
@@ -234,9 +240,13 @@ def call_times(chain: Chain, runs: int = 300) -> tuple[float, float]:
         "block_num": chain.head.num,
     }
 
+    trace = TxTrace()
+
     def once(runtime: Any) -> float:
+        nonlocal trace
+        trace = TxTrace()
         t0 = time.perf_counter()
-        runtime.run(view.child(), call, TxTrace(), fuel_left=chain.params.max_tx_fuel, **when)
+        runtime.run(view.child(), call, trace, fuel_left=chain.params.max_tx_fuel, **when)
         return time.perf_counter() - t0
 
     try:
@@ -244,7 +254,7 @@ def call_times(chain: Chain, runs: int = 300) -> tuple[float, float]:
         warm = statistics.median(once(chain.vm) for _ in range(runs))
     finally:
         reader.close()
-    return cold, warm
+    return cold, warm, len(trace.actions)
 
 
 # --- the RPC --------------------------------------------------------------------------------
@@ -350,7 +360,7 @@ def main() -> None:
         total = args.blocks * args.txs_per_block
         print(f"built {len(setup)} setup blocks and 2 x {args.blocks} blocks x "
               f"{args.txs_per_block} transfers in {time.perf_counter() - t0:.1f} s")  # fmt: skip
-        contract, native, setcode, cold, warm = [], [], [], [], []
+        contract, native, setcode, cold, warm, actions = [], [], [], [], [], []
         contract_cores, native_cores = [], []
         for r in range(args.rounds):
             c = apply_round(genesis, setup, calls, work / f"apply-c{r}")
@@ -362,6 +372,7 @@ def main() -> None:
             native_cores.append(n["cores_used"])
             cold.append(c["cold_s"])
             warm.append(c["warm_s"])
+            actions.append(c["actions"])
             print(
                 f"round {r + 1}: contract {contract[-1]:7,.0f} tx/s, native {native[-1]:7,.0f} "
                 f"tx/s ({contract[-1] / native[-1]:.3f}); "
@@ -378,6 +389,7 @@ def main() -> None:
             "setcode_ms": round(1000 * statistics.median(setcode), 1),
             "cold_call_ms": round(1000 * statistics.median(cold), 1),
             "warm_call_us": round(1e6 * statistics.median(warm)),
+            "actions_per_transfer": max(actions),
             "txs": total,
             "rounds": args.rounds,
             "cores_available": machine.available,

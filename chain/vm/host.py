@@ -50,6 +50,9 @@ MAX_RETURN_VALUE = 8192
 MAX_EVENT_DATA = 4096
 MAX_EVENTS = 64  # per action
 MAX_INLINE = 64  # actions one action may send inline
+# Accounts one action may notify (require_recipient), its notified handlers' included: each
+# runs the action's handler or is recorded in the trace with the action's data.
+MAX_RECIPIENTS = 16
 MAX_AUTHORIZATION = 16
 MAX_ASSERT_MESSAGE = 512  # bytes of an assertion's message that are kept
 
@@ -78,10 +81,13 @@ class Action:
         "inline",
         "max_tx_fuel",
         "memory",
+        "notified",
         "output",
         "params",
         "readonly",
         "receiver",
+        "receiver_name",
+        "recipients",
         "tables",
         "trace",
         "view",
@@ -107,14 +113,19 @@ class Action:
         self.block_time_us = block_time_s * 1_000_000
         self.block_num = block_num
         self.readonly = readonly
+        # The account whose code runs: the contract, or one it notified (trace.receiver).
+        self.receiver_name = trace.receiver
+        self.notified = trace.receiver != call.contract
         self.where = f"{call.contract}::{call.action}"
-        self.receiver = name_to_u64(call.contract)
+        if self.notified:
+            self.where = f"{trace.receiver} (notified of {self.where})"
+        self.receiver = name_to_u64(trace.receiver)
         self.authorized = frozenset(call.authorization)
         self.auth_ids = frozenset(map(name_to_u64, call.authorization))
         self.tables = Tables(
             view,
             self.receiver,
-            call.contract,
+            trace.receiver,
             self.auth_ids,
             params,
             readonly=readonly,
@@ -122,6 +133,7 @@ class Action:
         )
         self.console = bytearray()
         self.inline: list[ContractCall] = []
+        self.recipients: list[AccountName] = []  # require_recipient's, in order, once each
         # Trace output bytes of the transaction so far, this action's included.
         self.output = output
         # Set by the runtime once the action's store and instance exist.
@@ -137,14 +149,10 @@ class Action:
         return ResourceExceeded(f"{self.where}: {reason}")
 
     def charge(self, nbytes: int = 0, per_byte: int = BYTE_FUEL) -> None:
-        cost = HOST_CALL_FUEL + per_byte * nbytes
         fuel = self.fuel
         assert fuel is not None, "fuel is set before apply runs"
-        left = fuel.left()
-        if left < cost:
-            fuel.set(0)
+        if not fuel.take(HOST_CALL_FUEL + per_byte * nbytes):
             raise self.out_of_fuel()
-        fuel.set(left - cost)
 
     def out_of_fuel(self) -> OutOfFuel:
         return OutOfFuel(f"{self.where}: out of fuel (max_tx_fuel {self.params.max_tx_fuel})")
@@ -318,6 +326,23 @@ def send_inline(act: Action, ptr: int, length: int) -> None:
     act.inline.append(call)
 
 
+def require_recipient(act: Action, name: int) -> None:
+    """Antelope's notification: once this action's handler returns, ``name``'s contract (if
+    it has one) runs it too, as receiver ``name`` with code = this contract."""
+    act.charge()
+    if act.readonly:
+        raise act.abort("require_recipient is not allowed in a read-only call")
+    account = u64_to_name(name & _U64)
+    if account is None or act.view.account(account) is None:
+        shown = account or f"#{name & _U64}"
+        raise act.abort(f"require_recipient: no account {shown}")
+    if account == act.receiver_name or account in act.recipients:
+        return  # Antelope notifies each account once, never the receiver itself
+    if len(act.recipients) >= MAX_RECIPIENTS:
+        raise act.exceeded(f"more than {MAX_RECIPIENTS} accounts notified")
+    act.recipients.append(AccountName(account))
+
+
 def parse_inline(act: Action, raw: bytes) -> ContractCall:
     """Antelope's action layout without permission names: contract u64, action u64,
     varuint32 n, n actors u64, varuint32 len, data (little-endian)."""
@@ -355,7 +380,9 @@ def parse_inline(act: Action, raw: bytes) -> ContractCall:
     if len(set(actors)) != count:
         raise act.abort("send_inline: an actor is named twice")
     for actor in actors:
-        if actor != act.call.contract and actor not in act.authorized:
+        # A notified contract acts as itself only: the action's authorizers called the
+        # contract that notified it, not it.
+        if actor != act.receiver_name and (act.notified or actor not in act.authorized):
             raise act.abort(f"send_inline: {actor} did not authorize {act.where}")
     size = varuint()
     data = take(size)
@@ -502,23 +529,26 @@ def _body(
     results: tuple[wasmtime.ValType, ...],
 ) -> raw.HostCallback:
     """``fn`` as a raw host callback: arguments unpacked from the raw values by type in one
-    step, the result packed back, and any exception recorded on the action before it
-    becomes a trap."""
+    step, the result packed back, and any exception recorded on the action and turned into
+    a trap (one Python frame between wasmtime and ``fn``)."""
     slots = "".join(("q" if p == I64 else "i") + ("8x" if p == I64 else "12x") for p in params)
     unpack = struct.Struct("<" + slots).unpack_from
     pack = struct.Struct("<q" if results[0] == I64 else "<i").pack_into if results else None
     local = _current
     space = ADDRESS_SPACE
 
-    def body(args: raw.Args) -> None:
+    failed = raw.failed
+
+    def body(env: int, caller: int, args: raw.Args, nargs: int) -> int | None:
         act: Action = local.action
         try:
             value = fn(act, *unpack(space, args))
         except BaseException as err:
             if act.error is None:
                 act.error = err
-            raise
+            return failed()
         if pack is not None:
             pack(space, args, value)
+        return None
 
     return body

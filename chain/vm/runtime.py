@@ -19,12 +19,25 @@ from typing import Any, NamedTuple
 import structlog
 import wasmtime
 
-from chain.core.execution.contracts import ActionTrace, ContractCall, TxTrace, name_to_u64
+from chain.core.execution.contracts import (
+    ActionTrace,
+    ContractCall,
+    TxTrace,
+    name_to_u64,
+    read_only_actions,
+)
 from chain.core.execution.state import StateView
 from chain.core.primitives import schema
 from chain.core.primitives.encoding import unpack
-from chain.core.primitives.errors import ChainError, ContractError, OutOfFuel, ResourceExceeded
+from chain.core.primitives.errors import (
+    ChainError,
+    ContractError,
+    OutOfFuel,
+    ReadOnlyAction,
+    ResourceExceeded,
+)
 from chain.core.primitives.params import ChainParams
+from chain.core.primitives.types import AccountName
 from chain.vm import host, raw
 from chain.vm.artefacts import ArtefactDir
 from chain.vm.cache import Compiled, ModuleCache
@@ -65,6 +78,17 @@ CHECKED_KEPT = 4096
 # Read-only calls (RPC threads) running at once: every other slot of the instance pool, so
 # the chain thread always finds one free.
 _READONLY_SLOTS = threading.BoundedSemaphore(POOL_INSTANCES - 1)
+
+
+class _Run(NamedTuple):
+    """What every action of one run shares: its fuel budget (the trace's total may reach it),
+    the chain's limits, the block, and whether it is a read-only call."""
+
+    budget: int
+    params: ChainParams
+    block_time_s: int
+    block_num: int
+    readonly: bool
 
 
 class _Parts(NamedTuple):
@@ -203,7 +227,8 @@ class ContractRuntime:
     ) -> None:
         budget = trace.fuel + fuel_left
         output = sum(map(_output_bytes, trace.actions))
-        self._action(view, call, 0, trace, budget, params, block_time_s, block_num, False, output)
+        run = _Run(budget, params, block_time_s, block_num, False)
+        self._action(view, call, 0, trace, run, output)
 
     def run_readonly(
         self,
@@ -215,14 +240,16 @@ class ContractRuntime:
         block_num: int,
         fuel_left: int,
     ) -> TxTrace:
-        """Run ``call`` refusing every write (tables, inline actions), on a child of
-        ``view`` that is dropped; the trace holds its console, events and return value."""
+        """Run ``call`` refusing every write (tables, inline actions, notifications), on a
+        child of ``view`` that is dropped; the trace holds its console, events and return
+        value."""
         if not _READONLY_SLOTS.acquire(blocking=False):
             raise ResourceExceeded(f"{call.contract}::{call.action}: every read-only slot is busy")
         try:
             trace = TxTrace()
             child = view.child()
-            self._action(child, call, 0, trace, fuel_left, params, block_time_s, block_num, True, 0)
+            run = _Run(fuel_left, params, block_time_s, block_num, True)
+            self._action(child, call, 0, trace, run, 0)
             return trace
         finally:
             _READONLY_SLOTS.release()
@@ -235,16 +262,62 @@ class ContractRuntime:
         call: ContractCall,
         depth: int,
         trace: TxTrace,
-        budget: int,
-        params: ChainParams,
-        block_time_s: int,
-        block_num: int,
-        readonly: bool,
+        run: _Run,
         output: int,
     ) -> int:
-        """Run ``call`` and the inline actions it sends; ``output`` is the transaction's trace
+        """Run ``call``, then the accounts it notified, then the inline actions all of them
+        sent, each one level deeper (Antelope's order); ``output`` is the transaction's trace
         output before it, and the total after it is returned."""
+        act = self._execute(view, call, call.contract, depth, trace, run, output)
+        assert act is not None, "the contract's own code runs or _execute raised"
+        output = act.output
+        inline = list(act.inline)
+        recipients = list(act.recipients)
+        seen = {call.contract, *recipients}
+        i = 0
+        while i < len(recipients):  # grows as notified handlers notify more (each once)
+            notified = self._execute(view, call, recipients[i], depth + 1, trace, run, output)
+            i += 1
+            if notified is None:
+                continue  # no contract there: recorded in the trace only
+            output = notified.output
+            inline += notified.inline
+            for account in notified.recipients:
+                if account not in seen:
+                    seen.add(account)
+                    recipients.append(account)
+            if len(recipients) > host.MAX_RECIPIENTS:
+                raise ResourceExceeded(
+                    f"{call.contract}::{call.action}: more than {host.MAX_RECIPIENTS} "
+                    "accounts notified"
+                )
+        for sent in inline:
+            output = self._action(view, sent, depth + 1, trace, run, output)
+        return output
+
+    def _execute(
+        self,
+        view: StateView,
+        call: ContractCall,
+        receiver: AccountName,
+        depth: int,
+        trace: TxTrace,
+        run: _Run,
+        output: int,
+    ) -> host.Action | None:
+        """Run ``receiver``'s code for ``call`` (a notification where it is not the
+        contract) and append its trace; None for a notified account without a contract,
+        which is only recorded."""
+        params = run.params
         where = f"{call.contract}::{call.action}"
+        if receiver != call.contract:
+            where = f"{receiver} (notified of {where})"
+        entry = _code_entry(view, receiver)
+        if entry is None:
+            if receiver == call.contract:
+                raise ContractError(f"{where}: no contract is deployed at {receiver}")
+            trace.actions.append(ActionTrace(call, depth, receiver=receiver))
+            return None
         if params.max_memory_pages > MAX_MEMORY_PAGES:
             raise ContractError(
                 f"{where}: max_memory_pages {params.max_memory_pages} is past the runtime's "
@@ -254,45 +327,33 @@ class ContractRuntime:
             raise ResourceExceeded(
                 f"{where}: inline depth {depth} past max_inline_depth {params.max_inline_depth}"
             )
-        fuel = budget - trace.fuel - ACTION_FUEL
+        if depth > 0 and receiver == call.contract and not run.readonly:
+            _refuse_read_only(call, entry[1], "sent inline")
+        fuel = run.budget - trace.fuel - ACTION_FUEL
         if fuel < 0:
             raise OutOfFuel(f"{where}: out of fuel (max_tx_fuel {params.max_tx_fuel})")
         try:
             action_u64 = name_to_u64(call.action)
         except ChainError:
             raise ContractError(f"{where}: {call.action!r} is not an action name") from None
-        pre = self._load(view, call.contract, where)
-        atrace = ActionTrace(call, depth)
+        pre = self._load(view, receiver, entry[0], where)
+        atrace = ActionTrace(call, depth, receiver=receiver)
         trace.actions.append(atrace)
         act = host.Action(
             view,
             call,
             atrace,
             params,
-            block_time_s=block_time_s,
-            block_num=block_num,
-            readonly=readonly,
+            block_time_s=run.block_time_s,
+            block_num=run.block_num,
+            readonly=run.readonly,
             output=output,
         )
         used = self._apply(pre, act, action_u64, fuel, params)
         atrace.fuel = ACTION_FUEL + used
         atrace.console = act.console.decode("utf-8", errors="replace")
         trace.fuel += ACTION_FUEL + used
-        output = act.output
-        for inline in act.inline:
-            output = self._action(
-                view,
-                inline,
-                depth + 1,
-                trace,
-                budget,
-                params,
-                block_time_s,
-                block_num,
-                readonly,
-                output,
-            )
-        return output
+        return act
 
     def _apply(
         self,
@@ -316,7 +377,8 @@ class ContractRuntime:
             instance = self._instantiate(pre, store.ctx, act)
             act.memory = instance.memory
             receiver = host.signed64(act.receiver)
-            raw.call_apply(store.ctx, instance.apply, receiver, receiver, host.signed64(action_u64))
+            code = host.signed64(name_to_u64(act.call.contract))
+            raw.call_apply(store.ctx, instance.apply, receiver, code, host.signed64(action_u64))
             return fuel - fuel_meter.left()
         except RuntimeFault:
             raise
@@ -338,11 +400,9 @@ class ContractRuntime:
         except wasmtime.WasmtimeError as err:
             raise RuntimeFault(f"{act.where}: could not instantiate the contract: {err}") from err
 
-    def _load(self, view: StateView, contract: str, where: str) -> wasmtime.InstancePre:
-        raw = view.raw(schema.code_key(contract))
-        if raw is None:
-            raise ContractError(f"{where}: no contract is deployed at {contract}")
-        digest = bytes(unpack(raw, "contract code entry")[0])
+    def _load(
+        self, view: StateView, contract: str, digest: bytes, where: str
+    ) -> wasmtime.InstancePre:
         compiled = self._cache.get(digest)
         if compiled is not None:
             return compiled.pre
@@ -382,6 +442,23 @@ class ContractRuntime:
                 f"{where}: memory limit (max_memory_pages {params.max_memory_pages}): {what}"
             )
         return ContractError(f"{where}: {what}")
+
+
+def _code_entry(view: StateView, account: str) -> tuple[bytes, str] | None:
+    """``account``'s code hash and ABI text, or None when it has no contract."""
+    entry = view.raw(schema.code_key(account))
+    if entry is None:
+        return None
+    digest, abi = unpack(entry, "contract code entry")
+    return bytes(digest), abi
+
+
+def _refuse_read_only(call: ContractCall, abi: str, how: str) -> None:
+    if call.action in read_only_actions(abi):
+        raise ReadOnlyAction(
+            f"{call.contract}::{call.action}: a read-only action (its ABI says so) cannot be "
+            f"{how}; run it with call"
+        )
 
 
 def _trap_name(err: wasmtime.Trap) -> str:

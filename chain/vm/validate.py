@@ -40,6 +40,7 @@ HOST_SIGNATURES: dict[str, tuple[tuple[wasmtime.ValType, ...], tuple[wasmtime.Va
     "set_action_return_value": ((I32, I32), ()),
     "emit_event": ((I64, I32, I32), ()),
     "send_inline": ((I32, I32), ()),
+    "require_recipient": ((I64,), ()),
     "db_store_i64": ((I64, I64, I64, I64, I32, I32), (I32,)),
     "db_find_i64": ((I64, I64, I64, I64), (I32,)),
     "db_get_i64": ((I32, I32, I32), (I32,)),

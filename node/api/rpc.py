@@ -102,6 +102,7 @@ _STATUS: dict[type[ChainError], int] = {
     ce.InvalidAction: 422,
     ce.ContractError: 422,
     ce.ContractMissingAuthority: 401,  # a contract's require_auth: not ContractError's 422
+    ce.ReadOnlyAction: 422,  # a read-only action pushed: run it with call instead
     ce.ResourceExceeded: 422,
     ce.MempoolFull: 429,
     ce.NotFound: 404,

@@ -570,8 +570,9 @@ PUSH_SCHEMA = json_object(
         "trace": {
             "type": "object",
             "description": "when it ran contracts: what they did on the head state (the block"
-            " may differ): fuel and actions (contract, action, data or hex, console, events,"
-            " return_value and return_value_hex, fuel)",
+            " may differ): fuel and actions (contract, action, receiver: the contract or an"
+            " account it notified, data or hex, console, events, return_value and"
+            " return_value_hex, fuel)",
         },
     },
     optional=("block_num", "trace"),

@@ -8,6 +8,7 @@ Antelope's 64-bit names, so a contract keys its tables by account the way Antelo
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Protocol
@@ -57,19 +58,41 @@ class ContractCall:
     data: bytes  # the action's arguments, in the contract's ABI binary encoding
 
 
+_ITSELF = AccountName("")  # an ActionTrace's receiver when not given: its call's contract
+
+
 @dataclass(slots=True)
 class ActionTrace:
-    """What one contract action did: filled in by the runtime while it runs."""
+    """What one contract action did: filled in by the runtime while it runs.
+
+    ``receiver`` is the account whose code ran (Antelope's ``receiver``): the contract
+    itself, or an account the contract notified (``require_recipient``), which then ran
+    ``call`` (the same contract, action, data and authorization) as a notification, or,
+    without a contract, only appears here.
+    """
 
     call: ContractCall
-    depth: int  # 0: an action of the transaction; n: sent inline at depth n
+    depth: int  # 0: an action of the transaction; n: sent inline or notified at depth n
     fuel: int = 0  # fuel this action used, its inline actions not included
     console: str = ""
     events: list[tuple[str, bytes]] = field(default_factory=list)  # (event name, data)
     return_value: bytes = b""
+    receiver: AccountName = _ITSELF  # the contract itself unless given
+
+    def __post_init__(self) -> None:
+        if not self.receiver:
+            self.receiver = self.call.contract
+
+    @property
+    def notified(self) -> bool:
+        """Whether this is a notification (the receiver is not the contract)."""
+        return self.receiver != self.call.contract
 
     def encode(self) -> list[Any]:
         c = self.call
+        # A notification's receiver follows as a tenth item; an action of the contract itself
+        # keeps the nine of the traces stored before notifications existed.
+        extra = [self.receiver] if self.notified else []
         return [
             c.contract,
             c.action,
@@ -80,13 +103,16 @@ class ActionTrace:
             self.console,
             [[n, d] for n, d in self.events],
             self.return_value,
+            *extra,
         ]
 
     @classmethod
     def decode(cls, raw: Any) -> ActionTrace:
-        contract, action, auth, data, depth, fuel, console, events, ret = raw
+        contract, action, auth, data, depth, fuel, console, events, ret, *rest = raw
         call = ContractCall(AccountName(contract), action, tuple(auth), bytes(data))
-        return cls(call, depth, fuel, console, [(n, bytes(d)) for n, d in events], bytes(ret))
+        events = [(n, bytes(d)) for n, d in events]
+        receiver = AccountName(rest[0]) if rest else call.contract
+        return cls(call, depth, fuel, console, events, bytes(ret), receiver)
 
 
 @dataclass(slots=True)
@@ -109,6 +135,33 @@ def decode_traces(data: bytes) -> list[tuple[bytes, TxTrace]]:
         (bytes(tx_id), TxTrace([ActionTrace.decode(a) for a in actions], fuel))
         for tx_id, fuel, actions in raw
     ]
+
+
+# ABIs whose read-only actions are remembered: a chain calls few contracts, and each entry is
+# keyed by the ABI's text (at most MAX_ABI_BYTES).
+READ_ONLY_KEPT = 256
+
+
+@lru_cache(maxsize=READ_ONLY_KEPT)
+def read_only_actions(abi_text: str) -> frozenset[str]:
+    """The actions ``abi_text`` marks ``"read_only": true`` (a ``bor::abi/1`` action entry):
+    Antelope's read-only actions, which ``call`` runs and no transaction may carry.
+
+    Read from the ABI stored at setcode, leniently (an ABI stored before setcode parsed
+    ABIs may be no JSON at all: it then marks nothing), so every node decides alike.
+    """
+    try:
+        obj = json.loads(abi_text) if abi_text else None
+    except (ValueError, RecursionError):
+        return frozenset()
+    actions = obj.get("actions") if isinstance(obj, dict) else None
+    if not isinstance(actions, list):
+        return frozenset()
+    return frozenset(
+        a["name"]
+        for a in actions
+        if isinstance(a, dict) and isinstance(a.get("name"), str) and a.get("read_only") is True
+    )
 
 
 class ContractHost(Protocol):

@@ -30,7 +30,12 @@ from chain.core.execution.actions import (
     UpdateKey,
     VoteProducer,
 )
-from chain.core.execution.contracts import ContractCall, ContractHost, TxTrace
+from chain.core.execution.contracts import (
+    ContractCall,
+    ContractHost,
+    TxTrace,
+    read_only_actions,
+)
 from chain.core.execution.sizes import min_block_bytes
 from chain.core.execution.state import Account, Producer, StateView
 from chain.core.execution.transaction import SignedTransaction
@@ -46,6 +51,7 @@ from chain.core.primitives.errors import (
     MissingAuthority,
     OutOfFuel,
     OversizedTransaction,
+    ReadOnlyAction,
     ResourceExceeded,
     TaposMismatch,
     Unauthorized,
@@ -277,8 +283,14 @@ def process_call(view: StateView, a: Call, ctx: Context, trace: TxTrace, block_f
             f"{a.contract}::{a.action_name}: data is {len(a.data)} bytes, "
             f"past max_tx_bytes {params.max_tx_bytes}"
         )
-    if deployed_code(view, a.contract) is None:
+    deployed = deployed_code(view, a.contract)
+    if deployed is None:
         raise ContractError(f"{a.contract}::{a.action_name}: {a.contract!r} has no contract code")
+    if a.action_name in read_only_actions(deployed[1]):
+        raise ReadOnlyAction(
+            f"{a.contract}::{a.action_name}: a read-only action (its ABI says so) cannot be "
+            "carried by a transaction; run it with call"
+        )
     tx_left = params.max_tx_fuel - trace.fuel
     block_left = block_fuel - trace.fuel
     call = ContractCall(a.contract, a.action_name, a.authorization, a.data)

@@ -123,6 +123,13 @@ class ContractMissingAuthority(MissingAuthority, ContractError):
     name = "missing_authority"
 
 
+class ReadOnlyAction(ContractError):
+    """A transaction (or a contract, inline) carrying an action its contract's ABI marks
+    ``read_only``: such an action is run by ``call``, never included in a block."""
+
+    name = "read_only_action"
+
+
 class ResourceExceeded(TransactionError):
     """A contract went past a limit of the chain (fuel, memory, storage, inline depth, sizes);
     the message names the limit, its value and where it was hit."""

@@ -7,7 +7,7 @@
 // sender for a recipient's new balance row (unless the recipient also authorized).
 import {
   Asset, Datastream, Row, Symbol, Table,
-  check, emitEvent, hasAuth, isAccount, n, receiver, requireAuth,
+  check, emitEvent, hasAuth, isAccount, n, receiver, requireAuth, requireRecipient,
 } from "sdk";
 
 class Account extends Row {
@@ -88,6 +88,10 @@ function transfer(from: u64, to: u64, quantity: Asset, memo: string): void {
   check(from != to, "cannot transfer to self");
   requireAuth(from);
   check(isAccount(to), "to account does not exist");
+  // As eosio.token: both parties' contracts, if any, see the transfer (and so does anyone
+  // following either account in the stream).
+  requireRecipient(from);
+  requireRecipient(to);
   const sym = quantity.symbol;
   const st = stats(sym.code).get(sym.code, "token with symbol does not exist");
   check(quantity.isValid(), "invalid quantity");
@@ -123,6 +127,7 @@ function addBalance(owner: u64, value: Asset, payer: u64): void {
 }
 
 export function apply(receiver: u64, code: u64, action: u64): void {
+  if (code != receiver) return; // a notification of another contract's action: none handled
   const ds = Datastream.fromActionData();
   if (action == n("create")) {
     const issuer = ds.readName();

@@ -32,6 +32,8 @@
 @external("env", "emit_event") export declare function emit_event(name: u64, ptr: usize, len: i32): void;
 // @ts-ignore: decorator
 @external("env", "send_inline") export declare function send_inline(ptr: usize, len: i32): void;
+// @ts-ignore: decorator
+@external("env", "require_recipient") export declare function require_recipient(name: u64): void;
 
 // @ts-ignore: decorator
 @external("env", "db_store_i64") export declare function db_store_i64(scope: u64, table: u64, payer: u64, id: u64, ptr: usize, len: i32): i32;

@@ -4,6 +4,7 @@ export {
   check,
   checkCode,
   requireAuth,
+  requireRecipient,
   hasAuth,
   isAccount,
   receiver,

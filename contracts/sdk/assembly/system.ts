@@ -29,9 +29,21 @@ export function isAccount(account: u64): bool {
   return env.is_account(account) != 0;
 }
 
-/** The contract running this action. */
+/** Notify `account` of this action (Antelope's `require_recipient`): once this handler
+ *  returns, `account`'s contract, if it has one, runs its `apply` with receiver = `account`
+ *  and code = this contract; every account is notified once, the receiver never. */
+export function requireRecipient(account: u64): void {
+  env.require_recipient(account);
+}
+
+// The receiver, asked of the host once: it cannot change during an action, and every action
+// runs in a fresh instance (0, the empty name, is no receiver).
+let receiverOnce: u64 = 0;
+
+/** The contract running this action (the notified account, in a notification handler). */
 export function receiver(): u64 {
-  return env.current_receiver();
+  if (receiverOnce == 0) receiverOnce = env.current_receiver();
+  return receiverOnce;
 }
 
 /** The block's time in microseconds since the Unix epoch (the same on every node). */

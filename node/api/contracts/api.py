@@ -256,6 +256,7 @@ class ContractApi:
         can be read now (hex always; a busy node answers with hex only, never fails the
         push)."""
         contracts = {a.call.contract for a in trace.actions}
+        contracts |= {a.receiver for a in trace.actions if a.events or a.return_value}
 
         def abis(frozen: _Frozen) -> dict[str, Abi | None]:
             found: dict[str, Abi | None] = {}
@@ -285,17 +286,19 @@ def trace_json(trace: TxTrace, abis: dict[str, Abi | None]) -> dict[str, Any]:
     actions = []
     for a in trace.actions:
         abi = abis.get(a.call.contract)
+        own = abis.get(a.receiver)  # the code that ran: a notified contract's events are its own
         call = a.call
         value: dict[str, Any] = {
             "contract": call.contract,
             "action": call.action,
+            "receiver": a.receiver,  # not the contract: a notification (require_recipient)
             "authorization": list(call.authorization),
             "depth": a.depth,
             "hex": call.data.hex(),
             "console": a.console,
-            "events": [{"name": n} | event_data(abi, n, d) for n, d in a.events],
+            "events": [{"name": n} | event_data(own, n, d) for n, d in a.events],
             "return_value_hex": a.return_value.hex(),
-            "return_value": _result(abi, call.action, a.return_value),
+            "return_value": _result(own, call.action, a.return_value),
             "fuel": a.fuel,
         }
         decoded = action_data(abi, call.action, call.data)

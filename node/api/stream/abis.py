@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from chain.abi import Abi, parse_abi
@@ -84,8 +84,9 @@ def decode_block(
     abis: dict[str, Abi | None],
     budget: int = BLOCK_DECODED_BYTES,
 ) -> dict[Key, Decoded]:
-    """(On a worker thread.) Each contract action's data and events decoded by its
-    contract's ABI, in block order, until ``budget`` bytes of data are decoded."""
+    """(On a worker thread.) Each contract action's data decoded by its contract's ABI and
+    its events by their emitter's (the receiver: a notified contract emits its own), in block
+    order, until ``budget`` bytes of data are decoded."""
     decoded: dict[Key, Decoded] = {}
     for key, a in actions:
         abi = abis.get(a.call.contract)
@@ -94,14 +95,24 @@ def decode_block(
             budget -= len(a.call.data)
             data = action_data(abi, a.call.action, a.call.data)
         events = []
+        own = abis.get(a.receiver)
         for name, raw in a.events:
             value = None
-            if abi is not None and len(raw) <= budget:
+            if own is not None and len(raw) <= budget:
                 budget -= len(raw)
-                value = event_data(abi, name, raw)
+                value = event_data(own, name, raw)
             events.append(value)
         decoded[key] = (data, tuple(events))
     return decoded
+
+
+def _abis_needed(actions: Iterable[ActionTrace]) -> Iterator[str]:
+    """The accounts whose ABIs decode ``actions``: each contract, and each notified account
+    that emitted events (a plain notified account runs nothing: its ABI is not asked for)."""
+    for a in actions:
+        yield a.call.contract
+        if a.events and a.notified:
+            yield a.receiver
 
 
 class StreamAbis:
@@ -134,7 +145,7 @@ class StreamAbis:
             if index.decoded:
                 return
             actions = index.contract_actions()
-            contracts = list(dict.fromkeys(a.call.contract for _, a in actions))
+            contracts = list(dict.fromkeys(_abis_needed(a for _, a in actions)))
             abis = await self.abis(contracts[:ABIS_PER_BLOCK], runner)
             index.decode(await asyncio.to_thread(decode_block, actions, abis))
 

@@ -68,9 +68,15 @@ def _action_schema() -> dict[str, Any]:
         | {
             "account": STRING | {"description": "the contract"},
             "name": STRING | {"description": "the contract's action"},
+            "receiver": STRING
+            | {
+                "description": "the account whose code ran it: the contract, or an account it"
+                " notified (require_recipient), which ran it with no code of its own too"
+            },
             "data": {"description": "the action's arguments, " + DECODED},
             "hex": _HEX | {"description": "the action's arguments as the contract got them"},
-            "depth": COUNT | {"description": "0, or n for an action sent inline at depth n"},
+            "depth": COUNT
+            | {"description": "0, or n for an action sent inline or notified at depth n"},
             "console": STRING,
             "events": {"type": "array", "items": event},
         }

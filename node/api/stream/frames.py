@@ -273,7 +273,9 @@ class BlockIndex:
                         continue
                     self._contract[(i, j)] = ran
                     for k, a in enumerate(ran):
-                        accounts = frozenset((a.call.contract, *a.call.authorization))
+                        # A notification names its receiver too: following bob's account
+                        # shows the token transfers that notified bob.
+                        accounts = frozenset((a.call.contract, a.receiver, *a.call.authorization))
                         entries.append((i, j, k, accounts, a.call.action))
             self._index = entries
         return self._index
@@ -393,6 +395,7 @@ class BlockIndex:
             "index": j,
             "account": a.call.contract,
             "name": a.call.action,
+            "receiver": a.receiver,
             "authorization": list(a.call.authorization),
             "data": data,
             "hex": a.call.data.hex(),

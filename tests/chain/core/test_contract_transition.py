@@ -21,6 +21,7 @@ from chain.core.primitives.errors import (
     ContractError,
     InvalidAction,
     OversizedTransaction,
+    ReadOnlyAction,
     ResourceExceeded,
     Unauthorized,
 )
@@ -212,6 +213,27 @@ def test_calls_that_cannot_run(
     with pytest.raises(ContractError, match=message):
         apply_transaction(view, _stx(call, signers=["alice"]), _keys("alice"), ctx_of(ctx))  # type: ignore[operator]
     assert view.changes() == before
+
+
+def test_a_transaction_carrying_a_read_only_action_is_refused(
+    view: StateView, ctx: Context
+) -> None:
+    """An action that the ABI stored at setcode marks read_only is refused before any code
+    runs, by its own error name, writing nothing; the contract's other actions still run."""
+    abi = '{"version": "bor::abi/1", "actions": [{"name": "run", "type": "x", "read_only": true}]}'
+    apply_action(view, SetCode(T, CODE, abi), ctx)
+    before = view.changes()
+    stx = _stx(_call("put:k=v"), signers=["alice"])
+    with pytest.raises(
+        ReadOnlyAction, match=r"^token::run: a read-only action .* run it with call"
+    ):
+        apply_transaction(view, stx, _keys("alice"), ctx)
+    assert view.changes() == before
+    other = (
+        '{"version": "bor::abi/1", "actions": [{"name": "peek", "type": "x", "read_only": true}]}'
+    )
+    apply_action(view, SetCode(T, CODE, other), ctx)
+    assert apply_transaction(view, stx, _keys("alice"), ctx) is not None
 
 
 def test_fuel_is_shared_by_the_calls_of_a_transaction(view: StateView, host: ScriptedHost) -> None:

@@ -132,6 +132,7 @@ def test_a_frame_off_the_document_is_caught() -> None:
     native["data"] = {"account": "alice", "amount": "0.0005 BOR"}
     assert validator.is_valid(frame | {"actions": [native]})
     contract = native | {"account": "alice", "name": "put", "hex": "00", "depth": 0}
+    contract |= {"receiver": "alice"}
     contract |= {"console": "", "events": []}
     del contract["data"]
     assert not validator.is_valid(frame | {"actions": [contract]})
