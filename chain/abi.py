@@ -14,11 +14,23 @@ from __future__ import annotations
 import json
 import re
 import struct
-from dataclasses import dataclass
+from collections.abc import Set
+from dataclasses import dataclass, field
 from typing import Any
 
 from chain.core.execution.contracts import name_to_u64, u64_to_name
+from chain.core.primitives.assets import (
+    MAX_ASSET_AMOUNT,
+    MAX_PRECISION,
+    format_asset,
+    format_symbol,
+    parse_asset,
+    parse_symbol,
+    symbol_code_value,
+)
 from chain.core.primitives.errors import EncodingError
+
+__all__ = ["MAX_ASSET_AMOUNT", "MAX_PRECISION", "Abi", "parse_abi", "symbol_code_value"]
 
 VERSION = "bor::abi/1"
 MAX_ABI_BYTES = 64 * 1024  # the most a setcode carries; parse_abi refuses more
@@ -43,11 +55,6 @@ BUILTIN_TYPES = frozenset(_INTS) | {
     "asset",
 }
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-_SYMBOL_CODE_RE = re.compile(r"[A-Z]{1,7}")
-_ASSET_RE = re.compile(r"(-?)([0-9]{1,19})(?:\.([0-9]{1,18}))? ([A-Z]{1,7})")
-_SYMBOL_RE = re.compile(r"([0-9]{1,2}),([A-Z]{1,7})")
-MAX_PRECISION = 18  # Antelope's: 10**18 still fits an i64 amount
-MAX_ASSET_AMOUNT = 2**62 - 1  # Antelope's asset::max_amount
 _MAX_TYPE_CHARS = 80  # "u8[][]..." nests no deeper than this
 _MAX_WIDTH = 4096  # values one element decodes to: bounds decoding work per byte of data
 
@@ -67,6 +74,7 @@ class Secondary:
     name: str
     table: str
     type: str
+    field: str | None = None  # the row struct's field it indexes (None in older ABIs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +97,9 @@ class Abi:
     tables: dict[str, Table]
     events: dict[str, str]  # event name -> type
     results: dict[str, str]  # action name -> type of its return value (Antelope's action_results)
+    read_only: set[str] = field(default_factory=set)  # actions declared "read_only": true
+    # What the contract listens to ("notify": informational): (contract or "*", action).
+    notify: list[tuple[str, str]] = field(default_factory=list)
 
     # --- the operations the node and the wallet use -----------------------------------------
 
@@ -247,9 +258,9 @@ def _encode_builtin(type_: str, value: Any, path: str) -> bytes:
     if type_ == "checksum256":
         return _hex(value, path, 32)
     if type_ == "symbol":
-        return struct.pack("<Q", _parse_symbol(value, path))
+        return struct.pack("<Q", parse_symbol(value, path))
     if type_ == "asset":
-        amount, symbol = _parse_asset(value, path)
+        amount, symbol = parse_asset(value, path)
         return struct.pack("<qQ", amount, symbol)
     raise AssertionError(f"unknown built-in type {type_}")  # parse_abi refuses it
 
@@ -280,10 +291,10 @@ def _decode_builtin(type_: str, reader: _Reader, path: str) -> Any:
     if type_ == "checksum256":
         return reader.take(32, path).hex()
     if type_ == "symbol":
-        return _format_symbol(struct.unpack("<Q", reader.take(8, path))[0], path)
+        return format_symbol(struct.unpack("<Q", reader.take(8, path))[0], path)
     if type_ == "asset":
         amount, symbol = struct.unpack("<qQ", reader.take(16, path))
-        return _format_asset(amount, symbol, path)
+        return format_asset(amount, symbol, path)
     raise AssertionError(f"unknown built-in type {type_}")
 
 
@@ -303,62 +314,6 @@ def _with_length(raw: bytes) -> bytes:
     out = bytearray()
     _put_varuint32(len(raw), out)
     return bytes(out) + raw
-
-
-def symbol_code_value(code: str) -> int | None:
-    """A symbol code ("TOK") as Antelope's ``symbol_code`` number, the scope and key its token
-    tables use; None if ``code`` is not 1-7 letters A-Z."""
-    if _SYMBOL_CODE_RE.fullmatch(code) is None:
-        return None
-    return _symbol_value(0, code) >> 8
-
-
-def _symbol_value(precision: int, code: str) -> int:
-    value = precision
-    for i, ch in enumerate(code):
-        value |= ord(ch) << (8 * (i + 1))
-    return value
-
-
-def _parse_symbol(value: Any, path: str) -> int:
-    match = _SYMBOL_RE.fullmatch(value) if isinstance(value, str) else None
-    if match is None or int(match[1]) > MAX_PRECISION:
-        raise EncodingError(path, f"expected a symbol like '4,TOK', got {_show(value)}")
-    return _symbol_value(int(match[1]), match[2])
-
-
-def _split_symbol(value: int, path: str) -> tuple[int, str]:
-    precision = value & 0xFF
-    code_bytes = (value >> 8).to_bytes(7, "little").rstrip(b"\x00")
-    code = code_bytes.decode("latin-1")
-    if precision > MAX_PRECISION or _SYMBOL_CODE_RE.fullmatch(code) is None:
-        raise EncodingError(path, f"symbol {value:#x} is no precision and 1-7 letters A-Z")
-    return precision, code
-
-
-def _format_symbol(value: int, path: str) -> str:
-    precision, code = _split_symbol(value, path)
-    return f"{precision},{code}"
-
-
-def _parse_asset(value: Any, path: str) -> tuple[int, int]:
-    match = _ASSET_RE.fullmatch(value) if isinstance(value, str) else None
-    if match is None:
-        raise EncodingError(path, f"expected an asset like '1.0000 TOK', got {_show(value)}")
-    sign, whole, frac, code = match[1], match[2], match[3] or "", match[4]
-    amount = int(whole + frac) * (-1 if sign else 1)
-    if abs(amount) > MAX_ASSET_AMOUNT:
-        raise EncodingError(path, f"asset amount {value!r} is past 2^62 - 1")
-    return amount, _symbol_value(len(frac), code)
-
-
-def _format_asset(amount: int, symbol: int, path: str) -> str:
-    precision, code = _split_symbol(symbol, path)
-    if abs(amount) > MAX_ASSET_AMOUNT:
-        raise EncodingError(path, f"asset amount {amount} is past 2^62 - 1")
-    digits = str(abs(amount)).rjust(precision + 1, "0")
-    number = f"{digits[:-precision]}.{digits[-precision:]}" if precision else digits
-    return f"{'-' if amount < 0 else ''}{number} {code}"
 
 
 def _put_varuint32(n: int, out: bytearray) -> None:
@@ -418,7 +373,8 @@ def parse_abi(text: str) -> Abi:
     except (ValueError, RecursionError) as err:
         raise EncodingError("abi", f"not JSON: {err}") from None
     obj = _object(raw, "abi")
-    _only(obj, "abi", {"version", "structs", "actions", "tables", "events", "action_results"})
+    keys = {"version", "structs", "actions", "tables", "events", "action_results", "notify"}
+    _only(obj, "abi", keys)
     if obj.get("version") != VERSION:
         raise EncodingError("abi.version", f"expected {VERSION!r}, got {_show(obj.get('version'))}")
     structs: dict[str, tuple[Field, ...]] = {}
@@ -445,8 +401,11 @@ def parse_abi(text: str) -> Abi:
     for name in structs:
         types.check(name, f"struct {name}")
     for i, item in enumerate(_list(obj, "actions")):
-        name, type_ = _named_type(types, item, f"abi.actions[{i}]", abi.actions)
+        name, type_ = _named_type(types, item, f"abi.actions[{i}]", abi.actions, {"read_only"})
         abi.actions[name] = type_
+        if _flag(item, "read_only", f"abi.actions[{i}]"):
+            abi.read_only.add(name)
+    abi.notify.extend(_notify(_list(obj, "notify")))
     for i, item in enumerate(_list(obj, "events")):
         name, type_ = _named_type(types, item, f"abi.events[{i}]", abi.events)
         abi.events[name] = type_
@@ -506,9 +465,11 @@ class _TypeCheck:
         return self.sizes[type_]
 
 
-def _named_type(types: _TypeCheck, item: Any, where: str, known: dict[str, str]) -> tuple[str, str]:
+def _named_type(
+    types: _TypeCheck, item: Any, where: str, known: dict[str, str], extra: Set[str] = frozenset()
+) -> tuple[str, str]:
     obj = _object(item, where)
-    _only(obj, where, {"name", "type"})
+    _only(obj, where, {"name", "type", *extra})
     name = _name(obj.get("name"), f"{where}.name")
     if name in known:
         raise EncodingError(f"{where}.name", f"{name!r} is defined twice")
@@ -534,7 +495,7 @@ def _table(types: _TypeCheck, tables: dict[str, Table], item: Any, where: str) -
     for j, s_item in enumerate(_list(obj, "secondary", where)):
         s_where = f"{where}.secondary[{j}]"
         s = _object(s_item, s_where)
-        _only(s, s_where, {"name", "table", "type"})
+        _only(s, s_where, {"name", "table", "type", "field"})
         if s.get("type", "u64") != "u64":
             raise EncodingError(
                 f"{s_where}.type", f"only 'u64' is supported, got {_show(s.get('type'))}"
@@ -544,9 +505,39 @@ def _table(types: _TypeCheck, tables: dict[str, Table], item: Any, where: str) -
                 _ident(s.get("name"), f"{s_where}.name"),
                 _name(s.get("table"), f"{s_where}.table"),
                 "u64",
+                None if s.get("field") is None else _ident(s.get("field"), f"{s_where}.field"),
             )
         )
     return Table(name, type_, "i64", tuple(secondary))
+
+
+def _flag(obj: dict[str, Any], key: str, where: str) -> bool:
+    value = obj.get(key, False)
+    if not isinstance(value, bool):
+        raise EncodingError(f"{where}.{key}", f"expected true or false, got {_show(value)}")
+    return value
+
+
+_MAX_NOTIFY = 64  # handlers one contract declares
+
+
+def _notify(items: list[Any]) -> list[tuple[str, str]]:
+    """The ``notify`` entries: ``{"contract": name or "*", "action": name}``, each once."""
+    if len(items) > _MAX_NOTIFY:
+        raise EncodingError("abi.notify", f"more than {_MAX_NOTIFY} entries")
+    out: list[tuple[str, str]] = []
+    for i, item in enumerate(items):
+        where = f"abi.notify[{i}]"
+        obj = _object(item, where)
+        _only(obj, where, {"contract", "action"})
+        contract = obj.get("contract")
+        if contract != "*":
+            contract = _name(contract, f"{where}.contract")
+        entry = (contract, _name(obj.get("action"), f"{where}.action"))
+        if entry in out:
+            raise EncodingError(where, f"{entry[0]}::{entry[1]} is given twice")
+        out.append(entry)
+    return out
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:
