@@ -57,6 +57,10 @@ BUILTIN_TYPES = frozenset(_INTS) | {
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _MAX_TYPE_CHARS = 80  # "u8[][]..." nests no deeper than this
 _MAX_WIDTH = 4096  # values one element decodes to: bounds decoding work per byte of data
+# Types inside types (structs, lists, optionals) one value may nest: the parser, the encoder
+# and the decoder recurse once per level, so a deep ABI must fail here, alike on every node,
+# rather than on Python's stack (Antelope's abi_serializer stops at 32 as well).
+MAX_TYPE_DEPTH = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,37 +436,51 @@ class _TypeCheck:
 
     def __init__(self, structs: dict[str, tuple[Field, ...]]) -> None:
         self.structs = structs
-        self.sizes: dict[str, tuple[int, int]] = {}  # struct -> (min bytes, values per value)
+        self.sizes: dict[str, tuple[int, int, int]] = {}  # struct -> (min bytes, values, levels)
         self.open: set[str] = set()
 
     def check(self, type_: str, where: str) -> tuple[int, int]:
         """``(fewest bytes a value takes, values decoded for one)``."""
+        size, width, _ = self._check(type_, where, 0)
+        return size, width
+
+    def _check(self, type_: str, where: str, depth: int) -> tuple[int, int, int]:
+        """``check``'s answer and the levels of types below ``type_`` (0 for a built-in);
+        ``depth``: the levels above it, which with those below stay within MAX_TYPE_DEPTH."""
+        if depth > MAX_TYPE_DEPTH:
+            raise EncodingError("abi", f"{where}: types nest more than {MAX_TYPE_DEPTH} deep")
         if len(type_) > _MAX_TYPE_CHARS:
             raise EncodingError("abi", f"{where}: type name longer than {_MAX_TYPE_CHARS}")
         if type_.endswith("[]"):
-            size, width = self.check(type_[:-2], where)
+            size, width, height = self._check(type_[:-2], where, depth + 1)
             if size == 0:
                 raise EncodingError("abi", f"{where}: {type_} is a list of values of no bytes")
-            return 1, width + 1
+            return 1, width + 1, height + 1
         if type_.endswith("?"):
-            return 1, self.check(type_[:-1], where)[1] + 1
+            _, width, height = self._check(type_[:-1], where, depth + 1)
+            return 1, width + 1, height + 1
         if type_ in BUILTIN_TYPES:
-            return (1 if type_ in ("bool", "string", "bytes") else _fixed_size(type_)), 1
+            return (1 if type_ in ("bool", "string", "bytes") else _fixed_size(type_)), 1, 0
         if type_ not in self.structs:
             raise EncodingError("abi", f"{where}: unknown type {type_!r}")
         if type_ in self.open:
             raise EncodingError("abi", f"{where}: struct {type_!r} contains itself")
         if type_ not in self.sizes:
             self.open.add(type_)
-            size, width = 0, 1
+            size, width, height = 0, 1, 0
             for f in self.structs[type_]:
-                f_size, f_width = self.check(f.type, f"struct {type_}.{f.name}")
-                size, width = size + f_size, width + f_width
+                f_size, f_width, f_height = self._check(
+                    f.type, f"struct {type_}.{f.name}", depth + 1
+                )
+                size, width, height = size + f_size, width + f_width, max(height, f_height + 1)
             self.open.discard(type_)
             if width > _MAX_WIDTH:
                 raise EncodingError("abi", f"{where}: {type_} holds more than {_MAX_WIDTH} values")
-            self.sizes[type_] = (size, width)
-        return self.sizes[type_]
+            self.sizes[type_] = (size, width, height)
+        size, width, height = self.sizes[type_]
+        if depth + height > MAX_TYPE_DEPTH:  # known from another path, reached deeper here
+            raise EncodingError("abi", f"{where}: types nest more than {MAX_TYPE_DEPTH} deep")
+        return size, width, height
 
 
 def _named_type(

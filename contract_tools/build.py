@@ -138,6 +138,8 @@ def build(directory: Path, *, sdk: Path | None = None, params: ChainParams | Non
     if not directory.is_dir():
         raise BuildError(f"{directory}: not a directory")
     name, source = find_source(directory)
+    hand_written = directory / "abi.json"
+    abi = checked_abi(hand_written) if hand_written.is_file() else None  # before a long compile
     sdk = sdk or find_sdk()
     out_dir = directory / "build"
     out_dir.mkdir(exist_ok=True)
@@ -148,7 +150,7 @@ def build(directory: Path, *, sdk: Path | None = None, params: ChainParams | Non
         for stale in (partial, generated):
             stale.unlink(missing_ok=True)
         compile_module(source, partial, sdk, generated)
-        abi = checked_abi(directory, generated)
+        abi = one_abi(directory, abi, generated)
         code = partial.read_bytes()
         try:
             check_module(engine(), code, params or ChainParams())
@@ -163,30 +165,30 @@ def build(directory: Path, *, sdk: Path | None = None, params: ChainParams | Non
     return Built(wasm, abi_out, code_hash(code), len(code))
 
 
-def checked_abi(directory: Path, generated: Path) -> str:
-    """The contract's ABI as compact JSON, checked as ``setcode`` checks it: the generated
-    one, or ``abi.json`` for a source without annotations (never both: two sources of one
-    fact would drift)."""
-    hand_written = directory / "abi.json"
+def one_abi(directory: Path, hand_written: str | None, generated: Path) -> str:
+    """The generated ABI, or ``abi.json``'s for a source without annotations; never both
+    (two sources of one fact would drift)."""
     if generated.is_file():
-        if hand_written.is_file():
+        if hand_written is not None:
             raise BuildError(
-                f"{hand_written}: the source declares its ABI (@contract): remove abi.json"
+                f"{directory / 'abi.json'}: the source declares its ABI (@contract): remove it"
             )
-        path = generated
-    elif hand_written.is_file():
-        path = hand_written
-    else:
+        return checked_abi(generated, "the ABI of the annotations")
+    if hand_written is None:
         raise BuildError(
             f"{directory}: no ABI: annotate the source (@contract, @action, @table; "
             "docs/contracts.md) or write abi.json"
         )
+    return hand_written
+
+
+def checked_abi(path: Path, what: str | None = None) -> str:
+    """The ABI at ``path`` as compact JSON, checked as ``setcode`` checks it."""
     try:
         abi = json.dumps(
             json.loads(path.read_text(encoding="utf-8")), separators=(",", ":"), ensure_ascii=False
         )
         check_abi(abi)
     except (ValueError, EncodingError) as err:
-        where = "the ABI of the annotations" if path == generated else path.name
-        raise BuildError(f"{where}: {err}") from err
+        raise BuildError(f"{what or path.name}: {err}") from err
     return abi

@@ -19,11 +19,18 @@ from typing import Any, NamedTuple
 import structlog
 import wasmtime
 
+from chain.abi_check import check_abi
 from chain.core.execution.contracts import ActionTrace, ContractCall, TxTrace, name_to_u64
 from chain.core.execution.state import StateView
 from chain.core.primitives import schema
 from chain.core.primitives.encoding import unpack
-from chain.core.primitives.errors import ChainError, ContractError, OutOfFuel, ResourceExceeded
+from chain.core.primitives.errors import (
+    ChainError,
+    ContractError,
+    EncodingError,
+    OutOfFuel,
+    ResourceExceeded,
+)
 from chain.core.primitives.params import ChainParams
 from chain.vm import host, raw
 from chain.vm.artefacts import ArtefactDir
@@ -110,6 +117,14 @@ class ContractRuntime:
         digest = self._check(code, params)
         self._try_instantiate(self._compiled(digest, code).pre, params)
         return digest
+
+    def validate_abi(self, abi: str) -> None:
+        if not abi:
+            return
+        try:
+            check_abi(abi)
+        except EncodingError as err:
+            raise ContractError(f"setcode: the ABI is refused: {err}") from None
 
     def precompile(self, code: bytes, params: ChainParams) -> None:
         """Check and compile a module that a transaction offers to ``setcode``, so that its

@@ -4,11 +4,12 @@ secondary index names a field of its row and a table of its own."""
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from typing import Any
 
 import pytest
 
-from chain.abi import parse_abi
+from chain.abi import MAX_TYPE_DEPTH, parse_abi
 from chain.abi_check import check_abi
 from chain.core.primitives.errors import EncodingError
 
@@ -72,3 +73,31 @@ def test_read_only_and_notify_entries_are_checked(rest: dict[str, Any], where: s
     """read_only is a boolean; notify entries name a contract (or *) and an action, once."""
     with pytest.raises(EncodingError, match=where):
         parse_abi(abi(**rest))
+
+
+def _chain(prefix: str, levels: int, last: str) -> list[dict[str, Any]]:
+    """Structs ``prefix0`` .. ``prefix<levels-1>``, each holding the next, the last ``last``."""
+    names = [f"{prefix}{i}" for i in range(levels)] + [last]
+    return [{"name": n, "fields": [{"name": "a", "type": t}]} for n, t in pairwise(names)]
+
+
+@pytest.mark.parametrize("levels", [1_200, 40])
+def test_types_nested_past_the_limit_are_refused_not_a_recursion_error(levels: int) -> None:
+    """An ABI nesting structs deeper than MAX_TYPE_DEPTH (up to 64 KiB allows ~1,200) is an
+    EncodingError saying so, alike on every node, never Python's RecursionError."""
+    structs = _chain("s", levels, "u8")
+    text = json.dumps({"version": "bor::abi/1", "structs": structs}, separators=(",", ":"))
+    with pytest.raises(EncodingError, match=f"nest more than {MAX_TYPE_DEPTH} deep"):
+        check_abi(text)
+
+
+def test_a_struct_checked_shallow_first_is_refused_when_reached_deeper() -> None:
+    """A struct whose levels fit where it was first checked, reached again below more levels
+    (the check remembers each struct), still counts its levels there."""
+    short = _chain("b", 20, "u8")
+    deep = _chain("a", 20, "b0")
+    assert len(short) + len(deep) > MAX_TYPE_DEPTH
+    text = json.dumps({"version": "bor::abi/1", "structs": short + deep})
+    with pytest.raises(EncodingError, match="nest more than"):
+        parse_abi(text)
+    parse_abi(json.dumps({"version": "bor::abi/1", "structs": short}))

@@ -231,4 +231,4 @@ def test_annotations_and_an_abi_json_are_refused_together(
     (directory / "both.ts").write_text("@contract\nclass C {\n  @action\n  hi(): void {}\n}\n")
     (directory / "abi.json").write_text('{"version": "bor::abi/1"}')
     assert main(["build", str(directory)]) == 1
-    assert "remove abi.json" in capsys.readouterr().err
+    assert "declares its ABI (@contract): remove it" in capsys.readouterr().err
