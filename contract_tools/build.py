@@ -21,9 +21,10 @@ from chain.core.primitives.errors import ContractError, EncodingError
 from chain.core.primitives.params import ChainParams
 from chain.vm.engine import engine
 from chain.vm.validate import check_module, code_hash
+from contract_tools.toolchain import SHIPPED_SDK, ToolchainError, find_sdk
 
-CONTRACTS_DIR = Path(__file__).resolve().parent.parent / "contracts"
-SDK_DIR = CONTRACTS_DIR / "sdk"
+CONTRACTS_DIR = Path(__file__).resolve().parent.parent / "contracts"  # in a checkout
+SDK_DIR = SHIPPED_SDK
 # asc parses, optimizes and emits in one process; a contract of a few thousand lines takes
 # seconds. The bound only stops a wedged compiler from hanging the command.
 COMPILE_TIMEOUT_S = 300
@@ -63,11 +64,6 @@ def asc_flags(sdk: Path) -> list[str]:
         "--path", str(sdk.parent),  # `import { ... } from "sdk"`
         "--noColors",
     ]  # fmt: skip
-
-
-def find_sdk() -> Path:
-    """The SDK the build compiles with: ``contracts/sdk`` of this checkout."""
-    return SDK_DIR
 
 
 def pinned_version(sdk: Path) -> str:
@@ -140,7 +136,10 @@ def build(directory: Path, *, sdk: Path | None = None, params: ChainParams | Non
     name, source = find_source(directory)
     hand_written = directory / "abi.json"
     abi = checked_abi(hand_written) if hand_written.is_file() else None  # before a long compile
-    sdk = sdk or find_sdk()
+    try:
+        sdk = sdk or find_sdk()
+    except ToolchainError as err:
+        raise BuildError(err.reason) from err
     out_dir = directory / "build"
     out_dir.mkdir(exist_ok=True)
     wasm = out_dir / f"{name}.wasm"
