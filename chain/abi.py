@@ -14,12 +14,24 @@ from __future__ import annotations
 import json
 import re
 import struct
+from collections.abc import Set
 from dataclasses import dataclass, field
 from typing import Any
 
 from chain.abi_actions import parse_notify, split_read_only
 from chain.core.execution.contracts import name_to_u64, u64_to_name
+from chain.core.primitives.assets import (
+    MAX_ASSET_AMOUNT,
+    MAX_PRECISION,
+    format_asset,
+    format_symbol,
+    parse_asset,
+    parse_symbol,
+    symbol_code_value,
+)
 from chain.core.primitives.errors import EncodingError
+
+__all__ = ["MAX_ASSET_AMOUNT", "MAX_PRECISION", "Abi", "parse_abi", "symbol_code_value"]
 
 VERSION = "bor::abi/1"
 MAX_ABI_BYTES = 64 * 1024  # the most a setcode carries; parse_abi refuses more
@@ -44,14 +56,13 @@ BUILTIN_TYPES = frozenset(_INTS) | {
     "asset",
 }
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-_SYMBOL_CODE_RE = re.compile(r"[A-Z]{1,7}")
-_ASSET_RE = re.compile(r"(-?)([0-9]{1,19})(?:\.([0-9]{1,18}))? ([A-Z]{1,7})")
-_SYMBOL_RE = re.compile(r"([0-9]{1,2}),([A-Z]{1,7})")
-MAX_PRECISION = 18  # Antelope's: 10**18 still fits an i64 amount
-MAX_ASSET_AMOUNT = 2**62 - 1  # Antelope's asset::max_amount
 _MAX_TYPE_CHARS = 80  # "u8[][]..." nests no deeper than this
 _MAX_WIDTH = 4096  # values one element decodes to: bounds decoding work per byte of data
 _TOP_KEYS = {"version", "structs", "actions", "tables", "events", "action_results", "notify"}
+# Types inside types (structs, lists, optionals) one value may nest: the parser, the encoder
+# and the decoder recurse once per level, so a deep ABI must fail here, alike on every node,
+# rather than on Python's stack (Antelope's abi_serializer stops at 32 as well).
+MAX_TYPE_DEPTH = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +80,7 @@ class Secondary:
     name: str
     table: str
     type: str
+    field: str | None = None  # the row struct's field it indexes (None in older ABIs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,9 +263,9 @@ def _encode_builtin(type_: str, value: Any, path: str) -> bytes:
     if type_ == "checksum256":
         return _hex(value, path, 32)
     if type_ == "symbol":
-        return struct.pack("<Q", _parse_symbol(value, path))
+        return struct.pack("<Q", parse_symbol(value, path))
     if type_ == "asset":
-        amount, symbol = _parse_asset(value, path)
+        amount, symbol = parse_asset(value, path)
         return struct.pack("<qQ", amount, symbol)
     raise AssertionError(f"unknown built-in type {type_}")  # parse_abi refuses it
 
@@ -284,10 +296,10 @@ def _decode_builtin(type_: str, reader: _Reader, path: str) -> Any:
     if type_ == "checksum256":
         return reader.take(32, path).hex()
     if type_ == "symbol":
-        return _format_symbol(struct.unpack("<Q", reader.take(8, path))[0], path)
+        return format_symbol(struct.unpack("<Q", reader.take(8, path))[0], path)
     if type_ == "asset":
         amount, symbol = struct.unpack("<qQ", reader.take(16, path))
-        return _format_asset(amount, symbol, path)
+        return format_asset(amount, symbol, path)
     raise AssertionError(f"unknown built-in type {type_}")
 
 
@@ -307,62 +319,6 @@ def _with_length(raw: bytes) -> bytes:
     out = bytearray()
     _put_varuint32(len(raw), out)
     return bytes(out) + raw
-
-
-def symbol_code_value(code: str) -> int | None:
-    """A symbol code ("TOK") as Antelope's ``symbol_code`` number, the scope and key its token
-    tables use; None if ``code`` is not 1-7 letters A-Z."""
-    if _SYMBOL_CODE_RE.fullmatch(code) is None:
-        return None
-    return _symbol_value(0, code) >> 8
-
-
-def _symbol_value(precision: int, code: str) -> int:
-    value = precision
-    for i, ch in enumerate(code):
-        value |= ord(ch) << (8 * (i + 1))
-    return value
-
-
-def _parse_symbol(value: Any, path: str) -> int:
-    match = _SYMBOL_RE.fullmatch(value) if isinstance(value, str) else None
-    if match is None or int(match[1]) > MAX_PRECISION:
-        raise EncodingError(path, f"expected a symbol like '4,TOK', got {_show(value)}")
-    return _symbol_value(int(match[1]), match[2])
-
-
-def _split_symbol(value: int, path: str) -> tuple[int, str]:
-    precision = value & 0xFF
-    code_bytes = (value >> 8).to_bytes(7, "little").rstrip(b"\x00")
-    code = code_bytes.decode("latin-1")
-    if precision > MAX_PRECISION or _SYMBOL_CODE_RE.fullmatch(code) is None:
-        raise EncodingError(path, f"symbol {value:#x} is no precision and 1-7 letters A-Z")
-    return precision, code
-
-
-def _format_symbol(value: int, path: str) -> str:
-    precision, code = _split_symbol(value, path)
-    return f"{precision},{code}"
-
-
-def _parse_asset(value: Any, path: str) -> tuple[int, int]:
-    match = _ASSET_RE.fullmatch(value) if isinstance(value, str) else None
-    if match is None:
-        raise EncodingError(path, f"expected an asset like '1.0000 TOK', got {_show(value)}")
-    sign, whole, frac, code = match[1], match[2], match[3] or "", match[4]
-    amount = int(whole + frac) * (-1 if sign else 1)
-    if abs(amount) > MAX_ASSET_AMOUNT:
-        raise EncodingError(path, f"asset amount {value!r} is past 2^62 - 1")
-    return amount, _symbol_value(len(frac), code)
-
-
-def _format_asset(amount: int, symbol: int, path: str) -> str:
-    precision, code = _split_symbol(symbol, path)
-    if abs(amount) > MAX_ASSET_AMOUNT:
-        raise EncodingError(path, f"asset amount {amount} is past 2^62 - 1")
-    digits = str(abs(amount)).rjust(precision + 1, "0")
-    number = f"{digits[:-precision]}.{digits[-precision:]}" if precision else digits
-    return f"{'-' if amount < 0 else ''}{number} {code}"
 
 
 def _put_varuint32(n: int, out: bytearray) -> None:
@@ -481,42 +437,58 @@ class _TypeCheck:
 
     def __init__(self, structs: dict[str, tuple[Field, ...]]) -> None:
         self.structs = structs
-        self.sizes: dict[str, tuple[int, int]] = {}  # struct -> (min bytes, values per value)
+        self.sizes: dict[str, tuple[int, int, int]] = {}  # struct -> (min bytes, values, levels)
         self.open: set[str] = set()
 
     def check(self, type_: str, where: str) -> tuple[int, int]:
         """``(fewest bytes a value takes, values decoded for one)``."""
+        size, width, _ = self._check(type_, where, 0)
+        return size, width
+
+    def _check(self, type_: str, where: str, depth: int) -> tuple[int, int, int]:
+        """``check``'s answer and the levels of types below ``type_`` (0 for a built-in);
+        ``depth``: the levels above it, which with those below stay within MAX_TYPE_DEPTH."""
+        if depth > MAX_TYPE_DEPTH:
+            raise EncodingError("abi", f"{where}: types nest more than {MAX_TYPE_DEPTH} deep")
         if len(type_) > _MAX_TYPE_CHARS:
             raise EncodingError("abi", f"{where}: type name longer than {_MAX_TYPE_CHARS}")
         if type_.endswith("[]"):
-            size, width = self.check(type_[:-2], where)
+            size, width, height = self._check(type_[:-2], where, depth + 1)
             if size == 0:
                 raise EncodingError("abi", f"{where}: {type_} is a list of values of no bytes")
-            return 1, width + 1
+            return 1, width + 1, height + 1
         if type_.endswith("?"):
-            return 1, self.check(type_[:-1], where)[1] + 1
+            _, width, height = self._check(type_[:-1], where, depth + 1)
+            return 1, width + 1, height + 1
         if type_ in BUILTIN_TYPES:
-            return (1 if type_ in ("bool", "string", "bytes") else _fixed_size(type_)), 1
+            return (1 if type_ in ("bool", "string", "bytes") else _fixed_size(type_)), 1, 0
         if type_ not in self.structs:
             raise EncodingError("abi", f"{where}: unknown type {type_!r}")
         if type_ in self.open:
             raise EncodingError("abi", f"{where}: struct {type_!r} contains itself")
         if type_ not in self.sizes:
             self.open.add(type_)
-            size, width = 0, 1
+            size, width, height = 0, 1, 0
             for f in self.structs[type_]:
-                f_size, f_width = self.check(f.type, f"struct {type_}.{f.name}")
-                size, width = size + f_size, width + f_width
+                f_size, f_width, f_height = self._check(
+                    f.type, f"struct {type_}.{f.name}", depth + 1
+                )
+                size, width, height = size + f_size, width + f_width, max(height, f_height + 1)
             self.open.discard(type_)
             if width > _MAX_WIDTH:
                 raise EncodingError("abi", f"{where}: {type_} holds more than {_MAX_WIDTH} values")
-            self.sizes[type_] = (size, width)
-        return self.sizes[type_]
+            self.sizes[type_] = (size, width, height)
+        size, width, height = self.sizes[type_]
+        if depth + height > MAX_TYPE_DEPTH:  # known from another path, reached deeper here
+            raise EncodingError("abi", f"{where}: types nest more than {MAX_TYPE_DEPTH} deep")
+        return size, width, height
 
 
-def _named_type(types: _TypeCheck, item: Any, where: str, known: dict[str, str]) -> tuple[str, str]:
+def _named_type(
+    types: _TypeCheck, item: Any, where: str, known: dict[str, str], extra: Set[str] = frozenset()
+) -> tuple[str, str]:
     obj = _object(item, where)
-    _only(obj, where, {"name", "type"})
+    _only(obj, where, {"name", "type", *extra})
     name = _name(obj.get("name"), f"{where}.name")
     if name in known:
         raise EncodingError(f"{where}.name", f"{name!r} is defined twice")
@@ -542,7 +514,7 @@ def _table(types: _TypeCheck, tables: dict[str, Table], item: Any, where: str) -
     for j, s_item in enumerate(_list(obj, "secondary", where)):
         s_where = f"{where}.secondary[{j}]"
         s = _object(s_item, s_where)
-        _only(s, s_where, {"name", "table", "type"})
+        _only(s, s_where, {"name", "table", "type", "field"})
         if s.get("type", "u64") != "u64":
             raise EncodingError(
                 f"{s_where}.type", f"only 'u64' is supported, got {_show(s.get('type'))}"
@@ -552,6 +524,7 @@ def _table(types: _TypeCheck, tables: dict[str, Table], item: Any, where: str) -
                 _ident(s.get("name"), f"{s_where}.name"),
                 _name(s.get("table"), f"{s_where}.table"),
                 "u64",
+                None if s.get("field") is None else _ident(s.get("field"), f"{s_where}.field"),
             )
         )
     return Table(name, type_, "i64", tuple(secondary))

@@ -16,14 +16,15 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from chain.abi import parse_abi
+from chain.abi_check import check_abi
 from chain.core.primitives.errors import ContractError, EncodingError
 from chain.core.primitives.params import ChainParams
 from chain.vm.engine import engine
 from chain.vm.validate import check_module, code_hash
+from contract_tools.toolchain import SHIPPED_SDK, ToolchainError, find_sdk
 
-CONTRACTS_DIR = Path(__file__).resolve().parent.parent / "contracts"
-SDK_DIR = CONTRACTS_DIR / "sdk"
+CONTRACTS_DIR = Path(__file__).resolve().parent.parent / "contracts"  # in a checkout
+SDK_DIR = SHIPPED_SDK
 # asc parses, optimizes and emits in one process; a contract of a few thousand lines takes
 # seconds. The bound only stops a wedged compiler from hanging the command.
 COMPILE_TIMEOUT_S = 300
@@ -57,6 +58,8 @@ def asc_flags(sdk: Path) -> list[str]:
         "--disable", "simd",
         "--use", "abort=__bor_abort",  # failed asserts reach the node with their message
         "--exportStart", "__bor_start",  # ... and transform/start.js makes apply call it
+        # The annotations (ABI, serializers, apply) first, then apply calls the start code.
+        "--transform", str(sdk / "transform" / "contract.js"),
         "--transform", str(sdk / "transform" / "start.js"),
         "--path", str(sdk.parent),  # `import { ... } from "sdk"`
         "--noColors",
@@ -107,45 +110,46 @@ def first_error(output: str) -> str:
     return tail[-1] if tail else "asc failed without a message"
 
 
-def compile_module(source: Path, out: Path, sdk: Path) -> None:
+def compile_module(source: Path, out: Path, sdk: Path, abi_out: Path) -> None:
+    """Compile ``source`` to ``out``; the transform writes the ABI its annotations declare
+    to ``abi_out`` (nothing for a source without annotations)."""
     node, asc = find_asc(sdk)
     abort = sdk / "assembly" / "abort.ts"  # the handler --use names, in every contract
     cmd = [node, str(asc), str(source), str(abort), "-o", str(out), *asc_flags(sdk)]
+    env = {**os.environ, "NODE_NO_WARNINGS": "1", "BOR_ABI_OUT": str(abi_out)}
     try:
         proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False,
-            env={**os.environ, "NODE_NO_WARNINGS": "1"},
-        )  # fmt: skip
+            cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False, env=env
+        )
     except subprocess.TimeoutExpired as err:
         raise BuildError(f"asc did not finish in {COMPILE_TIMEOUT_S} s") from err
     if proc.returncode != 0 or not out.is_file():
         raise BuildError(f"{source.name}: {first_error(proc.stderr + proc.stdout)}")
 
 
-def build(directory: Path, *, sdk: Path = SDK_DIR, params: ChainParams | None = None) -> Built:
-    """Compile ``directory/<name>.ts`` and copy its ``abi.json``, both checked as a node
-    would check them at ``setcode`` (with ``params``, the default chain's when None)."""
+def build(directory: Path, *, sdk: Path | None = None, params: ChainParams | None = None) -> Built:
+    """Compile ``directory/<name>.ts`` and write its ABI (the one its annotations declare, or
+    for a source without any, ``abi.json`` beside it), both checked as a node checks them at
+    ``setcode`` (with ``params``, the default chain's when None)."""
     if not directory.is_dir():
         raise BuildError(f"{directory}: not a directory")
     name, source = find_source(directory)
-    abi_path = directory / "abi.json"
-    if not abi_path.is_file():
-        raise BuildError(
-            f"{directory}: no abi.json (it says how the actions, tables and events are encoded)"
-        )
+    hand_written = directory / "abi.json"
+    abi = checked_abi(hand_written) if hand_written.is_file() else None  # before a long compile
     try:
-        abi_text = abi_path.read_text(encoding="utf-8")
-        abi = json.dumps(json.loads(abi_text), separators=(",", ":"), ensure_ascii=False)
-        parse_abi(abi)
-    except (ValueError, EncodingError) as err:
-        raise BuildError(f"{abi_path.name}: {err}") from err
+        sdk = sdk or find_sdk()
+    except ToolchainError as err:
+        raise BuildError(err.reason) from err
     out_dir = directory / "build"
     out_dir.mkdir(exist_ok=True)
     wasm = out_dir / f"{name}.wasm"
     partial = out_dir / f"{name}.wasm.partial"
-    partial.unlink(missing_ok=True)
+    generated = out_dir / f"{name}.abi.json.partial"
     try:
-        compile_module(source, partial, sdk)
+        for stale in (partial, generated):
+            stale.unlink(missing_ok=True)
+        compile_module(source, partial, sdk, generated)
+        abi = one_abi(directory, abi, generated)
         code = partial.read_bytes()
         try:
             check_module(engine(), code, params or ChainParams())
@@ -154,6 +158,36 @@ def build(directory: Path, *, sdk: Path = SDK_DIR, params: ChainParams | None = 
         partial.replace(wasm)
     finally:
         partial.unlink(missing_ok=True)
+        generated.unlink(missing_ok=True)
     abi_out = out_dir / f"{name}.abi.json"
     abi_out.write_text(abi, encoding="utf-8")
     return Built(wasm, abi_out, code_hash(code), len(code))
+
+
+def one_abi(directory: Path, hand_written: str | None, generated: Path) -> str:
+    """The generated ABI, or ``abi.json``'s for a source without annotations; never both
+    (two sources of one fact would drift)."""
+    if generated.is_file():
+        if hand_written is not None:
+            raise BuildError(
+                f"{directory / 'abi.json'}: the source declares its ABI (@contract): remove it"
+            )
+        return checked_abi(generated, "the ABI of the annotations")
+    if hand_written is None:
+        raise BuildError(
+            f"{directory}: no ABI: annotate the source (@contract, @action, @table; "
+            "docs/contracts.md) or write abi.json"
+        )
+    return hand_written
+
+
+def checked_abi(path: Path, what: str | None = None) -> str:
+    """The ABI at ``path`` as compact JSON, checked as ``setcode`` checks it."""
+    try:
+        abi = json.dumps(
+            json.loads(path.read_text(encoding="utf-8")), separators=(",", ":"), ensure_ascii=False
+        )
+        check_abi(abi)
+    except (ValueError, EncodingError) as err:
+        raise BuildError(f"{what or path.name}: {err}") from err
+    return abi

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from contract_tools.build import BuildError, build
-from contract_tools.template import InitError, init
+from contract_tools.template import InitError, init, next_steps
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -22,7 +22,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="compile DIR/<name>.ts to DIR/build/<name>.wasm (+ ABI)")
     b.add_argument("directory", type=Path)
-    i = sub.add_parser("init", help="write a new contract (source, abi.json) into DIR")
+    i = sub.add_parser("init", help="write a new contract (source, test) into DIR")
     i.add_argument("directory", type=Path)
     args = parser.parse_args(argv)
     try:
@@ -32,7 +32,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(built.abi)
         else:
             for path in init(args.directory):
-                print(path)
+                print(f"wrote {path}")
+            print(next_steps(args.directory))
     except (BuildError, InitError) as err:
         print(f"bor-contract: {err.reason}", file=sys.stderr)
         return 1

@@ -330,12 +330,12 @@ def require_recipient(act: Action, name: int) -> None:
     """Antelope's notification: once this action's handler returns, ``name``'s contract (if
     it has one) runs it too, as receiver ``name`` with code = this contract."""
     act.charge()
-    if act.readonly:
-        raise act.abort("require_recipient is not allowed in a read-only call")
     account = u64_to_name(name & _U64)
     if account is None or act.view.account(account) is None:
         shown = account or f"#{name & _U64}"
         raise act.abort(f"require_recipient: no account {shown}")
+    if act.readonly:
+        return  # a read-only call runs the called action alone: no handler runs, none is owed
     if account == act.receiver_name or account in act.recipients:
         return  # Antelope notifies each account once, never the receiver itself
     if len(act.recipients) >= MAX_RECIPIENTS:

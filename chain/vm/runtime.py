@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import structlog
 import wasmtime
 
+from chain.abi_check import check_abi
 from chain.core.execution.contracts import (
     ActionTrace,
     ContractCall,
@@ -32,6 +33,7 @@ from chain.core.primitives.encoding import unpack
 from chain.core.primitives.errors import (
     ChainError,
     ContractError,
+    EncodingError,
     OutOfFuel,
     ReadOnlyAction,
     ResourceExceeded,
@@ -134,6 +136,14 @@ class ContractRuntime:
         digest = self._check(code, params)
         self._try_instantiate(self._compiled(digest, code).pre, params)
         return digest
+
+    def validate_abi(self, abi: str) -> None:
+        if not abi:
+            return
+        try:
+            check_abi(abi)
+        except EncodingError as err:
+            raise ContractError(f"setcode: the ABI is refused: {err}") from None
 
     def precompile(self, code: bytes, params: ChainParams) -> None:
         """Check and compile a module that a transaction offers to ``setcode``, so that its

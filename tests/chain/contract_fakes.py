@@ -28,6 +28,10 @@ class ScriptedHost:
             raise ContractError("module is not valid WebAssembly")
         return sha256(code)
 
+    def validate_abi(self, abi: str) -> None:
+        if abi.startswith("bad"):
+            raise ContractError("setcode: the ABI is refused: abi: bad")
+
     def run(
         self,
         view: StateView,

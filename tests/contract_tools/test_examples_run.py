@@ -1,5 +1,6 @@
-"""The built examples run through the node's contract runtime (real wasmtime) on a state view,
-their arguments encoded from JSON by their own ABI, so code and abi.json must agree."""
+"""The examples, built from their annotated sources, run on contract_tools.testing's local
+chain (the node's runtime and setcode) with their arguments encoded from JSON by their own
+generated ABI, so code and ABI must agree."""
 
 from __future__ import annotations
 
@@ -8,71 +9,31 @@ from typing import Any
 
 import pytest
 
-from chain.abi import Abi, parse_abi
-from chain.core.execution.contracts import ContractCall, TxTrace, name_to_u64
-from chain.core.execution.state import Account, StateView
-from chain.core.primitives import schema
-from chain.core.primitives.crypto import PrivateKey
-from chain.core.primitives.encoding import pack
 from chain.core.primitives.errors import ContractError
-from chain.core.primitives.params import ChainParams
-from chain.core.primitives.types import AccountName
-from chain.testing import MemoryKV
-from chain.vm import ContractRuntime
 from contract_tools.build import Built
-
-PARAMS = ChainParams()
-BLOCK_TIME_S = 1_700_000_000
+from contract_tools.testing import BLOCK_TIME_S, LocalChain, Result
 
 
 class Deployed:
-    """A contract deployed on a fresh state with a few accounts, and helpers to call it."""
+    """One example deployed on a local chain, and the calls its tests make."""
 
     def __init__(self, built: Built, contract: str, accounts: list[str]) -> None:
-        self.view = StateView(MemoryKV())
-        key = PrivateKey.generate().public_key
-        for name in [contract, *accounts]:
-            self.view.put_account(Account(AccountName(name), key))
-        self.runtime = ContractRuntime()
-        code = built.wasm.read_bytes()
-        abi_text = built.abi.read_text()
-        digest = self.runtime.validate(code, PARAMS)
-        self.view.put_raw(schema.code_key(contract), pack([digest, abi_text]))
-        self.view.put_raw(schema.wasm_key(contract), code)
-        self.contract = AccountName(contract)
-        self.abi: Abi = parse_abi(abi_text)
+        self.chain = LocalChain()
+        self.chain.create_accounts(*accounts)
+        self.chain.deploy(contract, built)
+        self.contract = contract
 
-    def push(self, action: str, args: dict[str, Any], *auth: str) -> TxTrace:
-        """Run one action as a transaction would: on a child view, kept only on success."""
-        data = self.abi.encode_action(action, args)
-        call = ContractCall(self.contract, action, tuple(AccountName(a) for a in auth), data)
-        child = self.view.child()
-        trace = TxTrace()
-        self.runtime.run(
-            child, call, trace, params=PARAMS, block_time_s=BLOCK_TIME_S, block_num=7,
-            fuel_left=PARAMS.max_tx_fuel,
-        )  # fmt: skip
-        child.merge_into_parent()
-        return trace
+    def push(self, action: str, args: dict[str, Any], *auth: str) -> Result:
+        return self.chain.push(self.contract, action, args, list(auth))
 
     def read(self, action: str, args: dict[str, Any]) -> Any:
-        data = self.abi.encode_action(action, args)
-        call = ContractCall(self.contract, action, (), data)
-        trace = self.runtime.run_readonly(
-            self.view, call, params=PARAMS, block_time_s=BLOCK_TIME_S, block_num=7,
-            fuel_left=PARAMS.max_tx_fuel,
-        )  # fmt: skip
-        return self.abi.decode_result(action, trace.actions[0].return_value)
+        return self.chain.call(self.contract, action, args)
 
     def row(self, scope: str | int, table: str, primary: int) -> Any:
-        """A table row decoded by the ABI, or None."""
-        scope_u64 = scope if isinstance(scope, int) else name_to_u64(scope)
-        key = schema.row_key(name_to_u64(self.contract), scope_u64, name_to_u64(table), primary)
-        raw = self.view.raw(key)
-        return None if raw is None else self.abi.decode_table_row(table, raw[8:])
+        return self.chain.row(self.contract, scope, table, primary)
 
-    def events(self, trace: TxTrace) -> list[tuple[str, Any]]:
-        return [(n, self.abi.decode_event(n, d)) for a in trace.actions for n, d in a.events]
+    def events(self, result: Result) -> list[tuple[str, Any]]:
+        return result.events
 
 
 def symbol_code(code: str) -> int:

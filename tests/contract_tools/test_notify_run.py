@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from chain.core.execution.contracts import name_to_u64
+from chain.core.execution.contracts import TxTrace, name_to_u64
 from chain.core.primitives import schema
-from chain.core.primitives.encoding import pack
 from chain.core.primitives.errors import ContractError
 from chain.vm.runtime import ACTION_FUEL
 from contract_tools.build import Built, build
+from contract_tools.testing import LocalChain
 from tests.contract_tools.conftest import require_toolchain
-from tests.contract_tools.test_examples_run import PARAMS, Deployed, symbol_code
+from tests.contract_tools.test_examples_run import symbol_code
 
 LISTENER = Path(__file__).parent / "contracts" / "listener"
 
@@ -31,20 +31,19 @@ def listener(tmp_path_factory: pytest.TempPathFactory) -> Built:
 
 
 @pytest.fixture
-def shop(token: Built, listener: Built) -> Deployed:
+def shop(token: Built, listener: Built) -> LocalChain:
     """The token at token, with TOK created and 100 issued to alice, and the listener at
     shop (bob has no contract)."""
-    tok = Deployed(token, "token", ["alice", "bob", "shop"])
-    code = listener.wasm.read_bytes()
-    digest = tok.runtime.validate(code, PARAMS)
-    tok.view.put_raw(schema.code_key("shop"), pack([digest, listener.abi.read_text()]))
-    tok.view.put_raw(schema.wasm_key("shop"), code)
-    tok.push("create", {"issuer": "alice", "maximum_supply": "1000.0000 TOK"}, "token")
-    tok.push("issue", {"to": "alice", "quantity": "100.0000 TOK", "memo": ""}, "alice")
+    tok = LocalChain()
+    tok.create_accounts("alice", "bob")
+    tok.deploy("token", token)
+    tok.deploy("shop", listener)
+    tok.push("token", "create", {"issuer": "alice", "maximum_supply": "1000.0000 TOK"}, "token")
+    tok.push("token", "issue", {"to": "alice", "quantity": "100.0000 TOK", "memo": ""}, "alice")
     return tok
 
 
-def incoming(tok: Deployed) -> tuple[int, int] | None:
+def incoming(tok: LocalChain) -> tuple[int, int] | None:
     """The shop's (count, total) of TOK received from the token contract."""
     key = schema.row_key(
         name_to_u64("shop"), name_to_u64("token"), name_to_u64("incoming"), symbol_code("TOK")
@@ -56,18 +55,18 @@ def incoming(tok: Deployed) -> tuple[int, int] | None:
     return int.from_bytes(row[8:16], "little"), int.from_bytes(row[16:24], "little", signed=True)
 
 
-def transfer(tok: Deployed, sender: str, to: str, amount: str, memo: str = "") -> object:
+def transfer(tok: LocalChain, sender: str, to: str, amount: str, memo: str = "") -> TxTrace:
     args = {"from": sender, "to": to, "quantity": amount, "memo": memo}
-    return tok.push("transfer", args, sender)
+    return tok.push("token", "transfer", args, sender).trace
 
 
-def test_a_transfer_notifies_sender_and_receiver_whose_handler_counts_it(shop: Deployed) -> None:
+def test_a_transfer_notifies_sender_and_receiver_whose_handler_counts_it(
+    shop: LocalChain,
+) -> None:
     """alice -> shop: the token runs, then alice (no contract: recorded) and shop (its
     handler, code = token) one level deeper; the shop counts what it received, on the
     transaction's fuel; paying out from the shop is no income."""
-    trace = shop.push(
-        "transfer", {"from": "alice", "to": "shop", "quantity": "2.5000 TOK", "memo": ""}, "alice"
-    )
+    trace = transfer(shop, "alice", "shop", "2.5000 TOK")
     assert [(a.receiver, a.call.contract, a.call.action, a.depth) for a in trace.actions] == [
         ("token", "token", "transfer", 0),
         ("alice", "token", "transfer", 1),
@@ -83,10 +82,10 @@ def test_a_transfer_notifies_sender_and_receiver_whose_handler_counts_it(shop: D
     assert incoming(shop) == (2, 35_000)
 
 
-def test_a_refusing_handler_fails_the_transfer(shop: Deployed) -> None:
+def test_a_refusing_handler_fails_the_transfer(shop: LocalChain) -> None:
     """The shop's assertion in its handler fails the whole transfer: no balance moves."""
     with pytest.raises(ContractError, match=r"^shop \(notified of token::transfer\): .*refused"):
         transfer(shop, "alice", "shop", "1.0000 TOK", "refuse")
-    assert shop.row("shop", "accounts", symbol_code("TOK")) is None
-    assert shop.row("alice", "accounts", symbol_code("TOK")) == {"balance": "100.0000 TOK"}
+    assert shop.row("token", "shop", "accounts", symbol_code("TOK")) is None
+    assert shop.row("token", "alice", "accounts", symbol_code("TOK")) == {"balance": "100.0000 TOK"}
     assert incoming(shop) is None

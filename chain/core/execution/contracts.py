@@ -172,6 +172,11 @@ class ContractHost(Protocol):
         ``ContractError`` saying what is wrong (size, imports, exports, memory, validation)."""
         ...
 
+    def validate_abi(self, abi: str) -> None:
+        """Check the ABI text a ``setcode`` offers ("" for none); raise ``ContractError``
+        naming the entry at fault (``abi.tables[0].type: ...``)."""
+        ...
+
     def run(
         self,
         view: StateView,

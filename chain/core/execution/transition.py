@@ -249,6 +249,7 @@ def process_setcode(view: StateView, a: SetCode, ctx: Context) -> None:
             "allow it first (allowcode)"
         )
     code_hash = _host(ctx).validate(a.code, params)
+    _host(ctx).validate_abi(a.abi)
     old = deployed_code(view, a.account)
     if old == (code_hash, a.abi):
         raise InvalidAction(f"{a.account!r} already runs this code with this ABI")

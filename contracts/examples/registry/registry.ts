@@ -3,78 +3,78 @@
 // change is an event, so an asset's provenance is the stream of its events.
 //
 // Tables: `config` (one row, key 0: the admin), `roles` (key = registrar), `assets` (key =
-// asset id; secondary index `assets.owner` by owner). Storage payer: the admin pays for
+// asset id; secondary index `byowner`, table `assets.owner`). Storage payer: the admin pays for
 // config and roles, the registering registrar for an asset's row and index entry.
 import {
-  Datastream, Row, Table,
-  check, currentTime, emitEvent, isAccount, n, receiver, requireAuth, setReturnValue,
+  Checksum256, Name, Table,
+  check, currentTime, isAccount, n, receiver, requireAuth,
 } from "sdk";
 
 const MAX_TEXT_BYTES = 256;
 const MAX_LISTED = 100; // assets one `assetsof` returns, so a read-only call stays bounded
 
-class Config extends Row {
-  constructor(public admin: u64 = 0) {
-    super();
-  }
-  primaryKey(): u64 {
+@table("config")
+class Config {
+  constructor(public admin: Name = 0) {}
+
+  @primary get key(): u64 {
     return 0;
   }
-  write(ds: Datastream): void {
-    ds.writeName(this.admin);
-  }
-  read(ds: Datastream): void {
-    this.admin = ds.readName();
-  }
 }
 
-class Role extends Row {
-  constructor(public account: u64 = 0, public since: i64 = 0) {
-    super();
-  }
-  primaryKey(): u64 {
+@table("roles")
+class Role {
+  constructor(public account: Name = 0, public since: i64 = 0) {}
+
+  @primary get key(): u64 {
     return this.account;
   }
-  write(ds: Datastream): void {
-    ds.writeName(this.account).writeI64(this.since);
-  }
-  read(ds: Datastream): void {
-    this.account = ds.readName();
-    this.since = ds.readI64();
+}
+
+@table("assets")
+class AssetRecord {
+  id: u64 = 0;
+  @secondary("byowner", "u64", "assets.owner") owner: Name = 0;
+  registrar: Name = 0;
+  uri: string = "";
+  hash: Checksum256 = new Uint8Array(32);
+  registered: i64 = 0;
+  attestations: u32 = 0;
+
+  @primary get key(): u64 {
+    return this.id;
   }
 }
 
-class AssetRecord extends Row {
+@event("roleadded")
+class RoleAdded {
+  constructor(public account: Name = 0) {}
+}
+
+@event("roleremoved")
+class RoleRemoved {
+  constructor(public account: Name = 0) {}
+}
+
+@event("registered")
+class Registered {
   constructor(
+    public registrar: Name = 0,
     public id: u64 = 0,
-    public owner: u64 = 0,
-    public registrar: u64 = 0,
+    public owner: Name = 0,
     public uri: string = "",
-    public hash: Uint8Array = new Uint8Array(32),
-    public registered: i64 = 0,
-    public attestations: u32 = 0,
-  ) {
-    super();
-  }
-  primaryKey(): u64 {
-    return this.id;
-  }
-  secondaryKey(): u64 {
-    return this.owner;
-  }
-  write(ds: Datastream): void {
-    ds.writeU64(this.id).writeName(this.owner).writeName(this.registrar).writeString(this.uri);
-    ds.writeChecksum256(this.hash).writeI64(this.registered).writeU32(this.attestations);
-  }
-  read(ds: Datastream): void {
-    this.id = ds.readU64();
-    this.owner = ds.readName();
-    this.registrar = ds.readName();
-    this.uri = ds.readString();
-    this.hash = ds.readChecksum256();
-    this.registered = ds.readI64();
-    this.attestations = ds.readU32();
-  }
+    public hash: Checksum256 = new Uint8Array(32),
+  ) {}
+}
+
+@event("transferred")
+class Transferred {
+  constructor(public id: u64 = 0, public from: Name = 0, public to: Name = 0) {}
+}
+
+@event("attested")
+class Attested {
+  constructor(public id: u64 = 0, public registrar: Name = 0, public note: string = "") {}
 }
 
 function config(): Table<Config> {
@@ -100,128 +100,91 @@ function requireRegistrar(registrar: u64): void {
   check(roles().has(registrar), "not a registrar");
 }
 
-function init(admin: u64): void {
-  requireAuth(receiver());
-  check(isAccount(admin), "admin account does not exist");
-  const cfg = config();
-  check(!cfg.has(0), "registry is already initialized");
-  cfg.store(new Config(admin), receiver());
-}
-
-function addRegistrar(account: u64): void {
-  const admin = requireAdmin();
-  check(isAccount(account), "account does not exist");
-  const table = roles();
-  check(!table.has(account), "already a registrar");
-  table.store(new Role(account, currentTime()), admin);
-  emitEvent(n("roleadded"), new Datastream().writeName(account).toBytes());
-}
-
-function rmRegistrar(account: u64): void {
-  requireAdmin();
-  const table = roles();
-  check(table.has(account), "not a registrar");
-  table.erase(account);
-  emitEvent(n("roleremoved"), new Datastream().writeName(account).toBytes());
-}
-
-function register(registrar: u64, id: u64, owner: u64, uri: string, hash: Uint8Array): void {
-  requireRegistrar(registrar);
-  check(isAccount(owner), "owner account does not exist");
-  check(String.UTF8.byteLength(uri) <= MAX_TEXT_BYTES, "uri has more than 256 bytes");
-  const table = assets();
-  check(!table.has(id), "asset id already registered");
-  table.store(new AssetRecord(id, owner, registrar, uri, hash, currentTime(), 0), registrar);
-  emitEvent(
-    n("registered"),
-    new Datastream()
-      .writeName(registrar).writeU64(id).writeName(owner).writeString(uri).writeChecksum256(hash)
-      .toBytes(),
-  );
-}
-
-function transfer(id: u64, from: u64, to: u64): void {
-  requireAuth(from);
-  check(isAccount(to), "to account does not exist");
-  const table = assets();
-  const asset = table.get(id, "no such asset");
-  check(asset.owner == from, "from does not own the asset");
-  check(from != to, "cannot transfer to self");
-  asset.owner = to;
-  table.update(asset);
-  emitEvent(n("transferred"), new Datastream().writeU64(id).writeName(from).writeName(to).toBytes());
-}
-
-function attest(id: u64, registrar: u64, note: string): void {
-  requireRegistrar(registrar);
-  check(String.UTF8.byteLength(note) <= MAX_TEXT_BYTES, "note has more than 256 bytes");
-  const table = assets();
-  const asset = table.get(id, "no such asset");
-  asset.attestations += 1;
-  table.update(asset);
-  emitEvent(n("attested"), new Datastream().writeU64(id).writeName(registrar).writeString(note).toBytes());
-}
-
-function ownerOf(id: u64): void {
-  const asset = assets().get(id, "no such asset");
-  setReturnValue(new Datastream().writeName(asset.owner).toBytes());
-}
-
-function assetsOf(owner: u64): void {
-  const ids = new Array<u64>();
-  const index = assets().bySecondary();
-  for (let c = index.lowerBound(owner); c.valid && c.secondary == owner; c.next()) {
-    if (ids.length == MAX_LISTED) break;
-    ids.push(c.primary);
+@contract
+class Registry {
+  @action
+  init(admin: Name): void {
+    requireAuth(receiver());
+    check(isAccount(admin), "admin account does not exist");
+    const cfg = config();
+    check(!cfg.has(0), "registry is already initialized");
+    cfg.store(new Config(admin), receiver());
   }
-  const ds = new Datastream().writeVarUint32(<u32>ids.length);
-  for (let i = 0; i < ids.length; i++) ds.writeU64(ids[i]);
-  setReturnValue(ds.toBytes());
-}
 
-export function apply(receiver: u64, code: u64, action: u64): void {
-  const ds = Datastream.fromActionData();
-  if (action == n("init")) {
-    const admin = ds.readName();
-    ds.end();
-    init(admin);
-  } else if (action == n("addregistrar")) {
-    const account = ds.readName();
-    ds.end();
-    addRegistrar(account);
-  } else if (action == n("rmregistrar")) {
-    const account = ds.readName();
-    ds.end();
-    rmRegistrar(account);
-  } else if (action == n("register")) {
-    const registrar = ds.readName();
-    const id = ds.readU64();
-    const owner = ds.readName();
-    const uri = ds.readString();
-    const hash = ds.readChecksum256();
-    ds.end();
-    register(registrar, id, owner, uri, hash);
-  } else if (action == n("transfer")) {
-    const id = ds.readU64();
-    const from = ds.readName();
-    const to = ds.readName();
-    ds.end();
-    transfer(id, from, to);
-  } else if (action == n("attest")) {
-    const id = ds.readU64();
-    const registrar = ds.readName();
-    const note = ds.readString();
-    ds.end();
-    attest(id, registrar, note);
-  } else if (action == n("ownerof")) {
-    const id = ds.readU64();
-    ds.end();
-    ownerOf(id);
-  } else if (action == n("assetsof")) {
-    const owner = ds.readName();
-    ds.end();
-    assetsOf(owner);
-  } else {
-    check(false, "unknown action");
+  @action
+  addRegistrar(account: Name): void {
+    const admin = requireAdmin();
+    check(isAccount(account), "account does not exist");
+    const table = roles();
+    check(!table.has(account), "already a registrar");
+    table.store(new Role(account, currentTime()), admin);
+    new RoleAdded(account).emit();
+  }
+
+  @action
+  rmRegistrar(account: Name): void {
+    requireAdmin();
+    const table = roles();
+    check(table.has(account), "not a registrar");
+    table.erase(account);
+    new RoleRemoved(account).emit();
+  }
+
+  @action
+  register(registrar: Name, id: u64, owner: Name, uri: string, hash: Checksum256): void {
+    requireRegistrar(registrar);
+    check(isAccount(owner), "owner account does not exist");
+    check(String.UTF8.byteLength(uri) <= MAX_TEXT_BYTES, "uri has more than 256 bytes");
+    const table = assets();
+    check(!table.has(id), "asset id already registered");
+    const asset = new AssetRecord();
+    asset.id = id;
+    asset.owner = owner;
+    asset.registrar = registrar;
+    asset.uri = uri;
+    asset.hash = hash;
+    asset.registered = currentTime();
+    table.store(asset, registrar);
+    new Registered(registrar, id, owner, uri, hash).emit();
+  }
+
+  @action
+  transfer(id: u64, from: Name, to: Name): void {
+    requireAuth(from);
+    check(isAccount(to), "to account does not exist");
+    const table = assets();
+    const asset = table.get(id, "no such asset");
+    check(asset.owner == from, "from does not own the asset");
+    check(from != to, "cannot transfer to self");
+    asset.owner = to;
+    table.update(asset);
+    new Transferred(id, from, to).emit();
+  }
+
+  @action
+  attest(id: u64, registrar: Name, note: string): void {
+    requireRegistrar(registrar);
+    check(String.UTF8.byteLength(note) <= MAX_TEXT_BYTES, "note has more than 256 bytes");
+    const table = assets();
+    const asset = table.get(id, "no such asset");
+    asset.attestations += 1;
+    table.update(asset);
+    new Attested(id, registrar, note).emit();
+  }
+
+  @action({ readOnly: true })
+  ownerOf(id: u64): Name {
+    return assets().get(id, "no such asset").owner;
+  }
+
+  @readonly
+  assetsOf(owner: Name): Array<u64> {
+    const ids = new Array<u64>();
+    const index = assets().bySecondary();
+    for (let c = index.lowerBound(owner); c.valid && c.secondary == owner; c.next()) {
+      if (ids.length == MAX_LISTED) break;
+      ids.push(c.primary);
+    }
+    return ids;
   }
 }

@@ -71,6 +71,9 @@ export class Datastream {
   readI64(): i64 {
     return load<i64>(this.take(8));
   }
+  readF64(): f64 {
+    return load<f64>(this.take(8));
+  }
   readName(): u64 {
     return this.readU64();
   }
@@ -162,6 +165,10 @@ export class Datastream {
   }
   writeI64(v: i64): Datastream {
     store<i64>(this.reserve(8), v);
+    return this;
+  }
+  writeF64(v: f64): Datastream {
+    store<f64>(this.reserve(8), v);
     return this;
   }
   writeName(v: u64): Datastream {

@@ -20,3 +20,4 @@ export { Datastream, Serializable, unpack } from "./datastream";
 export { Asset, Symbol, symbolCode, MAX_AMOUNT } from "./asset";
 export { Table, Row, Cursor, SecondaryIndex, IndexCursor, SAME_PAYER } from "./table";
 export { sendInline } from "./inline";
+export { Checksum256, firstReceiver, __bor_enter } from "./contract";

@@ -173,12 +173,23 @@ def test_notifying_too_many_or_no_account_is_refused(runtime: ContractRuntime) -
         run(runtime, ghost, "token")
 
 
-def test_a_read_only_call_cannot_notify(runtime: ContractRuntime) -> None:
-    """require_recipient is a write: a read-only call refuses it."""
+def test_a_read_only_call_runs_the_called_action_alone(runtime: ContractRuntime) -> None:
+    """In a read-only call require_recipient checks the account and runs no handler: the
+    trace holds the called action only (a dry run of a transfer reaches its own checks)."""
     view = chain_of(runtime, {"token": notifier("bob"), "bob": LISTENER})
-    with pytest.raises(ContractError, match="require_recipient is not allowed in a read-only"):
+    trace = runtime.run_readonly(
+        view,
+        ContractCall(AccountName("token"), "go", (), b""),
+        params=ChainParams(),
+        block_time_s=1_700_000_000,
+        block_num=1,
+        fuel_left=10_000_000,
+    )
+    assert [(a.receiver, a.call.contract) for a in trace.actions] == [("token", "token")]
+    ghost = chain_of(runtime, {"token": notifier("nobody")})
+    with pytest.raises(ContractError, match=r"require_recipient: no account nobody$"):
         runtime.run_readonly(
-            view,
+            ghost,
             ContractCall(AccountName("token"), "go", (), b""),
             params=ChainParams(),
             block_time_s=1_700_000_000,

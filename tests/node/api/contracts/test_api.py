@@ -334,19 +334,33 @@ def test_bad_input_is_a_4xx_with_a_reason(tmp_path: Path) -> None:
     _run(tmp_path, scenario)
 
 
-def test_code_with_an_abi_that_is_not_json(tmp_path: Path) -> None:
-    """setcode stores ABI text unchecked, so get_code and get_abi answer a contract whose ABI
-    is not JSON (or nests past the parser's depth) with no ABI, never a server error."""
+def test_a_bad_abi_is_refused_at_setcode_and_the_chain_is_unchanged(tmp_path: Path) -> None:
+    """setcode parses and checks the ABI it carries: text that is no JSON, nests past the
+    parser's depth, or names a struct that is not there gets a 422 naming the fault, and the
+    account keeps the code and ABI it had."""
+
+    def table_of(type_: str) -> str:
+        table = {"name": "kv", "type": type_, "index_type": "i64", "secondary": []}
+        return json.dumps(json.loads(kv_contract.ABI) | {"tables": [table]})
+
+    cases = [
+        ("not json", "abi: not JSON"),
+        ("[" * 5_000, "abi: not JSON"),
+        (table_of("nosuch"), "abi.tables[0]: unknown type 'nosuch'"),
+        (table_of("u64"), "abi.tables[0].type: kv: 'u64' is no struct"),
+    ]
 
     async def scenario(rig: Rig) -> None:
-        for abi_text in ["not json", "[" * 5_000]:
+        await _deploy(rig, [])
+        _, before = await rig.post("/v1/chain/get_code", {"account": "alice"})
+        for abi_text, reason in cases:
             stx = await rig.tx(SetCode(A, kv_contract.wasm(), abi_text))
             status, got = await rig.post("/v1/chain/push_transaction", _body(stx))
-            assert status == 200, got
+            assert (status, got["error"]["name"]) == (422, "contract_error"), got
+            assert "setcode: the ABI is refused" in got["message"], got
+            assert reason in got["message"], got
             await rig.produce()
             status, code = await rig.post("/v1/chain/get_code", {"account": "alice"})
-            assert status == 200 and code["abi"] is code["bor_abi"] is None, code
-            status, abi = await rig.post("/v1/chain/get_abi", {"account": "alice"})
-            assert status == 200 and abi["abi"] is abi["bor_abi"] is None, abi
+            assert status == 200 and code == before
 
     _run(tmp_path, scenario)
