@@ -31,6 +31,7 @@ from chain.vm.cache import Compiled, ModuleCache
 from chain.vm.engine import MAX_MEMORY_PAGES, MAX_TABLE_ELEMENTS, PAGE, POOL_INSTANCES, engine
 from chain.vm.errors import RuntimeFault
 from chain.vm.validate import (
+    HOST_API,
     check_bytes,
     check_interface,
     check_links,
@@ -99,7 +100,7 @@ class ContractRuntime:
             with self._start_lock:
                 if self._parts is None:
                     eng = engine()
-                    linker, callbacks = host.make_linker(eng)
+                    linker, callbacks = host.make_linker(eng, HOST_API)
                     self._parts = _Parts(eng, raw.engine_pointer(eng), linker, callbacks)
                 parts = self._parts
         return parts

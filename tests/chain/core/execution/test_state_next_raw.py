@@ -24,9 +24,11 @@ class CountingKV(MemoryKV):
         self.walks = 0
         self.yielded = 0
 
-    def iterate(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]:
+    def iterate(
+        self, start: bytes, stop: bytes, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
         self.walks += 1
-        for item in super().iterate(start, stop):
+        for item in super().iterate(start, stop, reverse=reverse):
             self.yielded += 1
             yield item
 
