@@ -17,8 +17,19 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from chain import abi_types
+from chain.abi_types import (
+    MAX_ASSET_AMOUNT,
+    format_asset,
+    format_symbol,
+    parse_asset,
+    parse_symbol,
+    symbol_code_value,
+)
 from chain.core.execution.contracts import name_to_u64, u64_to_name
 from chain.core.primitives.errors import EncodingError
+
+__all__ = ["MAX_ASSET_AMOUNT", "Abi", "parse_abi", "symbol_code_value"]
 
 VERSION = "bor::abi/1"
 MAX_ABI_BYTES = 64 * 1024  # the most a setcode carries; parse_abi refuses more
@@ -33,21 +44,20 @@ _INTS: dict[str, tuple[str, int, int]] = {  # type -> (struct format, min, max)
     "i32": ("<i", -(2**31), 2**31 - 1),
     "i64": ("<q", -(2**63), 2**63 - 1),
 }
-BUILTIN_TYPES = frozenset(_INTS) | {
-    "bool",
-    "name",
-    "string",
-    "bytes",
-    "checksum256",
-    "symbol",
-    "asset",
-}
+BUILTIN_TYPES = (
+    frozenset(_INTS)
+    | {
+        "bool",
+        "name",
+        "string",
+        "bytes",
+        "checksum256",
+        "symbol",
+        "asset",
+    }
+    | abi_types.TYPES
+)
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-_SYMBOL_CODE_RE = re.compile(r"[A-Z]{1,7}")
-_ASSET_RE = re.compile(r"(-?)([0-9]{1,19})(?:\.([0-9]{1,18}))? ([A-Z]{1,7})")
-_SYMBOL_RE = re.compile(r"([0-9]{1,2}),([A-Z]{1,7})")
-MAX_PRECISION = 18  # Antelope's: 10**18 still fits an i64 amount
-MAX_ASSET_AMOUNT = 2**62 - 1  # Antelope's asset::max_amount
 _MAX_TYPE_CHARS = 80  # "u8[][]..." nests no deeper than this
 _MAX_WIDTH = 4096  # values one element decodes to: bounds decoding work per byte of data
 
@@ -62,11 +72,14 @@ class Field:
 
 @dataclass(frozen=True, slots=True)
 class Secondary:
-    """A secondary index of a table: the idx64 table the contract writes, keyed by a u64."""
+    """A secondary index of a table: the index table the contract writes (its db_idx* calls'
+    table), its key type (``abi_types.INDEX_TYPES``) and the row field it indexes ("" when
+    an old ABI does not say, so the node cannot build it from the rows)."""
 
     name: str
     table: str
     type: str
+    field: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +192,8 @@ class Abi:
 def _fixed_size(type_: str) -> int:
     if type_ in _INTS:
         return struct.calcsize(_INTS[type_][0])
+    if type_ in abi_types.TYPES:
+        return abi_types.SIZES[type_]
     return {"name": 8, "checksum256": 32, "symbol": 8, "asset": 16}[type_]
 
 
@@ -247,10 +262,12 @@ def _encode_builtin(type_: str, value: Any, path: str) -> bytes:
     if type_ == "checksum256":
         return _hex(value, path, 32)
     if type_ == "symbol":
-        return struct.pack("<Q", _parse_symbol(value, path))
+        return struct.pack("<Q", parse_symbol(value, path))
     if type_ == "asset":
-        amount, symbol = _parse_asset(value, path)
+        amount, symbol = parse_asset(value, path)
         return struct.pack("<qQ", amount, symbol)
+    if type_ in abi_types.TYPES:
+        return abi_types.encode(type_, value, path)
     raise AssertionError(f"unknown built-in type {type_}")  # parse_abi refuses it
 
 
@@ -280,10 +297,12 @@ def _decode_builtin(type_: str, reader: _Reader, path: str) -> Any:
     if type_ == "checksum256":
         return reader.take(32, path).hex()
     if type_ == "symbol":
-        return _format_symbol(struct.unpack("<Q", reader.take(8, path))[0], path)
+        return format_symbol(struct.unpack("<Q", reader.take(8, path))[0], path)
     if type_ == "asset":
         amount, symbol = struct.unpack("<qQ", reader.take(16, path))
-        return _format_asset(amount, symbol, path)
+        return format_asset(amount, symbol, path)
+    if type_ in abi_types.TYPES:
+        return abi_types.decode(type_, reader.take(abi_types.SIZES[type_], path))
     raise AssertionError(f"unknown built-in type {type_}")
 
 
@@ -303,62 +322,6 @@ def _with_length(raw: bytes) -> bytes:
     out = bytearray()
     _put_varuint32(len(raw), out)
     return bytes(out) + raw
-
-
-def symbol_code_value(code: str) -> int | None:
-    """A symbol code ("TOK") as Antelope's ``symbol_code`` number, the scope and key its token
-    tables use; None if ``code`` is not 1-7 letters A-Z."""
-    if _SYMBOL_CODE_RE.fullmatch(code) is None:
-        return None
-    return _symbol_value(0, code) >> 8
-
-
-def _symbol_value(precision: int, code: str) -> int:
-    value = precision
-    for i, ch in enumerate(code):
-        value |= ord(ch) << (8 * (i + 1))
-    return value
-
-
-def _parse_symbol(value: Any, path: str) -> int:
-    match = _SYMBOL_RE.fullmatch(value) if isinstance(value, str) else None
-    if match is None or int(match[1]) > MAX_PRECISION:
-        raise EncodingError(path, f"expected a symbol like '4,TOK', got {_show(value)}")
-    return _symbol_value(int(match[1]), match[2])
-
-
-def _split_symbol(value: int, path: str) -> tuple[int, str]:
-    precision = value & 0xFF
-    code_bytes = (value >> 8).to_bytes(7, "little").rstrip(b"\x00")
-    code = code_bytes.decode("latin-1")
-    if precision > MAX_PRECISION or _SYMBOL_CODE_RE.fullmatch(code) is None:
-        raise EncodingError(path, f"symbol {value:#x} is no precision and 1-7 letters A-Z")
-    return precision, code
-
-
-def _format_symbol(value: int, path: str) -> str:
-    precision, code = _split_symbol(value, path)
-    return f"{precision},{code}"
-
-
-def _parse_asset(value: Any, path: str) -> tuple[int, int]:
-    match = _ASSET_RE.fullmatch(value) if isinstance(value, str) else None
-    if match is None:
-        raise EncodingError(path, f"expected an asset like '1.0000 TOK', got {_show(value)}")
-    sign, whole, frac, code = match[1], match[2], match[3] or "", match[4]
-    amount = int(whole + frac) * (-1 if sign else 1)
-    if abs(amount) > MAX_ASSET_AMOUNT:
-        raise EncodingError(path, f"asset amount {value!r} is past 2^62 - 1")
-    return amount, _symbol_value(len(frac), code)
-
-
-def _format_asset(amount: int, symbol: int, path: str) -> str:
-    precision, code = _split_symbol(symbol, path)
-    if abs(amount) > MAX_ASSET_AMOUNT:
-        raise EncodingError(path, f"asset amount {amount} is past 2^62 - 1")
-    digits = str(abs(amount)).rjust(precision + 1, "0")
-    number = f"{digits[:-precision]}.{digits[-precision:]}" if precision else digits
-    return f"{'-' if amount < 0 else ''}{number} {code}"
 
 
 def _put_varuint32(n: int, out: bytearray) -> None:
@@ -530,23 +493,27 @@ def _table(types: _TypeCheck, tables: dict[str, Table], item: Any, where: str) -
         raise EncodingError(
             f"{where}.index_type", f"only 'i64' is supported, got {_show(index_type)}"
         )
-    secondary = []
-    for j, s_item in enumerate(_list(obj, "secondary", where)):
-        s_where = f"{where}.secondary[{j}]"
-        s = _object(s_item, s_where)
-        _only(s, s_where, {"name", "table", "type"})
-        if s.get("type", "u64") != "u64":
-            raise EncodingError(
-                f"{s_where}.type", f"only 'u64' is supported, got {_show(s.get('type'))}"
-            )
-        secondary.append(
-            Secondary(
-                _ident(s.get("name"), f"{s_where}.name"),
-                _name(s.get("table"), f"{s_where}.table"),
-                "u64",
-            )
-        )
+    items = _list(obj, "secondary", where)
+    if len(items) > abi_types.MAX_INDEXES:
+        raise EncodingError(f"{where}.secondary", f"more than {abi_types.MAX_INDEXES} indexes")
+    fields = {f.name: f.type for f in types.structs.get(type_, ())}
+    secondary = [_secondary(s, f"{where}.secondary[{j}]", fields) for j, s in enumerate(items)]
+    if len({s.table for s in secondary}) != len(secondary):
+        raise EncodingError(f"{where}.secondary", "two indexes share an index table")
     return Table(name, type_, "i64", tuple(secondary))
+
+
+def _secondary(item: Any, where: str, fields: dict[str, str]) -> Secondary:
+    s = _object(item, where)
+    _only(s, where, {"name", "table", "type", "field"})
+    key = s.get("type", "u64")
+    if key not in abi_types.INDEX_TYPES:
+        raise EncodingError(f"{where}.type", f"not an index key type: {_show(key)}")
+    field = s.get("field", "")
+    if field != "" and abi_types.INDEX_TYPES[key] & {fields.get(_ident(field, where))} == set():
+        raise EncodingError(f"{where}.field", f"no field {field!r} of a {key} key's type")
+    name, table = _ident(s.get("name"), f"{where}.name"), _name(s.get("table"), f"{where}.table")
+    return Secondary(name, table, key, field)
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:

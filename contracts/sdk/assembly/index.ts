@@ -17,5 +17,16 @@ export {
 } from "./system";
 export { Datastream, Serializable, unpack } from "./datastream";
 export { Asset, Symbol, symbolCode, MAX_AMOUNT } from "./asset";
-export { Table, Row, Cursor, SecondaryIndex, IndexCursor, SAME_PAYER } from "./table";
+export {
+  Table,
+  Row,
+  Cursor,
+  SecondaryIndex,
+  IndexCursor,
+  SAME_PAYER,
+  MAX_INDEXES,
+  KeyType,
+  SecondaryKey,
+  IndexSpec,
+} from "./table";
 export { sendInline } from "./inline";
