@@ -18,6 +18,7 @@ from typing import Any
 
 import wasmtime
 
+from chain.core.execution.actions import MAX_MEMO, Transfer
 from chain.core.execution.contracts import ActionTrace, ContractCall, name_to_u64, u64_to_name
 from chain.core.execution.state import StateView
 from chain.core.primitives.errors import (
@@ -51,6 +52,10 @@ MAX_EVENTS = 64  # per action
 MAX_INLINE = 64  # actions one action may send inline
 MAX_AUTHORIZATION = 16
 MAX_ASSERT_MESSAGE = 512  # bytes of an assertion's message that are kept
+# The account an inline action names to move the chain's own token, as Antelope's contracts
+# call eosio.token::transfer: no contract runs there, the node transfers natively.
+NATIVE_TOKEN = AccountName("eosio.token")
+ACTIVE = AccountName("active")
 
 _U32 = 0xFFFFFFFF
 _U64 = (1 << 64) - 1
@@ -329,8 +334,9 @@ def send_inline(act: Action, ptr: int, length: int) -> None:
 
 
 def parse_inline(act: Action, raw: bytes) -> ContractCall:
-    """Antelope's action layout without permission names: contract u64, action u64,
-    varuint32 n, n actors u64, varuint32 len, data (little-endian)."""
+    """Antelope's action layout: contract u64, action u64, varuint32 n, n permission levels
+    (actor u64, permission u64), varuint32 len, data (little-endian). BoR accounts have one
+    key, their active permission: a level names ``active``."""
     pos = 0
 
     def take(n: int) -> bytes:
@@ -361,7 +367,12 @@ def parse_inline(act: Action, raw: bytes) -> ContractCall:
     count = varuint()
     if not 1 <= count <= MAX_AUTHORIZATION:
         raise act.abort(f"send_inline: {count} authorizers, must be 1..{MAX_AUTHORIZATION}")
-    actors = tuple(name("actor") for _ in range(count))
+    actors = []
+    for _ in range(count):
+        actors.append(name("actor"))
+        permission = name("permission")
+        if permission != ACTIVE:
+            raise act.abort(f"send_inline: permission {actors[-1]}@{permission}: only active")
     if len(set(actors)) != count:
         raise act.abort("send_inline: an actor is named twice")
     for actor in actors:
@@ -371,7 +382,44 @@ def parse_inline(act: Action, raw: bytes) -> ContractCall:
     data = take(size)
     if pos != len(raw):
         raise act.abort("send_inline: bytes after the action")
-    return ContractCall(contract, action, actors, data)
+    return ContractCall(contract, action, tuple(actors), data)
+
+
+def native_transfer(call: ContractCall, params: ChainParams) -> Transfer:
+    """The native transfer an inline ``eosio.token::transfer`` asks for: its data in
+    eosio.token's layout (from, to, quantity as an asset of the chain's token, memo), moved
+    from an account that authorizes it (the contract, or one that authorized its action)."""
+    where = f"{call.contract}::{call.action}"
+    if call.action != "transfer":
+        raise ContractError(f"{where}: transfer is the only native action a contract may send")
+    data = call.data
+    if len(data) < 33:
+        raise ContractError(f"{where}: data of {len(data)} bytes is no transfer")
+    sender_u64, recipient_u64, amount, symbol = struct.unpack_from("<QQqQ", data)
+    size, at, shift, more = 0, 32, 0, True
+    while more and at < len(data) and shift < 35:
+        size |= (data[at] & 0x7F) << shift
+        more = bool(data[at] & 0x80)
+        at, shift = at + 1, shift + 7
+    memo = data[at:]
+    if more or size != len(memo) or size > MAX_MEMO:
+        raise ContractError(f"{where}: memo must be its length and at most {MAX_MEMO} bytes")
+    expected = params.token_precision | int.from_bytes(params.token_symbol.encode(), "little") << 8
+    if symbol != expected or amount <= 0:
+        raise ContractError(
+            f"{where}: quantity must be a positive amount of {params.token_precision},"
+            f"{params.token_symbol}"
+        )
+    sender, recipient = u64_to_name(sender_u64), u64_to_name(recipient_u64)
+    if sender is None or recipient is None:
+        raise ContractError(f"{where}: from and to must be account names")
+    if sender not in call.authorization:
+        raise ContractMissingAuthority(f"{where}: missing authority of {sender}")
+    try:
+        text = memo.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ContractError(f"{where}: memo is not UTF-8") from None
+    return Transfer(AccountName(sender), AccountName(recipient), amount, text)
 
 
 def make_linker(

@@ -21,9 +21,16 @@ import wasmtime
 
 from chain.core.execution.contracts import ActionTrace, ContractCall, TxTrace, name_to_u64
 from chain.core.execution.state import StateView
+from chain.core.execution.transition import Context, process_transfer
 from chain.core.primitives import schema
 from chain.core.primitives.encoding import unpack
-from chain.core.primitives.errors import ChainError, ContractError, OutOfFuel, ResourceExceeded
+from chain.core.primitives.errors import (
+    ChainError,
+    ContractError,
+    OutOfFuel,
+    ResourceExceeded,
+    TransactionError,
+)
 from chain.core.primitives.params import ChainParams
 from chain.vm import host, raw
 from chain.vm.artefacts import ArtefactDir
@@ -258,6 +265,9 @@ class ContractRuntime:
         fuel = budget - trace.fuel - ACTION_FUEL
         if fuel < 0:
             raise OutOfFuel(f"{where}: out of fuel (max_tx_fuel {params.max_tx_fuel})")
+        if depth > 0 and call.contract == host.NATIVE_TOKEN:
+            self._native(view, call, depth, trace, params, block_time_s, block_num)
+            return output
         try:
             action_u64 = name_to_u64(call.action)
         except ChainError:
@@ -294,6 +304,26 @@ class ContractRuntime:
                 output,
             )
         return output
+
+    @staticmethod
+    def _native(
+        view: StateView,
+        call: ContractCall,
+        depth: int,
+        trace: TxTrace,
+        params: ChainParams,
+        block_time_s: int,
+        block_num: int,
+    ) -> None:
+        """An inline transfer of the chain's token (``host.native_transfer``), made as the
+        native action is, for the fuel of an action; refused as the contract's error."""
+        transfer = host.native_transfer(call, params)
+        try:
+            process_transfer(view, transfer, Context(params, block_time_s, None, block_num))
+        except TransactionError as err:
+            raise ContractError(f"{call.contract}::{call.action}: {err}") from None
+        trace.actions.append(ActionTrace(call, depth, ACTION_FUEL))
+        trace.fuel += ACTION_FUEL
 
     def _apply(
         self,
