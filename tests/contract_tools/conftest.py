@@ -55,3 +55,12 @@ def tablekit(tmp_path_factory: pytest.TempPathFactory) -> Built:
     directory = tmp_path_factory.mktemp("contracts") / "tablekit"
     shutil.copytree(TEST_CONTRACTS_DIR / "tablekit", directory)
     return build(directory)
+
+
+@pytest.fixture(scope="session")
+def hostkit(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """The SDK's inline actions, hashes, key recovery and time types under test."""
+    require_toolchain()
+    directory = tmp_path_factory.mktemp("contracts") / "hostkit"
+    shutil.copytree(TEST_CONTRACTS_DIR / "hostkit", directory)
+    return build(directory)

@@ -29,4 +29,34 @@ export {
   SecondaryKey,
   IndexSpec,
 } from "./table";
-export { sendInline } from "./inline";
+export {
+  Action,
+  PermissionLevel,
+  sendInline,
+  sendNativeTransfer,
+  TransferArgs,
+  NATIVE_TOKEN,
+} from "./inline";
+export {
+  sha1,
+  sha512,
+  ripemd160,
+  assertSha1,
+  assertSha256,
+  assertSha512,
+  assertRipemd160,
+  recoverKey,
+  assertRecoverKey,
+  PUBLIC_KEY_BYTES,
+  SIGNATURE_BYTES,
+} from "./crypto";
+export {
+  TimePoint,
+  TimePointSec,
+  BlockTimestamp,
+  currentTimePoint,
+  currentTimePointSec,
+  currentBlockTime,
+  BLOCK_TIMESTAMP_EPOCH_MS,
+  BLOCK_INTERVAL_MS,
+} from "./time";
