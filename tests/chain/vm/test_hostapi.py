@@ -79,3 +79,9 @@ def test_registration_refuses_a_body_that_does_not_match_its_signature() -> None
         merge(api, other)
     with pytest.raises(AssertionError, match="unknown type"):
         parse_signature("a: i8 -> void")
+
+
+def test_the_contracts_doc_names_every_host_function() -> None:
+    """docs/contracts.md's table of the host API names each function of the node's table."""
+    doc = (ENV_TS.parents[3] / "docs" / "contracts.md").read_text(encoding="utf-8")
+    assert [name for name in HOST_API if f"`{name}`" not in doc] == []
