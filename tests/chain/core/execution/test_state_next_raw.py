@@ -48,6 +48,21 @@ def test_next_raw_merges_views_over_the_committed_state_in_key_order() -> None:
     assert block.next_raw(PREFIX, STOP) == (_key(3), b"three")
 
 
+def test_prev_raw_walks_the_same_layers_down() -> None:
+    """prev_raw sees the same merged state as next_raw, from the top of the range down:
+    the last live key below ``stop``, a deletion hiding a committed key."""
+    kv = MemoryKV({_key(1): b"one", _key(3): b"three", _key(5): b"five"})
+    block = StateView(kv)
+    block.put_raw(_key(5), None)
+    tx = block.child()
+    tx.put_raw(_key(4), b"four")
+    tx.put_raw(_key(3), None)
+    assert tx.prev_raw(PREFIX, STOP) == (_key(4), b"four")
+    assert tx.prev_raw(PREFIX, _key(4)) == (_key(1), b"one")
+    assert tx.prev_raw(PREFIX, _key(1)) is None
+    assert block.prev_raw(PREFIX, STOP) == (_key(3), b"three")
+
+
 def test_skipping_deleted_rows_walks_the_committed_state_once() -> None:
     """A contract that deleted a table's rows and looks for the next one pays one host call:
     the lookup reads each committed entry once, not once per deletion it skips (which made
