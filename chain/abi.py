@@ -18,6 +18,7 @@ from collections.abc import Set
 from dataclasses import dataclass, field
 from typing import Any
 
+from chain import abi_types
 from chain.abi_actions import parse_notify, split_read_only
 from chain.core.execution.contracts import name_to_u64, u64_to_name
 from chain.core.primitives.assets import (
@@ -46,15 +47,19 @@ _INTS: dict[str, tuple[str, int, int]] = {  # type -> (struct format, min, max)
     "i32": ("<i", -(2**31), 2**31 - 1),
     "i64": ("<q", -(2**63), 2**63 - 1),
 }
-BUILTIN_TYPES = frozenset(_INTS) | {
-    "bool",
-    "name",
-    "string",
-    "bytes",
-    "checksum256",
-    "symbol",
-    "asset",
-}
+BUILTIN_TYPES = (
+    frozenset(_INTS)
+    | {
+        "bool",
+        "name",
+        "string",
+        "bytes",
+        "checksum256",
+        "symbol",
+        "asset",
+    }
+    | abi_types.TYPES
+)
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _MAX_TYPE_CHARS = 80  # "u8[][]..." nests no deeper than this
 _MAX_WIDTH = 4096  # values one element decodes to: bounds decoding work per byte of data
@@ -75,12 +80,14 @@ class Field:
 
 @dataclass(frozen=True, slots=True)
 class Secondary:
-    """A secondary index of a table: the idx64 table the contract writes, keyed by a u64."""
+    """A secondary index of a table: the index table the contract writes (its db_idx* calls'
+    table), its key type (``abi_types.INDEX_TYPES``) and the row field it indexes ("" when
+    an old ABI does not say, so the node cannot build it from the rows)."""
 
     name: str
     table: str
     type: str
-    field: str | None = None  # the row struct's field it indexes (None in older ABIs)
+    field: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +202,8 @@ class Abi:
 def _fixed_size(type_: str) -> int:
     if type_ in _INTS:
         return struct.calcsize(_INTS[type_][0])
+    if type_ in abi_types.TYPES:
+        return abi_types.SIZES[type_]
     return {"name": 8, "checksum256": 32, "symbol": 8, "asset": 16}[type_]
 
 
@@ -267,6 +276,8 @@ def _encode_builtin(type_: str, value: Any, path: str) -> bytes:
     if type_ == "asset":
         amount, symbol = parse_asset(value, path)
         return struct.pack("<qQ", amount, symbol)
+    if type_ in abi_types.TYPES:
+        return abi_types.encode(type_, value, path)
     raise AssertionError(f"unknown built-in type {type_}")  # parse_abi refuses it
 
 
@@ -300,6 +311,8 @@ def _decode_builtin(type_: str, reader: _Reader, path: str) -> Any:
     if type_ == "asset":
         amount, symbol = struct.unpack("<qQ", reader.take(16, path))
         return format_asset(amount, symbol, path)
+    if type_ in abi_types.TYPES:
+        return abi_types.decode(type_, reader.take(abi_types.SIZES[type_], path))
     raise AssertionError(f"unknown built-in type {type_}")
 
 
@@ -510,24 +523,27 @@ def _table(types: _TypeCheck, tables: dict[str, Table], item: Any, where: str) -
         raise EncodingError(
             f"{where}.index_type", f"only 'i64' is supported, got {_show(index_type)}"
         )
-    secondary = []
-    for j, s_item in enumerate(_list(obj, "secondary", where)):
-        s_where = f"{where}.secondary[{j}]"
-        s = _object(s_item, s_where)
-        _only(s, s_where, {"name", "table", "type", "field"})
-        if s.get("type", "u64") != "u64":
-            raise EncodingError(
-                f"{s_where}.type", f"only 'u64' is supported, got {_show(s.get('type'))}"
-            )
-        secondary.append(
-            Secondary(
-                _ident(s.get("name"), f"{s_where}.name"),
-                _name(s.get("table"), f"{s_where}.table"),
-                "u64",
-                None if s.get("field") is None else _ident(s.get("field"), f"{s_where}.field"),
-            )
-        )
+    items = _list(obj, "secondary", where)
+    if len(items) > abi_types.MAX_INDEXES:
+        raise EncodingError(f"{where}.secondary", f"more than {abi_types.MAX_INDEXES} indexes")
+    fields = {f.name: f.type for f in types.structs.get(type_, ())}
+    secondary = [_secondary(s, f"{where}.secondary[{j}]", fields) for j, s in enumerate(items)]
+    if len({s.table for s in secondary}) != len(secondary):
+        raise EncodingError(f"{where}.secondary", "two indexes share an index table")
     return Table(name, type_, "i64", tuple(secondary))
+
+
+def _secondary(item: Any, where: str, fields: dict[str, str]) -> Secondary:
+    s = _object(item, where)
+    _only(s, where, {"name", "table", "type", "field"})
+    key = s.get("type", "u64")
+    if key not in abi_types.INDEX_TYPES:
+        raise EncodingError(f"{where}.type", f"not an index key type: {_show(key)}")
+    field = s.get("field", "")
+    if field != "" and abi_types.INDEX_TYPES[key] & {fields.get(_ident(field, where))} == set():
+        raise EncodingError(f"{where}.field", f"no field {field!r} of a {key} key's type")
+    name, table = _ident(s.get("name"), f"{where}.name"), _name(s.get("table"), f"{where}.table")
+    return Secondary(name, table, key, field)
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:

@@ -34,7 +34,7 @@ def check_abi(text: str) -> Abi:
             raise EncodingError(f"{where}.secondary", f"more than {MAX_SECONDARY} indexes")
         for j, s in enumerate(table.secondary):
             s_where = f"{where}.secondary[{j}]"
-            if s.field is not None and s.field not in fields:
+            if s.field and s.field not in fields:
                 raise EncodingError(f"{s_where}.field", f"{table.type} has no field {s.field!r}")
             if s.table in index_tables:
                 raise EncodingError(f"{s_where}.table", f"{s.table!r} is another table's name")

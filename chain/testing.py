@@ -23,9 +23,12 @@ class MemoryKV:
     def get(self, key: bytes) -> bytes | None:
         return self.data.get(key)
 
-    def iterate(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]:
+    def iterate(
+        self, start: bytes, stop: bytes, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
         keys = sorted(self.data)
-        for key in keys[bisect.bisect_left(keys, start) : bisect.bisect_left(keys, stop)]:
+        chosen = keys[bisect.bisect_left(keys, start) : bisect.bisect_left(keys, stop)]
+        for key in reversed(chosen) if reverse else chosen:
             yield key, self.data[key]
 
 

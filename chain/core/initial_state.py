@@ -25,7 +25,9 @@ class _NothingYet:
     def get(self, key: bytes) -> bytes | None:
         return None
 
-    def iterate(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]:
+    def iterate(
+        self, start: bytes, stop: bytes, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
         return iter(())
 
 

@@ -52,8 +52,10 @@ class CachedState(CachingReader):
         entry = self._entries.get(key)
         return entry[0] if entry is not None else self._store.get(key)
 
-    def iterate(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]:
-        return self._store.iterate(start, stop)
+    def iterate(
+        self, start: bytes, stop: bytes, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        return self._store.iterate(start, stop, reverse=reverse)
 
     def state_hash(self) -> StateHash:
         return self._store.state_hash()

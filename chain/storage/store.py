@@ -156,9 +156,11 @@ class BlockStore:
         except plyvel.Error as err:
             raise StoreError(f"read failed: {err}") from err
 
-    def iterate(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]:
+    def iterate(
+        self, start: bytes, stop: bytes, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
         try:
-            yield from self._db.iterator(start=start, stop=stop)
+            yield from self._db.iterator(start=start, stop=stop, reverse=reverse)
         except plyvel.Error as err:
             raise StoreError(f"iteration failed: {err}") from err
 

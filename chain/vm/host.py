@@ -11,14 +11,14 @@ refuses raises our error, which is recorded on the action and becomes a trap.
 
 from __future__ import annotations
 
-import hashlib
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import wasmtime
 
+from chain.core.execution.actions import MAX_MEMO, Transfer
 from chain.core.execution.contracts import ActionTrace, ContractCall, name_to_u64, u64_to_name
 from chain.core.execution.state import StateView
 from chain.core.primitives.errors import (
@@ -30,9 +30,9 @@ from chain.core.primitives.errors import (
 from chain.core.primitives.params import ChainParams
 from chain.core.primitives.types import AccountName
 from chain.vm import raw
+from chain.vm.hostapi import I64, Category, HostApi, HostFunction
 from chain.vm.raw import ADDRESS_SPACE
 from chain.vm.tables import Tables
-from chain.vm.validate import HOST_SIGNATURES, I64
 
 # Fuel per host call and per byte it moves. A host call costs the node a few microseconds of
 # Python, about what 10,000 wasm instructions cost in compiled code.
@@ -55,6 +55,10 @@ MAX_INLINE = 64  # actions one action may send inline
 MAX_RECIPIENTS = 16
 MAX_AUTHORIZATION = 16
 MAX_ASSERT_MESSAGE = 512  # bytes of an assertion's message that are kept
+# The account an inline action names to move the chain's own token, as Antelope's contracts
+# call eosio.token::transfer: no contract runs there, the node transfers natively.
+NATIVE_TOKEN = AccountName("eosio.token")
+ACTIVE = AccountName("active")
 
 _U32 = 0xFFFFFFFF
 _U64 = (1 << 64) - 1
@@ -211,13 +215,18 @@ def set_current(action: Action | None) -> Action | None:
 
 # --- the host functions ----------------------------------------------------------------------
 # Each: charge, then check, then act. Arguments arrive as wasm passes them: i32 and i64 signed.
+# The database's are in ``chain.vm.host_tables``, the hashes and keys in ``chain.vm.host_crypto``.
+
+API = HostApi()
 
 
+@API.function(Category.ACTION, "-> i32")
 def action_data_size(act: Action) -> int:
     act.charge()
     return len(act.call.data)
 
 
+@API.function(Category.ACTION, "ptr: usize, len: i32 -> i32")
 def read_action_data(act: Action, ptr: int, length: int) -> int:
     data = act.call.data
     n = min(length & _U32, len(data))
@@ -226,11 +235,13 @@ def read_action_data(act: Action, ptr: int, length: int) -> int:
     return len(data)
 
 
+@API.function(Category.CONTEXT, "-> u64")
 def current_receiver(act: Action) -> int:
     act.charge()
     return signed64(act.receiver)
 
 
+@API.function(Category.AUTHORIZATION, "name: u64 -> void")
 def require_auth(act: Action, name: int) -> None:
     act.charge()
     if name & _U64 not in act.auth_ids:
@@ -238,17 +249,20 @@ def require_auth(act: Action, name: int) -> None:
         raise ContractMissingAuthority(f"{act.where}: missing authority of {shown}")
 
 
+@API.function(Category.AUTHORIZATION, "name: u64 -> i32")
 def has_auth(act: Action, name: int) -> int:
     act.charge()
     return int(name & _U64 in act.auth_ids)
 
 
+@API.function(Category.AUTHORIZATION, "name: u64 -> i32")
 def is_account(act: Action, name: int) -> int:
     act.charge()
     account = u64_to_name(name & _U64)
     return int(account is not None and act.view.account(account) is not None)
 
 
+@API.function(Category.SYSTEM, "test: i32, msg: usize, len: i32 -> void")
 def eosio_assert(act: Action, test: int, ptr: int, length: int) -> None:
     if test != 0:
         act.charge()
@@ -259,12 +273,14 @@ def eosio_assert(act: Action, test: int, ptr: int, length: int) -> None:
     raise act.abort(f"assertion failed: {message}")
 
 
+@API.function(Category.SYSTEM, "test: i32, code: u64 -> void")
 def eosio_assert_code(act: Action, test: int, code: int) -> None:
     act.charge()
     if test == 0:
         raise act.abort(f"assertion failed with code {code & _U64}")
 
 
+@API.function(Category.CONSOLE, "ptr: usize, len: i32 -> void")
 def prints_l(act: Action, ptr: int, length: int) -> None:
     # Cut, not refused, at the action's and the transaction's room, as Antelope cuts console.
     n = min(length & _U32, MAX_CONSOLE - len(act.console), MAX_TRACE_BYTES - act.output)
@@ -273,22 +289,19 @@ def prints_l(act: Action, ptr: int, length: int) -> None:
     act.output += n
 
 
+@API.function(Category.CONTEXT, "-> i64")
 def current_time(act: Action) -> int:
     act.charge()
     return act.block_time_us
 
 
+@API.function(Category.CONTEXT, "-> i32")
 def get_block_num(act: Action) -> int:
     act.charge()
     return act.block_num
 
 
-def sha256(act: Action, ptr: int, length: int, out: int) -> None:
-    length &= _U32
-    act.charge(length + 32)
-    act.write(out, hashlib.sha256(act.read(ptr, length)).digest())
-
-
+@API.function(Category.ACTION, "ptr: usize, len: i32 -> void")
 def set_action_return_value(act: Action, ptr: int, length: int) -> None:
     length &= _U32
     if length > MAX_RETURN_VALUE:
@@ -298,6 +311,7 @@ def set_action_return_value(act: Action, ptr: int, length: int) -> None:
     act.trace.return_value = act.read(ptr, length)
 
 
+@API.function(Category.ACTION, "name: u64, ptr: usize, len: i32 -> void")
 def emit_event(act: Action, name: int, ptr: int, length: int) -> None:
     length &= _U32
     if length > MAX_EVENT_DATA:
@@ -312,6 +326,7 @@ def emit_event(act: Action, name: int, ptr: int, length: int) -> None:
     act.trace.events.append((event, act.read(ptr, length)))
 
 
+@API.function(Category.TRANSACTION, "ptr: usize, len: i32 -> void")
 def send_inline(act: Action, ptr: int, length: int) -> None:
     length &= _U32
     if act.readonly:
@@ -326,6 +341,7 @@ def send_inline(act: Action, ptr: int, length: int) -> None:
     act.inline.append(call)
 
 
+@API.function(Category.ACTION, "name: u64 -> void")
 def require_recipient(act: Action, name: int) -> None:
     """Antelope's notification: once this action's handler returns, ``name``'s contract (if
     it has one) runs it too, as receiver ``name`` with code = this contract."""
@@ -344,8 +360,9 @@ def require_recipient(act: Action, name: int) -> None:
 
 
 def parse_inline(act: Action, raw: bytes) -> ContractCall:
-    """Antelope's action layout without permission names: contract u64, action u64,
-    varuint32 n, n actors u64, varuint32 len, data (little-endian)."""
+    """Antelope's action layout: contract u64, action u64, varuint32 n, n permission levels
+    (actor u64, permission u64), varuint32 len, data (little-endian). BoR accounts have one
+    key, their active permission: a level names ``active``."""
     pos = 0
 
     def take(n: int) -> bytes:
@@ -376,7 +393,12 @@ def parse_inline(act: Action, raw: bytes) -> ContractCall:
     count = varuint()
     if not 1 <= count <= MAX_AUTHORIZATION:
         raise act.abort(f"send_inline: {count} authorizers, must be 1..{MAX_AUTHORIZATION}")
-    actors = tuple(name("actor") for _ in range(count))
+    actors = []
+    for _ in range(count):
+        actors.append(name("actor"))
+        permission = name("permission")
+        if permission != ACTIVE:
+            raise act.abort(f"send_inline: permission {actors[-1]}@{permission}: only active")
     if len(set(actors)) != count:
         raise act.abort("send_inline: an actor is named twice")
     for actor in actors:
@@ -388,138 +410,57 @@ def parse_inline(act: Action, raw: bytes) -> ContractCall:
     data = take(size)
     if pos != len(raw):
         raise act.abort("send_inline: bytes after the action")
-    return ContractCall(contract, action, actors, data)
+    return ContractCall(contract, action, tuple(actors), data)
 
 
-def db_store_i64(
-    act: Action, scope: int, table: int, payer: int, id_: int, ptr: int, length: int
-) -> int:
-    length &= _U32
-    act.charge(length)
-    data = act.read(ptr, length)
-    return act.tables.store(scope & _U64, table & _U64, payer & _U64, id_ & _U64, data)
+def native_transfer(call: ContractCall, params: ChainParams) -> Transfer:
+    """The native transfer an inline ``eosio.token::transfer`` asks for: its data in
+    eosio.token's layout (from, to, quantity as an asset of the chain's token, memo), moved
+    from an account that authorizes it (the contract, or one that authorized its action)."""
+    where = f"{call.contract}::{call.action}"
+    if call.action != "transfer":
+        raise ContractError(f"{where}: transfer is the only native action a contract may send")
+    data = call.data
+    if len(data) < 33:
+        raise ContractError(f"{where}: data of {len(data)} bytes is no transfer")
+    sender_u64, recipient_u64, amount, symbol = struct.unpack_from("<QQqQ", data)
+    size, at, shift, more = 0, 32, 0, True
+    while more and at < len(data) and shift < 35:
+        size |= (data[at] & 0x7F) << shift
+        more = bool(data[at] & 0x80)
+        at, shift = at + 1, shift + 7
+    memo = data[at:]
+    if more or size != len(memo) or size > MAX_MEMO:
+        raise ContractError(f"{where}: memo must be its length and at most {MAX_MEMO} bytes")
+    expected = params.token_precision | int.from_bytes(params.token_symbol.encode(), "little") << 8
+    if symbol != expected or amount <= 0:
+        raise ContractError(
+            f"{where}: quantity must be a positive amount of {params.token_precision},"
+            f"{params.token_symbol}"
+        )
+    sender, recipient = u64_to_name(sender_u64), u64_to_name(recipient_u64)
+    if sender is None or recipient is None:
+        raise ContractError(f"{where}: from and to must be account names")
+    if sender not in call.authorization:
+        raise ContractMissingAuthority(f"{where}: missing authority of {sender}")
+    try:
+        text = memo.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ContractError(f"{where}: memo is not UTF-8") from None
+    return Transfer(AccountName(sender), AccountName(recipient), amount, text)
 
 
-def db_find_i64(act: Action, code: int, scope: int, table: int, id_: int) -> int:
-    act.charge()
-    return act.tables.find(code & _U64, scope & _U64, table & _U64, id_ & _U64)
-
-
-def db_get_i64(act: Action, itr: int, ptr: int, length: int) -> int:
-    act.charge()
-    data = act.tables.get(itr)
-    n = min(length & _U32, len(data))
-    if n:
-        act.charge(n)
-        act.write(ptr, data[:n])
-    return len(data)
-
-
-def db_update_i64(act: Action, itr: int, payer: int, ptr: int, length: int) -> None:
-    length &= _U32
-    act.charge(length)
-    act.tables.update(itr, payer & _U64, act.read(ptr, length))
-
-
-def db_remove_i64(act: Action, itr: int) -> None:
-    act.charge()
-    act.tables.remove(itr)
-
-
-def db_next_i64(act: Action, itr: int, primary_out: int) -> int:
-    act.charge(8)
-    found, primary = act.tables.next(itr)
-    if found >= 0:
-        act.write_u64(primary_out, primary)
-    return found
-
-
-def db_lowerbound_i64(act: Action, code: int, scope: int, table: int, id_: int) -> int:
-    act.charge()
-    return act.tables.lowerbound(code & _U64, scope & _U64, table & _U64, id_ & _U64)
-
-
-def db_end_i64(act: Action, code: int, scope: int, table: int) -> int:
-    act.charge()
-    return act.tables.end(code & _U64, scope & _U64, table & _U64)
-
-
-def db_idx64_store(
-    act: Action, scope: int, table: int, payer: int, id_: int, secondary: int
-) -> int:
-    act.charge(8)
-    value = act.read_u64(secondary)
-    return act.tables.idx_store(scope & _U64, table & _U64, payer & _U64, id_ & _U64, value)
-
-
-def db_idx64_update(act: Action, itr: int, payer: int, secondary: int) -> None:
-    act.charge(8)
-    act.tables.idx_update(itr, payer & _U64, act.read_u64(secondary))
-
-
-def db_idx64_remove(act: Action, itr: int) -> None:
-    act.charge()
-    act.tables.idx_remove(itr)
-
-
-def db_idx64_find_secondary(
-    act: Action, code: int, scope: int, table: int, secondary: int, primary_out: int
-) -> int:
-    act.charge(16)
-    value = act.read_u64(secondary)
-    found, primary = act.tables.idx_find_secondary(code & _U64, scope & _U64, table & _U64, value)
-    if found >= 0:
-        act.write_u64(primary_out, primary)
-    return found
-
-
-def db_idx64_find_primary(
-    act: Action, code: int, scope: int, table: int, secondary_out: int, primary: int
-) -> int:
-    act.charge(8)
-    found, secondary = act.tables.idx_find_primary(
-        code & _U64, scope & _U64, table & _U64, primary & _U64
-    )
-    if found >= 0:
-        act.write_u64(secondary_out, secondary)
-    return found
-
-
-def db_idx64_lowerbound(
-    act: Action, code: int, scope: int, table: int, secondary: int, primary_out: int
-) -> int:
-    act.charge(24)
-    value = act.read_u64(secondary)
-    found, found_secondary, primary = act.tables.idx_lowerbound(
-        code & _U64, scope & _U64, table & _U64, value
-    )
-    if found >= 0:
-        act.write_u64(secondary, found_secondary)
-        act.write_u64(primary_out, primary)
-    return found
-
-
-def db_idx64_next(act: Action, itr: int, primary_out: int) -> int:
-    act.charge(8)
-    found, primary = act.tables.idx_next(itr)
-    if found >= 0:
-        act.write_u64(primary_out, primary)
-    return found
-
-
-_FUNCTIONS: dict[str, Callable[..., int | None]] = {
-    name: globals()[name] for name in HOST_SIGNATURES
-}
-
-
-def make_linker(engine: wasmtime.Engine) -> tuple[wasmtime.Linker, list[Any]]:
-    """A linker with every host function of the allow-list, each with its exact signature,
-    and the C callbacks to keep alive with it."""
+def make_linker(
+    engine: wasmtime.Engine, table: Mapping[str, HostFunction]
+) -> tuple[wasmtime.Linker, list[Any]]:
+    """A linker with every host function of ``table`` (``chain.vm.validate.HOST_API``), each
+    with its exact signature, and the C callbacks to keep alive with it."""
     linker = wasmtime.Linker(engine)
     keep = []
-    for name, (params, results) in HOST_SIGNATURES.items():
+    for name, fn in table.items():
+        params, results = fn.wasm
         ty = wasmtime.FuncType(list(params), list(results))
-        keep.append(raw.define(linker, "env", name, ty, _body(_FUNCTIONS[name], params, results)))
+        keep.append(raw.define(linker, "env", name, ty, _body(fn.body, params, results)))
     return linker, keep
 
 

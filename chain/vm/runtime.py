@@ -28,6 +28,7 @@ from chain.core.execution.contracts import (
     read_only_actions,
 )
 from chain.core.execution.state import StateView
+from chain.core.execution.transition import Context, process_transfer
 from chain.core.primitives import schema
 from chain.core.primitives.encoding import unpack
 from chain.core.primitives.errors import (
@@ -37,6 +38,7 @@ from chain.core.primitives.errors import (
     OutOfFuel,
     ReadOnlyAction,
     ResourceExceeded,
+    TransactionError,
 )
 from chain.core.primitives.params import ChainParams
 from chain.core.primitives.types import AccountName
@@ -46,6 +48,7 @@ from chain.vm.cache import Compiled, ModuleCache
 from chain.vm.engine import MAX_MEMORY_PAGES, MAX_TABLE_ELEMENTS, PAGE, POOL_INSTANCES, engine
 from chain.vm.errors import RuntimeFault
 from chain.vm.validate import (
+    HOST_API,
     check_bytes,
     check_interface,
     check_links,
@@ -125,7 +128,7 @@ class ContractRuntime:
             with self._start_lock:
                 if self._parts is None:
                     eng = engine()
-                    linker, callbacks = host.make_linker(eng)
+                    linker, callbacks = host.make_linker(eng, HOST_API)
                     self._parts = _Parts(eng, raw.engine_pointer(eng), linker, callbacks)
                 parts = self._parts
         return parts
@@ -278,6 +281,14 @@ class ContractRuntime:
         """Run ``call``, then the accounts it notified, then the inline actions all of them
         sent, each one level deeper (Antelope's order); ``output`` is the transaction's trace
         output before it, and the total after it is returned."""
+        if depth > 0 and call.contract == host.NATIVE_TOKEN:  # an inline native transfer
+            where, limit = f"{call.contract}::{call.action}", run.params.max_inline_depth
+            if depth > limit:
+                raise ResourceExceeded(f"{where}: inline depth {depth} past the limit {limit}")
+            if run.budget - trace.fuel - ACTION_FUEL < 0:
+                raise OutOfFuel(f"{where}: out of fuel (max_tx_fuel {run.params.max_tx_fuel})")
+            self._native(view, call, depth, trace, run.params, run.block_time_s, run.block_num)
+            return output
         act = self._execute(view, call, call.contract, depth, trace, run, output)
         assert act is not None, "the contract's own code runs or _execute raised"
         output = act.output
@@ -364,6 +375,26 @@ class ContractRuntime:
         atrace.console = act.console.decode("utf-8", errors="replace")
         trace.fuel += ACTION_FUEL + used
         return act
+
+    @staticmethod
+    def _native(
+        view: StateView,
+        call: ContractCall,
+        depth: int,
+        trace: TxTrace,
+        params: ChainParams,
+        block_time_s: int,
+        block_num: int,
+    ) -> None:
+        """An inline transfer of the chain's token (``host.native_transfer``), made as the
+        native action is, for the fuel of an action; refused as the contract's error."""
+        transfer = host.native_transfer(call, params)
+        try:
+            process_transfer(view, transfer, Context(params, block_time_s, None, block_num))
+        except TransactionError as err:
+            raise ContractError(f"{call.contract}::{call.action}: {err}") from None
+        trace.actions.append(ActionTrace(call, depth, ACTION_FUEL))
+        trace.fuel += ACTION_FUEL
 
     def _apply(
         self,

@@ -1,9 +1,11 @@
-"""Contract tables as Antelope's ``db_*_i64`` and ``db_idx64_*`` see them, over a StateView.
+"""Contract tables as Antelope's ``db_*_i64`` and ``db_idx*`` functions see them, over a StateView.
 
 A table is (contract, scope, table) with rows by a u64 primary key, stored under
-``schema.ROW`` as ``payer(8) + row bytes``; an idx64 secondary index keeps, per row, one u64
-under ``schema.IDX64`` (by secondary, then primary) and ``schema.IDX64_BY_PRIMARY``. Both are
-big-endian in keys, so the state's order is the numeric order the iterators walk.
+``schema.ROW`` as ``payer(8) + row bytes``. A secondary index of one of Antelope's key types
+(``KINDS``: idx64, idx128, idx256, idx_double) keeps, per row, one key under its kind's prefix
+(by secondary, then primary; value: the payer) and its BY_PRIMARY twin (value: the key).
+Keys are stored in bytes whose order is the key type's order (big-endian integers, a
+checksum's own bytes, a double's ordered bits), so the state's order is what the iterators walk.
 
 Iterators are Antelope's: a non-negative handle into this action's cache of rows it has
 touched, and per table an end iterator ``-2 - table index`` (-1 is never valid). Any contract
@@ -13,6 +15,8 @@ each entry's bytes are billed to a payer who is the receiver or authorized the a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from chain.core.execution import ram
 from chain.core.execution.contracts import u64_to_name
 from chain.core.execution.state import StateView
@@ -21,10 +25,36 @@ from chain.core.primitives.errors import ContractError, ResourceExceeded
 from chain.core.primitives.params import ChainParams
 from chain.core.primitives.types import AccountName
 
-# Past every key of a prefix whose keys are the prefix and 8 or 16 more bytes.
-_AFTER = b"\xff" * 17
+# Past every key of a prefix whose keys are the prefix and up to 40 more bytes.
+_AFTER = b"\xff" * 41  # past a key of 32 bytes and a primary of 8
+_U64 = (1 << 64) - 1
 
 Table = tuple[int, int, int]  # (code, scope, table)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexKind:
+    """One of Antelope's secondary key types: its functions' prefix, where its entries are
+    stored and how many bytes its keys take."""
+
+    name: str  # "idx64": its host functions are db_idx64_*
+    prefix: bytes
+    by_primary: bytes
+    size: int
+
+    @property
+    def entry_bytes(self) -> int:
+        return ram.index_entry_bytes(self.size)
+
+
+IDX64 = IndexKind("idx64", schema.IDX64, schema.IDX64_BY_PRIMARY, 8)
+IDX128 = IndexKind("idx128", schema.IDX128, schema.IDX128_BY_PRIMARY, 16)
+IDX256 = IndexKind("idx256", schema.IDX256, schema.IDX256_BY_PRIMARY, 32)
+IDX_DOUBLE = IndexKind("idx_double", schema.IDX_DOUBLE, schema.IDX_DOUBLE_BY_PRIMARY, 8)
+KINDS = (IDX64, IDX128, IDX256, IDX_DOUBLE)
+
+# An index entry an iterator points at: (kind, table index, secondary key bytes, primary).
+Entry = tuple[IndexKind, int, bytes, int]
 
 
 def _u64(data: bytes) -> int:
@@ -74,8 +104,8 @@ class Tables:
         self._prefixes: list[bytes] = []  # table index -> the prefix of its row keys
         self._rows: list[tuple[int, int] | None] = []  # itr -> (table index, primary)
         self._row_itr: dict[tuple[int, int], int] = {}
-        self._idx: list[tuple[int, int, int] | None] = []  # itr -> (table, secondary, primary)
-        self._idx_itr: dict[tuple[int, int], int] = {}  # (table index, primary) -> itr
+        self._idx: list[Entry | None] = []  # itr -> the entry
+        self._idx_itr: dict[tuple[str, int, int], int] = {}  # (kind, table, primary) -> itr
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -197,6 +227,35 @@ class Tables:
         t, _, key = self._row(itr, "db_next_i64")
         return self._first_row(t, key + b"\x00")
 
+    def previous(self, itr: int) -> tuple[int, int]:
+        """(iterator, primary) of the row before ``itr`` (the last row when ``itr`` is the
+        table's end), or (-1, 0) when there is none."""
+        if itr < -1:
+            t = self._end_table(itr, "db_previous_i64")
+            prefix = self._prefixes[t]
+            found = self._view.prev_raw(prefix, prefix + _AFTER)
+        else:
+            t, _, key = self._row(itr, "db_previous_i64")
+            found = self._view.prev_raw(self._prefixes[t], key)
+        if found is None:
+            return -1, 0
+        primary = _u64(found[0][-8:])
+        return self._row_iterator(t, primary), primary
+
+    def upperbound(self, code: int, scope: int, table: int, primary: int) -> int:
+        """The first row with a primary key > ``primary``, or the end iterator."""
+        t = self._table(code, scope, table)
+        if primary == _U64:
+            return -2 - t
+        return self._first_row(t, self._prefixes[t] + (primary + 1).to_bytes(8, "big"))[0]
+
+    def _end_table(self, itr: int, what: str) -> int:
+        """The table index of end iterator ``itr``, else abort."""
+        t = -2 - itr
+        if not 0 <= t < len(self._tables):
+            raise self._fail(f"{what}: invalid iterator {itr}")
+        return t
+
     def lowerbound(self, code: int, scope: int, table: int, primary: int) -> int:
         t = self._table(code, scope, table)
         return self._first_row(t, self._prefixes[t] + primary.to_bytes(8, "big"))[0]
@@ -218,114 +277,156 @@ class Tables:
         assert name is not None, "a stored payer was checked when it was billed"
         return name
 
-    # --- idx64 secondary index -------------------------------------------------------------
+    # --- secondary indexes (db_idx64_*, db_idx128_*, db_idx256_*, db_idx_double_*) ------------
 
-    def _idx_iterator(self, t: int, secondary: int, primary: int) -> int:
-        itr = self._idx_itr.get((t, primary))
+    def _idx_iterator(self, kind: IndexKind, t: int, secondary: bytes, primary: int) -> int:
+        itr = self._idx_itr.get((kind.name, t, primary))
         if itr is None:
             itr = len(self._idx)
-            self._idx.append((t, secondary, primary))
-            self._idx_itr[(t, primary)] = itr
+            self._idx.append((kind, t, secondary, primary))
+            self._idx_itr[(kind.name, t, primary)] = itr
         else:
-            self._idx[itr] = (t, secondary, primary)
+            self._idx[itr] = (kind, t, secondary, primary)
         return itr
 
-    def _entry(self, itr: int, what: str) -> tuple[int, int, int]:
+    def _entry(self, kind: IndexKind, itr: int, what: str) -> Entry:
         if itr < 0:
             raise self._fail(f"{what}: end iterator or invalid iterator {itr}")
         if itr >= len(self._idx) or (entry := self._idx[itr]) is None:
             raise self._fail(f"{what}: no index entry at iterator {itr}")
+        if entry[0] is not kind:
+            raise self._fail(f"{what}: iterator {itr} is of a {entry[0].name} index")
         return entry
 
-    def idx_store(self, scope: int, table: int, payer: int, primary: int, secondary: int) -> int:
-        self._writable("db_idx64_store")
-        by_primary = schema.idx64_primary_key(self._receiver, scope, table, primary)
-        if self._view.raw(by_primary) is not None:
-            raise self._fail(f"db_idx64_store: row {primary} is already in the index")
-        name = self._payer(payer)
-        self._bill(name, ram.IDX64_ENTRY_BYTES)
-        key = schema.idx64_key(self._receiver, scope, table, secondary, primary)
-        self._view.put_raw(key, payer.to_bytes(8, "big"))
-        self._view.put_raw(by_primary, secondary.to_bytes(8, "big"))
-        return self._idx_iterator(self._table(self._receiver, scope, table), secondary, primary)
-
-    def idx_update(self, itr: int, payer: int, secondary: int) -> None:
-        self._writable("db_idx64_update")
-        t, old_secondary, primary = self._entry(itr, "db_idx64_update")
-        self._own(t, "db_idx64_update")
+    def _keys(self, kind: IndexKind, t: int, secondary: bytes, primary: int) -> tuple[bytes, bytes]:
+        """(the entry's key by secondary, its key by primary)."""
         code, scope, table = self._tables[t]
-        old_key = schema.idx64_key(code, scope, table, old_secondary, primary)
+        by_primary = schema.index_prefix(kind.by_primary, code, scope, table)
+        prefix = schema.index_prefix(kind.prefix, code, scope, table)
+        return prefix + secondary + primary.to_bytes(8, "big"), by_primary + primary.to_bytes(
+            8, "big"
+        )
+
+    def idx_store(
+        self, kind: IndexKind, scope: int, table: int, payer: int, primary: int, secondary: bytes
+    ) -> int:
+        what = f"db_{kind.name}_store"
+        self._writable(what)
+        t = self._table(self._receiver, scope, table)
+        key, by_primary = self._keys(kind, t, secondary, primary)
+        if self._view.raw(by_primary) is not None:
+            raise self._fail(f"{what}: row {primary} is already in the index")
+        name = self._payer(payer)
+        self._bill(name, kind.entry_bytes)
+        self._view.put_raw(key, payer.to_bytes(8, "big"))
+        self._view.put_raw(by_primary, secondary)
+        return self._idx_iterator(kind, t, secondary, primary)
+
+    def idx_update(self, kind: IndexKind, itr: int, payer: int, secondary: bytes) -> None:
+        what = f"db_{kind.name}_update"
+        self._writable(what)
+        _, t, old_secondary, primary = self._entry(kind, itr, what)
+        self._own(t, what)
+        old_key, by_primary = self._keys(kind, t, old_secondary, primary)
         raw = self._view.raw(old_key)
         assert raw is not None, "a live index iterator's entry exists"
         old_payer = _u64(raw)
         new_payer = old_payer if payer == 0 else payer
         if new_payer != old_payer:
             name = self._payer(new_payer)
-            self._bill(self._name(old_payer), -ram.IDX64_ENTRY_BYTES)
-            self._bill(name, ram.IDX64_ENTRY_BYTES)
+            self._bill(self._name(old_payer), -kind.entry_bytes)
+            self._bill(name, kind.entry_bytes)
         self._view.put_raw(old_key, None)
-        key = schema.idx64_key(code, scope, table, secondary, primary)
+        key, _ = self._keys(kind, t, secondary, primary)
         self._view.put_raw(key, new_payer.to_bytes(8, "big"))
-        by_primary = schema.idx64_primary_key(code, scope, table, primary)
-        self._view.put_raw(by_primary, secondary.to_bytes(8, "big"))
-        self._idx[itr] = (t, secondary, primary)
+        self._view.put_raw(by_primary, secondary)
+        self._idx[itr] = (kind, t, secondary, primary)
 
-    def idx_remove(self, itr: int) -> None:
-        self._writable("db_idx64_remove")
-        t, secondary, primary = self._entry(itr, "db_idx64_remove")
-        self._own(t, "db_idx64_remove")
-        code, scope, table = self._tables[t]
-        key = schema.idx64_key(code, scope, table, secondary, primary)
+    def idx_remove(self, kind: IndexKind, itr: int) -> None:
+        what = f"db_{kind.name}_remove"
+        self._writable(what)
+        _, t, secondary, primary = self._entry(kind, itr, what)
+        self._own(t, what)
+        key, by_primary = self._keys(kind, t, secondary, primary)
         raw = self._view.raw(key)
         assert raw is not None, "a live index iterator's entry exists"
-        self._bill(self._name(_u64(raw)), -ram.IDX64_ENTRY_BYTES)
+        self._bill(self._name(_u64(raw)), -kind.entry_bytes)
         self._view.put_raw(key, None)
-        self._view.put_raw(schema.idx64_primary_key(code, scope, table, primary), None)
+        self._view.put_raw(by_primary, None)
         self._idx[itr] = None
-        del self._idx_itr[(t, primary)]
+        del self._idx_itr[(kind.name, t, primary)]
 
     def idx_find_secondary(
-        self, code: int, scope: int, table: int, secondary: int
+        self, kind: IndexKind, code: int, scope: int, table: int, secondary: bytes
     ) -> tuple[int, int]:
         """(iterator, primary) of the first entry with exactly ``secondary``, or (end, 0)."""
         t = self._table(code, scope, table)
-        start = schema.idx64_key(code, scope, table, secondary, 0)
+        start, _ = self._keys(kind, t, secondary, 0)
         found = self._view.next_raw(start, start[:-8] + _AFTER)
         if found is None:
             return -2 - t, 0
         primary = _u64(found[0][-8:])
-        return self._idx_iterator(t, secondary, primary), primary
+        return self._idx_iterator(kind, t, secondary, primary), primary
 
-    def idx_find_primary(self, code: int, scope: int, table: int, primary: int) -> tuple[int, int]:
-        """(iterator, secondary) of the row's entry, or (end, 0)."""
+    def idx_find_primary(
+        self, kind: IndexKind, code: int, scope: int, table: int, primary: int
+    ) -> tuple[int, bytes]:
+        """(iterator, secondary) of the row's entry, or (end, b"")."""
         t = self._table(code, scope, table)
-        raw = self._view.raw(schema.idx64_primary_key(code, scope, table, primary))
-        if raw is None:
-            return -2 - t, 0
-        secondary = _u64(raw)
-        return self._idx_iterator(t, secondary, primary), secondary
+        secondary = self._view.raw(self._keys(kind, t, b"", primary)[1])
+        if secondary is None:
+            return -2 - t, b""
+        return self._idx_iterator(kind, t, secondary, primary), secondary
 
     def idx_lowerbound(
-        self, code: int, scope: int, table: int, secondary: int
-    ) -> tuple[int, int, int]:
+        self, kind: IndexKind, code: int, scope: int, table: int, secondary: bytes
+    ) -> tuple[int, bytes, int]:
         """(iterator, secondary, primary) of the first entry with a secondary >= the given
-        one, or (end, 0, 0)."""
+        one, or (end, b"", 0)."""
         t = self._table(code, scope, table)
-        return self._first_entry(t, schema.idx64_key(code, scope, table, secondary, 0))
+        return self._first_entry(kind, t, self._keys(kind, t, secondary, 0)[0])
 
-    def idx_next(self, itr: int) -> tuple[int, int]:
+    def idx_upperbound(
+        self, kind: IndexKind, code: int, scope: int, table: int, secondary: bytes
+    ) -> tuple[int, bytes, int]:
+        """As ``idx_lowerbound``, for the first entry with a secondary > the given one."""
+        t = self._table(code, scope, table)
+        return self._first_entry(kind, t, self._keys(kind, t, secondary, 0)[0][:-8] + _AFTER)
+
+    def idx_end(self, kind: IndexKind, code: int, scope: int, table: int) -> int:
+        return -2 - self._table(code, scope, table)
+
+    def idx_next(self, kind: IndexKind, itr: int) -> tuple[int, int]:
+        """(iterator, primary) of the entry after ``itr``, or (end, 0); -1 past the end."""
         if itr < -1:
             return -1, 0
-        t, secondary, primary = self._entry(itr, "db_idx64_next")
-        key = schema.idx64_key(*self._tables[t], secondary, primary)
-        found, _, next_primary = self._first_entry(t, key + b"\x00")
+        _, t, secondary, primary = self._entry(kind, itr, f"db_{kind.name}_next")
+        key, _ = self._keys(kind, t, secondary, primary)
+        found, _, next_primary = self._first_entry(kind, t, key + b"\x00")
         return found, next_primary
 
-    def _first_entry(self, t: int, start: bytes) -> tuple[int, int, int]:
-        prefix = schema.idx64_prefix(*self._tables[t])
+    def idx_previous(self, kind: IndexKind, itr: int) -> tuple[int, int]:
+        """(iterator, primary) of the entry before ``itr`` (the last when ``itr`` is the end),
+        or (-1, 0) when there is none."""
+        what = f"db_{kind.name}_previous"
+        if itr < -1:
+            t = self._end_table(itr, what)
+            stop = schema.index_prefix(kind.prefix, *self._tables[t]) + _AFTER
+        else:
+            _, t, secondary, primary = self._entry(kind, itr, what)
+            stop = self._keys(kind, t, secondary, primary)[0]
+        found = self._view.prev_raw(schema.index_prefix(kind.prefix, *self._tables[t]), stop)
+        if found is None:
+            return -1, 0
+        key = found[0]
+        prev_primary = _u64(key[-8:])
+        return self._idx_iterator(kind, t, key[-8 - kind.size : -8], prev_primary), prev_primary
+
+    def _first_entry(self, kind: IndexKind, t: int, start: bytes) -> tuple[int, bytes, int]:
+        prefix = schema.index_prefix(kind.prefix, *self._tables[t])
         found = self._view.next_raw(start, prefix + _AFTER)
         if found is None:
-            return -2 - t, 0, 0
+            return -2 - t, b"", 0
         key = found[0]
-        secondary, primary = _u64(key[-16:-8]), _u64(key[-8:])
-        return self._idx_iterator(t, secondary, primary), secondary, primary
+        secondary, primary = key[-8 - kind.size : -8], _u64(key[-8:])
+        return self._idx_iterator(kind, t, secondary, primary), secondary, primary

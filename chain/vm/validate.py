@@ -18,45 +18,17 @@ import wasmtime
 
 from chain.core.primitives.errors import ContractError
 from chain.core.primitives.params import ChainParams
+from chain.vm import host, host_crypto, host_tables
+from chain.vm.hostapi import I64, HostFunction, Signature, merge
 from chain.vm.structure import check_structure
 
-I32 = wasmtime.ValType.i32()
-I64 = wasmtime.ValType.i64()
+# The host API: every function the host modules register, grouped as Antelope groups them
+# (``chain.vm.hostapi``). setcode's allow-list, the runtime's linker and the SDK's env.ts
+# are all made from this one table.
+HOST_API: dict[str, HostFunction] = merge(host.API, host_tables.API, host_crypto.API)
 
-# name -> (params, results): the host API (``chain.vm.host``), Antelope's names.
-HOST_SIGNATURES: dict[str, tuple[tuple[wasmtime.ValType, ...], tuple[wasmtime.ValType, ...]]] = {
-    "action_data_size": ((), (I32,)),
-    "read_action_data": ((I32, I32), (I32,)),
-    "current_receiver": ((), (I64,)),
-    "require_auth": ((I64,), ()),
-    "has_auth": ((I64,), (I32,)),
-    "is_account": ((I64,), (I32,)),
-    "eosio_assert": ((I32, I32, I32), ()),
-    "eosio_assert_code": ((I32, I64), ()),
-    "prints_l": ((I32, I32), ()),
-    "current_time": ((), (I64,)),
-    "get_block_num": ((), (I32,)),
-    "sha256": ((I32, I32, I32), ()),
-    "set_action_return_value": ((I32, I32), ()),
-    "emit_event": ((I64, I32, I32), ()),
-    "send_inline": ((I32, I32), ()),
-    "require_recipient": ((I64,), ()),
-    "db_store_i64": ((I64, I64, I64, I64, I32, I32), (I32,)),
-    "db_find_i64": ((I64, I64, I64, I64), (I32,)),
-    "db_get_i64": ((I32, I32, I32), (I32,)),
-    "db_update_i64": ((I32, I64, I32, I32), ()),
-    "db_remove_i64": ((I32,), ()),
-    "db_next_i64": ((I32, I32), (I32,)),
-    "db_lowerbound_i64": ((I64, I64, I64, I64), (I32,)),
-    "db_end_i64": ((I64, I64, I64), (I32,)),
-    "db_idx64_store": ((I64, I64, I64, I64, I32), (I32,)),
-    "db_idx64_update": ((I32, I64, I32), ()),
-    "db_idx64_remove": ((I32,), ()),
-    "db_idx64_find_secondary": ((I64, I64, I64, I32, I32), (I32,)),
-    "db_idx64_find_primary": ((I64, I64, I64, I32, I64), (I32,)),
-    "db_idx64_lowerbound": ((I64, I64, I64, I32, I32), (I32,)),
-    "db_idx64_next": ((I32, I32), (I32,)),
-}
+# name -> (params, results): the allow-list of imports, with each one's exact wasm types.
+HOST_SIGNATURES: dict[str, Signature] = {name: fn.wasm for name, fn in HOST_API.items()}
 
 APPLY_TYPE = ((I64, I64, I64), ())
 

@@ -219,8 +219,8 @@ def test_unknown_action_table_event() -> None:
         ('{"version": "eosio::abi/1.1"}', r"abi\.version: expected 'bor::abi/1'"),
         ('{"version": "bor::abi/1", "extra": 1}', "unknown key 'extra'"),
         (
-            json.dumps({"version": "bor::abi/1", "structs": [struct("a", x="float64")]}),
-            "unknown type 'float64'",
+            json.dumps({"version": "bor::abi/1", "structs": [struct("a", x="float32")]}),
+            "unknown type 'float32'",
         ),
         (
             json.dumps(

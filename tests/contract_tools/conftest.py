@@ -43,3 +43,24 @@ def token(tmp_path_factory: pytest.TempPathFactory) -> Built:
 @pytest.fixture(scope="session")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Built:
     return build_copy(tmp_path_factory.mktemp("contracts"), "registry")
+
+
+TEST_CONTRACTS_DIR = Path(__file__).resolve().parent / "contracts"
+
+
+@pytest.fixture(scope="session")
+def tablekit(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """The SDK's table API under test (tests/contract_tools/contracts/tablekit)."""
+    require_toolchain()
+    directory = tmp_path_factory.mktemp("contracts") / "tablekit"
+    shutil.copytree(TEST_CONTRACTS_DIR / "tablekit", directory)
+    return build(directory)
+
+
+@pytest.fixture(scope="session")
+def hostkit(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """The SDK's inline actions, hashes, key recovery and time types under test."""
+    require_toolchain()
+    directory = tmp_path_factory.mktemp("contracts") / "hostkit"
+    shutil.copytree(TEST_CONTRACTS_DIR / "hostkit", directory)
+    return build(directory)

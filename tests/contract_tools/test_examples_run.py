@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from chain.abi import Abi
+from chain.core.execution.state import StateView
 from chain.core.primitives.errors import ContractError
 from contract_tools.build import Built
 from contract_tools.testing import BLOCK_TIME_S, LocalChain, Result
@@ -34,6 +36,14 @@ class Deployed:
 
     def events(self, result: Result) -> list[tuple[str, Any]]:
         return result.events
+
+    @property
+    def view(self) -> StateView:
+        return self.chain.view
+
+    @property
+    def abi(self) -> Abi:
+        return self.chain.abis[self.contract]
 
 
 def symbol_code(code: str) -> int:

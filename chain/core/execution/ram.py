@@ -19,6 +19,11 @@ ENTRY_OVERHEAD = 100
 IDX64_ENTRY_BYTES = 2 * 40 + ENTRY_OVERHEAD
 
 
+def index_entry_bytes(key_size: int) -> int:
+    """What a secondary index entry of ``key_size`` key bytes costs (IDX64_ENTRY_BYTES for 8)."""
+    return 2 * (32 + key_size) + ENTRY_OVERHEAD
+
+
 def row_bytes(key: bytes, value: bytes) -> int:
     """What a stored row (or any state entry) costs its payer."""
     return len(key) + len(value) + ENTRY_OVERHEAD

@@ -21,11 +21,14 @@ Changes = list[tuple[bytes, bytes | None]]
 
 
 class KVReader(Protocol):
-    """Read access to committed state (implemented by the block store)."""
+    """Read access to committed state (implemented by the block store); ``iterate`` walks
+    ``start <= key < stop`` in key order, from the last key when ``reverse``."""
 
     def get(self, key: bytes) -> bytes | None: ...
 
-    def iterate(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]: ...
+    def iterate(
+        self, start: bytes, stop: bytes, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]: ...
 
 
 class CachingReader(ABC):
@@ -233,6 +236,24 @@ class StateView:
             view = view._parent
         committed = (key for key, _ in base.iterate(start, stop))
         for key in heapq.merge(sorted(written), committed):
+            value = self.raw(key)
+            if value is not None:
+                return key, value
+        return None
+
+    def prev_raw(self, start: bytes, stop: bytes) -> tuple[bytes, bytes] | None:
+        """The last live entry with ``start <= key < stop``: ``next_raw`` walking down (a
+        contract's reverse iteration of a table or index)."""
+        root = self._top
+        base = root._base
+        assert not isinstance(base, StateView)
+        written: set[bytes] = set()
+        view: StateView | None = self
+        while view is not None:
+            written.update(key for key in view._writes if start <= key < stop)
+            view = view._parent
+        committed = (key for key, _ in base.iterate(start, stop, reverse=True))
+        for key in heapq.merge(sorted(written, reverse=True), committed, reverse=True):
             value = self.raw(key)
             if value is not None:
                 return key, value

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from chain.core.execution import ram
+from chain.core.execution import indexes, ram
 from chain.core.execution.actions import (
     Action,
     AllowCode,
@@ -253,6 +253,7 @@ def process_setcode(view: StateView, a: SetCode, ctx: Context) -> None:
     old = deployed_code(view, a.account)
     if old == (code_hash, a.abi):
         raise InvalidAction(f"{a.account!r} already runs this code with this ABI")
+    indexes.check_new_indexes(view, a.account, "" if old is None else old[1], a.abi)
     old_wasm = view.raw(schema.wasm_key(a.account))
     old_bytes = 0 if old is None or old_wasm is None else ram.code_bytes(old_wasm, old[1])
     ram.charge(view, a.account, ram.code_bytes(a.code, a.abi) - old_bytes, params)

@@ -45,6 +45,14 @@ CODE_ALLOWED = b"sd"  # + account name -> b"" (chains whose genesis restricts de
 ROW = b"sr"  # + contract(8) + scope(8) + table(8) + primary(8) -> payer(8) + row bytes
 IDX64 = b"si"  # + contract(8) + scope(8) + table(8) + secondary(8) + primary(8) -> payer(8)
 IDX64_BY_PRIMARY = b"sj"  # + contract(8) + scope(8) + table(8) + primary(8) -> secondary(8)
+# The other secondary key types, laid out as IDX64 with their own key bytes (chain.vm.tables):
+# u128 (16, big-endian), checksum256 (32, as its bytes), double (8, ordered as the numbers).
+IDX128 = b"sk"
+IDX128_BY_PRIMARY = b"sl"
+IDX256 = b"sn"
+IDX256_BY_PRIMARY = b"so"
+IDX_DOUBLE = b"sf"
+IDX_DOUBLE_BY_PRIMARY = b"sg"
 RAM = b"sm"  # + account name -> bytes of contract storage it pays for (8, big-endian)
 TRACES = (
     b"r"  # + num(8) -> the block's contract traces (chain.core.execution.contracts.encode_traces)
@@ -173,6 +181,12 @@ def idx64_key(contract: int, scope: int, table: int, secondary: int, primary: in
 
 def idx64_primary_key(contract: int, scope: int, table: int, primary: int) -> bytes:
     return IDX64_BY_PRIMARY + be(contract, 8) + be(scope, 8) + be(table, 8) + be(primary, 8)
+
+
+def index_prefix(kind: bytes, contract: int, scope: int, table: int) -> bytes:
+    """The prefix of one secondary index's entries, ``kind`` one of IDX64, IDX128, IDX256,
+    IDX_DOUBLE (or their BY_PRIMARY twins): then the key bytes and the primary (8)."""
+    return kind + be(contract, 8) + be(scope, 8) + be(table, 8)
 
 
 def traces_key(num: BlockNum | int) -> bytes:

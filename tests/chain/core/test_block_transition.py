@@ -40,8 +40,10 @@ class NoWrites:
     def get(self, key: bytes) -> bytes | None:
         return self._store.get(key)
 
-    def iterate(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]:
-        return self._store.iterate(start, stop)
+    def iterate(
+        self, start: bytes, stop: bytes, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        return self._store.iterate(start, stop, reverse=reverse)
 
     def state_hash(self) -> StateHash:
         return self._store.state_hash()

@@ -30,8 +30,11 @@ class DictStore:
         self.reads += 1
         return self.values.get(key)
 
-    def iterate(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]:
-        yield from sorted((k, v) for k, v in self.values.items() if start <= k < stop)
+    def iterate(
+        self, start: bytes, stop: bytes, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        chosen = sorted((k, v) for k, v in self.values.items() if start <= k < stop)
+        yield from reversed(chosen) if reverse else chosen
 
     def state_hash(self) -> StateHash:
         return StateHash.empty()

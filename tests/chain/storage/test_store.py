@@ -41,6 +41,18 @@ def test_undo_records_and_header_states_are_pruned_at_lib(tmp_path: Path) -> Non
         assert has_state == (num >= lib), f"header state of block {num}"
 
 
+def test_iterate_walks_a_range_both_ways(tmp_path: Path) -> None:
+    """iterate in reverse gives the same entries of the range from the last down (a
+    contract's reverse walk of its table reads the store this way)."""
+    net = DevNet.create(3, blocks_per_turn=1)
+    chain = net.open(tmp_path)
+    for _ in range(4):
+        net.produce(chain)
+    forward = list(chain.store.iterate(b"n", b"o"))
+    assert len(forward) >= 4
+    assert list(chain.store.iterate(b"n", b"o", reverse=True)) == forward[::-1]
+
+
 def test_transaction_index_points_at_the_block(tmp_path: Path) -> None:
     """A transaction's index entry names the block that included it, and the chain returns it with
     that number."""

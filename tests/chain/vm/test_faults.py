@@ -20,7 +20,7 @@ from chain.vm.errors import RuntimeFault
 from chain.vm.host import HOST_CALL_FUEL, MAX_TRACE_BYTES, OUTPUT_BYTE_FUEL
 from chain.vm.runtime import ACTION_FUEL
 from chain.vm.validate import code_hash
-from tests.chain.vm.wat import contract, deploy, le, run
+from tests.chain.vm.wat import ACTIVE, contract, deploy, le, run
 
 
 @pytest.fixture(scope="module")
@@ -125,8 +125,8 @@ def test_inline_actions_pay_action_fuel_too(runtime: ContractRuntime) -> None:
     the inline action runs out, by name."""
     sink, me = le(name_to_u64("sink")), le(name_to_u64("relay"))
     relay = contract(
-        "(call $send_inline (i32.const 0) (i32.const 26))",
-        data=f'(data (i32.const 0) "{sink}{le(name_to_u64("take"))}\\01{me}\\00")',
+        "(call $send_inline (i32.const 0) (i32.const 34))",
+        data=f'(data (i32.const 0) "{sink}{le(name_to_u64("take"))}\\01{me}{ACTIVE}\\00")',
     )
     view = fresh(runtime, relay, "relay")
     deploy(view, runtime, "sink", contract(""))

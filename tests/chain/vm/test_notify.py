@@ -199,15 +199,17 @@ def test_a_read_only_call_runs_the_called_action_alone(runtime: ContractRuntime)
 
 
 def inline_as(actor: str, target: str = "sink", action: str = "take") -> str:
-    """WAT that sends ``target::action`` inline with ``actor`` as its one actor, no data."""
-    body = f"{le(name_to_u64(target))}{le(name_to_u64(action))}\\01{le(name_to_u64(actor))}\\00"
+    """WAT that sends ``target::action`` inline with ``actor``@active as its one permission
+    level, no data (34 bytes)."""
+    level = f"{le(name_to_u64(actor))}{le(name_to_u64('active'))}"
+    body = f"{le(name_to_u64(target))}{le(name_to_u64(action))}\\01{level}\\00"
     return f'(data (i32.const 100) "{body}")'
 
 
 def test_a_handler_sends_inline_as_itself_only(runtime: ContractRuntime) -> None:
     """A notified contract may send an inline action as itself, not as the authorizers of
     the action it was notified of (they called the notifying contract, not it)."""
-    send = "(call $send_inline (i32.const 100) (i32.const 26))"
+    send = "(call $send_inline (i32.const 100) (i32.const 34))"
     as_self = contract(send, data=inline_as("bob"))
     view = chain_of(runtime, {"token": notifier("bob"), "bob": as_self, "sink": contract("")})
     trace = run(runtime, view, "token", auth=("alice",))
@@ -233,7 +235,7 @@ def test_a_read_only_action_cannot_be_sent_inline(runtime: ContractRuntime) -> N
     """An action the stored ABI marks read-only is refused inline in a transaction, while
     a read-only call still runs it."""
     relay = contract(
-        "(call $send_inline (i32.const 100) (i32.const 26))",
+        "(call $send_inline (i32.const 100) (i32.const 34))",
         data=inline_as("relay", "reader", "peek"),
     )
     view = chain_of(runtime, {"relay": relay})

@@ -79,8 +79,9 @@ def test_inline_chain_longer_than_the_pool(runtime: ContractRuntime) -> None:
         (i64.store (i32.const 8) (local.get $action))
         (i32.store8 (i32.const 16) (i32.const 1))
         (i64.store (i32.const 17) (local.get $receiver))
-        (i32.store8 (i32.const 25) (i32.const 0))
-        (call $send_inline (i32.const 0) (i32.const 26))
+        (i64.store (i32.const 25) (i64.const 3617214756542218240))
+        (i32.store8 (i32.const 33) (i32.const 0))
+        (call $send_inline (i32.const 0) (i32.const 34))
         """
     )
     view = fresh(runtime, code, "loop")

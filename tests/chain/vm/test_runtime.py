@@ -16,7 +16,7 @@ from chain.core.primitives.params import ChainParams
 from chain.testing import MemoryKV
 from chain.vm import ContractRuntime
 from chain.vm.cache import ModuleCache
-from tests.chain.vm.wat import contract, deploy, le, run
+from tests.chain.vm.wat import ACTIVE, contract, deploy, le, run
 
 
 @pytest.fixture(scope="module")
@@ -287,10 +287,10 @@ def inline_to_self(depth_marker: str = "") -> bytes:
     """A contract that sends itself the same action inline, forever."""
     action = le(name_to_u64("deeper"))
     me = le(name_to_u64("hostile"))
-    # contract, action, 1 actor (itself), 0 bytes of data
+    # contract, action, 1 permission level (itself, active), 0 bytes of data
     return contract(
-        "(call $send_inline (i32.const 0) (i32.const 26))",
-        data=f'(data (i32.const 0) "{me}{action}\\01{me}\\00")',
+        "(call $send_inline (i32.const 0) (i32.const 34))",
+        data=f'(data (i32.const 0) "{me}{action}\\01{me}{ACTIVE}\\00")',
     )
 
 
@@ -307,10 +307,10 @@ def test_inline_actions_run_after_the_sender_in_order(runtime: ContractRuntime) 
     sink, me = le(name_to_u64("sink")), le(name_to_u64("relay"))
     relay = contract(
         """
-        (call $send_inline (i32.const 0) (i32.const 29))
+        (call $send_inline (i32.const 0) (i32.const 37))
         (call $prints_l (i32.const 100) (i32.const 5))
         """,
-        data=f'(data (i32.const 0) "{sink}{le(name_to_u64("take"))}\\01{me}\\03abc")'
+        data=f'(data (i32.const 0) "{sink}{le(name_to_u64("take"))}\\01{me}{ACTIVE}\\03abc")'
         '(data (i32.const 100) "relay")',
     )
     view = fresh(runtime, relay, "relay")
@@ -328,8 +328,8 @@ def test_inline_action_needs_the_senders_authority(runtime: ContractRuntime) -> 
     """An inline action may only name the sender or an authorizer of the sending action."""
     sink = le(name_to_u64("sink"))
     relay = contract(
-        "(call $send_inline (i32.const 0) (i32.const 26))",
-        data=f'(data (i32.const 0) "{sink}{sink}\\01{le(name_to_u64("bob"))}\\00")',
+        "(call $send_inline (i32.const 0) (i32.const 34))",
+        data=f'(data (i32.const 0) "{sink}{sink}\\01{le(name_to_u64("bob"))}{ACTIVE}\\00")',
     )
     with pytest.raises(ContractError, match="send_inline: bob did not authorize relay::go"):
         run(runtime, fresh(runtime, relay, "relay"), "relay")

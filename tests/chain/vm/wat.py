@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import wasmtime
 
-from chain.core.execution.contracts import ContractCall, TxTrace
+from chain.core.execution.contracts import ContractCall, TxTrace, name_to_u64
 from chain.core.execution.state import StateView
 from chain.core.primitives import schema
 from chain.core.primitives.encoding import pack
@@ -48,6 +48,9 @@ def contract(body: str, *, data: str = "", funcs: str = "", pages: int = 1) -> b
 def le(value: int) -> str:
     """A u64 as a WAT data string, little-endian."""
     return "".join(f"\\{b:02x}" for b in value.to_bytes(8, "little"))
+
+
+ACTIVE = le(name_to_u64("active"))  # the permission of an inline action's permission level
 
 
 def deploy(view: StateView, runtime: ContractRuntime, account: str, code: bytes) -> None:

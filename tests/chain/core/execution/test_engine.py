@@ -51,8 +51,10 @@ class Reader:
     def get(self, key: bytes) -> bytes | None:
         return self.data.get(key)
 
-    def iterate(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]:
-        for key in sorted(k for k in self.data if start <= k < stop):
+    def iterate(
+        self, start: bytes, stop: bytes, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        for key in sorted((k for k in self.data if start <= k < stop), reverse=reverse):
             yield key, self.data[key]
 
     def state_hash(self) -> StateHash:

@@ -24,9 +24,11 @@ class CountingKV(MemoryKV):
         self.walks = 0
         self.yielded = 0
 
-    def iterate(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]:
+    def iterate(
+        self, start: bytes, stop: bytes, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
         self.walks += 1
-        for item in super().iterate(start, stop):
+        for item in super().iterate(start, stop, reverse=reverse):
             self.yielded += 1
             yield item
 
@@ -44,6 +46,21 @@ def test_next_raw_merges_views_over_the_committed_state_in_key_order() -> None:
     assert tx.next_raw(_key(2) + b"\x00", STOP) == (_key(5), b"five")
     assert tx.next_raw(_key(6), STOP) is None
     assert block.next_raw(PREFIX, STOP) == (_key(3), b"three")
+
+
+def test_prev_raw_walks_the_same_layers_down() -> None:
+    """prev_raw sees the same merged state as next_raw, from the top of the range down:
+    the last live key below ``stop``, a deletion hiding a committed key."""
+    kv = MemoryKV({_key(1): b"one", _key(3): b"three", _key(5): b"five"})
+    block = StateView(kv)
+    block.put_raw(_key(5), None)
+    tx = block.child()
+    tx.put_raw(_key(4), b"four")
+    tx.put_raw(_key(3), None)
+    assert tx.prev_raw(PREFIX, STOP) == (_key(4), b"four")
+    assert tx.prev_raw(PREFIX, _key(4)) == (_key(1), b"one")
+    assert tx.prev_raw(PREFIX, _key(1)) is None
+    assert block.prev_raw(PREFIX, STOP) == (_key(3), b"three")
 
 
 def test_skipping_deleted_rows_walks_the_committed_state_once() -> None:
