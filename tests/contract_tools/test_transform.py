@@ -201,6 +201,9 @@ def test_a_notification_runs_the_matching_handler(demo: Built, sent_by: dict[str
         ('@contract\nclass C {\n  @on_notify("token.transfer")\n  a(): void {}\n}\n',
          'expected "contract::action"', 3),
         ('@table("t")\nclass T {\n  @primary id: u64 = 0;\n}\n', "no @contract class", 1),
+        ('@table("t")\nclass T {\n  @primary id: u64 = 0;\n'
+         '  @secondary("s", "double") x: u64 = 0;\n}\n',
+         "a double index keys a field of type f64, not u64", 4),
     ],
 )  # fmt: skip
 def test_a_misused_annotation_is_a_compile_error_at_its_line(

@@ -61,4 +61,5 @@ export {
   BLOCK_TIMESTAMP_EPOCH_MS,
   BLOCK_INTERVAL_MS,
 } from "./time";
+export { U128, I128 } from "./int128";
 export { Checksum256, firstReceiver, __bor_enter } from "./contract";

@@ -127,6 +127,12 @@ export abstract class Row extends Serializable {
   secondaryKeys(): SecondaryKey[] {
     return [SecondaryKey.u64(this.secondaryKey())];
   }
+
+  /** The indexes the row's class declares (the transform generates it from `@secondary`),
+   * which every Table of it keeps without `Table.index`; by default none. */
+  indexSpecs(): IndexSpec[] {
+    return [];
+  }
 }
 
 // --- the host calls of each key type ----------------------------------------------------------
@@ -249,11 +255,20 @@ export class Table<T extends Row> {
     public table: u64,
     public secondary: u64 = 0,
   ) {
-    if (secondary != 0) this.indexes.push(new IndexSpec(secondary, KeyType.U64));
+    const declared = instantiate<T>().indexSpecs();
+    check(declared.length <= MAX_INDEXES, "a table has at most 16 secondary indexes");
+    for (let i = 0; i < declared.length; i++) this.indexes.push(declared[i]);
+    if (secondary != 0) this.index(secondary, KeyType.U64);
   }
 
-  /** Add a secondary index (its ABI `table` name and key type); at most MAX_INDEXES. */
+  /** Add a secondary index (its ABI `table` name and key type); at most MAX_INDEXES. One the
+   * row declares already (`Row.indexSpecs`) is kept where it is. */
   index(table: u64, type: KeyType = KeyType.U64): Table<T> {
+    for (let i = 0; i < this.indexes.length; i++) {
+      if (this.indexes[i].table != table) continue;
+      check(this.indexes[i].type == type, "index declared again with another key type");
+      return this;
+    }
     check(this.indexes.length < MAX_INDEXES, "a table has at most 16 secondary indexes");
     this.indexes.push(new IndexSpec(table, type));
     return this;

@@ -16,7 +16,13 @@ const SCALARS = new Map([
   ["Symbol", ["symbol", "Symbol"]],
   ["Asset", ["asset", "Asset"]],
 ]);
-const SUPPORTED = [...SCALARS.keys(), "Array<T>", "T | null", "a class of the contract"].join(", ");
+// SDK classes with their own `read`/`write` -> their ABI type (the SDK's int128.ts, time.ts).
+const BUILTINS = new Map([
+  ["U128", "u128"], ["I128", "i128"],
+  ["TimePoint", "time_point"], ["TimePointSec", "time_point_sec"],
+  ["BlockTimestamp", "block_timestamp_type"],
+]);
+const SUPPORTED = [...SCALARS.keys(), ...BUILTINS.keys(), "Array<T>", "T | null", "a class of the contract"].join(", ");
 
 /** `Array<u64>` -> ["array", "u64"], `Foo|null` -> ["optional", "Foo"], ... */
 function shape(type) {
@@ -24,6 +30,7 @@ function shape(type) {
   const list = /^Array<(.+)>$/.exec(type);
   if (list) return ["array", list[1]];
   if (SCALARS.has(type)) return ["scalar", type];
+  if (BUILTINS.has(type)) return ["class", type];
   if (/^[A-Z][A-Za-z0-9_]*$/.test(type)) return ["class", type];
   return ["unknown", type];
 }
@@ -46,6 +53,7 @@ export class Codec {
       return `${this.abiType(inner, node)}[]`;
     }
     if (kind === "scalar") return SCALARS.get(type)[0];
+    if (BUILTINS.has(type)) return BUILTINS.get(type);
     if (kind === "class") {
       const known = this.abi.structsByClass.get(type);
       if (known) return known;

@@ -1,8 +1,8 @@
 // The SDK's source annotations, read at build time (what the CDT's [[eosio::action]] and
 // [[eosio::table]] attributes do): from `@contract`, `@action`, `@readonly`, `@on_notify`,
 // `@table`, `@primary`, `@secondary` and `@event` this transform writes the ABI, every
-// annotated class's `write`/`read` (and a table row's `primaryKey`/`secondaryKey`), and the
-// module's `apply` dispatcher, so that code and ABI cannot disagree.
+// annotated class's `write`/`read` (and a table row's `primaryKey`, `secondaryKeys` and
+// `indexSpecs`), and the module's `apply` dispatcher, so that code and ABI cannot disagree.
 //
 // It rewrites each annotated source as text and parses it again (the approach of
 // near-sdk-as): annotations are blanked, generated members go on the line of the class's
@@ -20,7 +20,14 @@ const CLASS_ANNOTATIONS = new Set(["contract", "table", "event"]);
 const MEMBER_ANNOTATIONS = new Set(["action", "readonly", "on_notify", "primary", "secondary"]);
 const MAX_SECONDARY = 16; // Antelope's multi_index takes at most 16 secondary indexes
 const IMPORTS = ["Datastream", "Row", "Serializable", "check", "nameToString", "setReturnValue",
-  "emitEvent", "__bor_enter"];
+  "emitEvent", "__bor_enter", "SecondaryKey", "IndexSpec", "KeyType"];
+// An index's key type -> the field types it may index, and the key built from a field `v`.
+const INDEX_KEYS = {
+  u64: [["u64", "u32", "u16", "u8", "Name"], (v) => `__bor_SecondaryKey.u64(<u64>${v})`, "U64"],
+  u128: [["U128"], (v) => `__bor_SecondaryKey.u128(${v}.hi, ${v}.lo)`, "U128"],
+  checksum256: [["Checksum256"], (v) => `__bor_SecondaryKey.checksum256(${v})`, "Checksum256"],
+  double: [["f64"], (v) => `__bor_SecondaryKey.double(${v})`, "Double"],
+};
 
 const text = (range) => range.source.text.substring(range.start, range.end);
 const typeText = (node) => ASTBuilder.build(node).replace(/\s+/g, "");
@@ -197,6 +204,7 @@ class SourcePlan {
     if (first && first.type === "u64" && !has("secondaryKey")) {
       members.push(`secondaryKey(): u64 { return <u64>this.${first.member}; }`);
     }
+    members.push(...indexMembers(secondary, has));
     this.closeClass(decl, members);
     this.abi.addTable(tableName, rowStruct, secondary.map(({ name: n, table, type, field }) => ({ name: n, table, type, field })), decl);
   }
@@ -269,6 +277,26 @@ class SourcePlan {
     const imports = IMPORTS.map((i) => `${i} as __bor_${i.replace(/^__bor_/, "")}`).join(", ");
     return `import { ${imports} } from "sdk"; ${out}\n${this.tail.join("\n")}\n`;
   }
+}
+
+/** A row's `secondaryKeys()` (every index's key, in declaration order) and `indexSpecs()` (so
+ * a Table of it keeps every index without `Table.index`), unless the class writes them. */
+function indexMembers(secondary, has) {
+  if (!secondary.length) return [];
+  const keys = [];
+  const specs = [];
+  for (const s of secondary) {
+    const [types, key, keyType] = INDEX_KEYS[s.type];
+    if (!types.includes(s.fieldType)) {
+      fail(s.decorator, `a ${s.type} index keys a field of type ${types.join(" or ")}, not ${s.fieldType}`);
+    }
+    keys.push(key(`this.${s.member}`));
+    specs.push(`new __bor_IndexSpec(${name(s.table, s.decorator, "index table")}, __bor_KeyType.${keyType})`);
+  }
+  const out = [];
+  if (!has("secondaryKeys")) out.push(`secondaryKeys(): __bor_SecondaryKey[] { return [${keys.join(", ")}]; }`);
+  if (!has("indexSpecs")) out.push(`indexSpecs(): __bor_IndexSpec[] { return [${specs.join(", ")}]; }`);
+  return out;
 }
 
 function decodeArgs(params, codec) {
