@@ -19,11 +19,10 @@ from typing import Any
 
 from chain.core.execution.transaction import (
     SignedTransaction,
-    decode_signed_transaction,
+    decode_signed_parts,
     signing_digest,
 )
 from chain.core.primitives.crypto import recover_many
-from chain.core.primitives.encoding import pack
 from chain.core.primitives.errors import BadSignature, EncodingError, MalformedTransaction
 from chain.core.primitives.types import PublicKey
 from node.api.fields import (
@@ -145,8 +144,7 @@ def prepare(batch: Batch, chain_id: bytes) -> list[Prepared | Exception]:
     for item in batch.items:
         try:
             args = parse_fields(batch.fields, item)
-            wire = pack([args["packed_trx"], args["signatures"]])
-            decoded.append(decode_signed_transaction(wire))
+            decoded.append(decode_signed_parts(args["packed_trx"], args["signatures"]))
         except (RequestError, BadSignature) as err:
             decoded.append(err)
         except EncodingError as err:

@@ -23,9 +23,8 @@ from chain.controller import Chain
 from chain.core.consensus.dpos import HeaderState
 from chain.core.execution import ram
 from chain.core.execution.state import Account, Producer, StateView
-from chain.core.execution.transaction import SignedTransaction, decode_signed_transaction
+from chain.core.execution.transaction import SignedTransaction, decode_signed_parts
 from chain.core.primitives import errors as ce
-from chain.core.primitives.encoding import pack
 from chain.core.primitives.errors import ChainError, EncodingError
 from chain.core.primitives.params import slot_start_s
 from chain.core.primitives.types import AccountName, BlockId, BlockNum, PublicKey, TxId
@@ -491,7 +490,7 @@ class Api:
 
     async def push_transaction(self, args: dict[str, Any]) -> dict[str, Any]:
         try:
-            stx = decode_signed_transaction(pack([args["packed_trx"], args["signatures"]]))
+            stx = decode_signed_parts(args["packed_trx"], args["signatures"])
         except EncodingError as err:
             raise ce.MalformedTransaction(str(err)) from err
         return await self._submit(stx, args["mode"], args["timeout_ms"])

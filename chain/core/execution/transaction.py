@@ -172,6 +172,16 @@ def decode_signed_transaction(data: bytes) -> SignedTransaction:
     return stx
 
 
+def decode_signed_parts(packed: bytes, signatures: list[bytes]) -> SignedTransaction:
+    """``decode_signed_transaction`` of ``[packed, signatures]`` without encoding them first
+    (the RPC has the two parts already): the same checks, errors and kept decoding. Its
+    canonical-encoding check is of the parts' wrapper, which one built from parts always
+    passes; the transaction's own bytes are checked by ``decode_transaction`` as there."""
+    stx = signed_transaction_from_wire([packed, signatures])
+    _keep_decoded(stx)
+    return stx
+
+
 def _keep_decoded(stx: SignedTransaction) -> None:
     """Keep ``stx``'s decoding for its block, forgetting the oldest beyond the bounds."""
     global _decoded_bytes
