@@ -43,6 +43,7 @@ from node.config.builders import http_limits, net_config, stream_limits
 from node.config.model import NodeConfig
 from node.data_dir import STATE_SYNC_DIR, contract_runtime, open_chain
 from node.errors import NodeError
+from node.explorer import mount as mount_explorer
 from node.liveness import FinalityProgress
 from node.metrics import NodeMetrics
 from node.network import Network
@@ -290,6 +291,8 @@ class Node:
             cors_origin=config.http.cors_origin,
             stream=self.stream,
         )
+        if config.http.explorer:
+            mount_explorer(self.app)
         self.admin_app = (
             None
             if config.http.admin_address is None

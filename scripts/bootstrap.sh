@@ -44,6 +44,13 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 if [ "$want_dev" -eq 1 ]; then
     .venv/bin/python -m pip install -q -e '.[dev]'
+    # The explorer's browser test drives Debian's chromium with Playwright (whose own
+    # browser download needs the internet).
+    if [ ! -x /usr/bin/chromium ]; then
+        echo "bootstrap: installing chromium from apt (the explorer's browser test)" >&2
+        as_root apt-get update -qq
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    fi
 else
     .venv/bin/python -m pip install -q -e .
 fi

@@ -182,6 +182,11 @@ class HttpConfig:
     cors_origin: str = text(
         "access-control-allow-origin", "", "CORS origin of the public RPC ('' for none)"
     )
+    explorer: bool = on_off(
+        "http-explorer",
+        True,
+        "serve the explorer page at /explorer/ on the public RPC (it reads only the public RPC)",
+    )
 
     @property
     def host(self) -> str:

@@ -69,3 +69,52 @@ def test_a_crashing_part_stops_the_node_and_releases_its_data_dir(
         assert chain.head.num == 0
     finally:
         chain.store.close()
+
+
+@pytest.mark.parametrize(("option", "status"), [(None, 200), ("on", 200), ("off", 404)])
+def test_the_public_listener_serves_the_explorer_unless_turned_off(
+    tmp_path: Path, option: str | None, status: int
+) -> None:
+    """``http-explorer`` is on by default: the node's public RPC answers /explorer/ with the
+    page; ``off`` leaves the route out (404)."""
+    assert main(["genesis", "new", "--producers", "1", "--out", str(tmp_path / "g")]) == 0
+    data = tmp_path / "node"
+    assert main(["init", "--genesis", str(tmp_path / "g" / "genesis.json"),
+                 "--data-dir", str(data)]) == 0  # fmt: skip
+    http_port = free_port()
+    ns = argparse.Namespace(
+        config=None,
+        data_dir=str(data),
+        http_server_address=f"127.0.0.1:{http_port}",
+        admin_http_server_address="",
+        p2p_listen_endpoint="",
+        rdma="off",
+    )
+    if option is not None:
+        ns.http_explorer = option
+    config = load_config(ns)
+
+    async def fetch() -> int:
+        reader, writer = await asyncio.open_connection("127.0.0.1", http_port)
+        writer.write(b"GET /explorer/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        status_line = await reader.readline()
+        writer.close()
+        return int(status_line.split()[1])
+
+    async def serving() -> bool:
+        try:
+            await fetch()
+        except OSError:
+            return False
+        return True
+
+    async def run() -> int:
+        node = Node(config)
+        async with asyncio.timeout(20), asyncio.TaskGroup() as tasks:
+            running = tasks.create_task(node.run())
+            await until(serving, "the node serving its RPC", 10)
+            answer = await fetch()
+            running.cancel()
+        return answer
+
+    assert asyncio.run(run()) == status
