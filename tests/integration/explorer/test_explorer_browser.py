@@ -79,17 +79,20 @@ def _push(node: NodeProcess, keys: dict[str, Any], action: Action, signer: str) 
 @pytest.fixture
 def chain(nodes: Nodes) -> Iterator[tuple[NodeProcess, dict[str, Any]]]:
     """A one-producer devnet with the kv contract and its rows at CONTRACT, then a transfer
-    from alice to carol (its answer)."""
+    from alice to carol (its answer, with the last row's transaction id as ``put_id``)."""
     node = nodes.devnet(producers=1).start(wait_head=2)
     keys = dev_keys(node.data_dir)
     code = SetCode(AccountName(CONTRACT), kv_contract.wasm(), kv_contract.ABI)
     _push(node, keys, code, CONTRACT)
     abi = parse_abi(kv_contract.ABI)
+    put: dict[str, Any] = {}
     for id_, owner, amount in ROWS:
         data = abi.encode_action("put", {"id": id_, "owner": owner, "amount": amount})
-        _push(node, keys, Call(AccountName(CONTRACT), "put", (AccountName("bob"),), data), "bob")
+        call = Call(AccountName(CONTRACT), "put", (AccountName("bob"),), data)
+        put = _push(node, keys, call, "bob")
     transfer = Transfer(AccountName("alice"), AccountName("carol"), 12_345, "explorer test")
-    yield node, _push(node, keys, transfer, "alice")
+    sent = _push(node, keys, transfer, "alice")
+    yield node, sent | {"put_id": put["transaction_id"]}
 
 
 def test_a_person_follows_the_chain_a_transfer_and_a_contract_in_the_explorer(
@@ -157,9 +160,11 @@ def _look(expect: Any, page: Any, node: NodeProcess, sent: dict[str, Any]) -> No
     balance = node.rpc("/v1/chain/get_account", {"account_name": "carol"})
     expect(page.locator("#balance")).to_have_text(balance["core_liquid_balance"])
 
-    search.fill(str(block_num))
-    search.press("Enter")
-    expect(page.get_by_role("heading", name=f"Block #{block_num}")).to_be_visible()
+    block_id = node.rpc("/v1/chain/get_block", {"block_num_or_id": block_num - 1})["id"]
+    for query, number in ((str(block_num), block_num), (block_id, block_num - 1)):
+        search.fill(query)
+        search.press("Enter")
+        expect(page.get_by_role("heading", name=f"Block #{number}")).to_be_visible()
 
     page.get_by_role("link", name="Contracts").click()
     page.get_by_label("Account").fill(CONTRACT)
@@ -170,6 +175,15 @@ def _look(expect: Any, page: Any, node: NodeProcess, sent: dict[str, Any]) -> No
     rows = page.locator("#rows-kv tbody tr")
     expect(rows).to_have_count(len(ROWS), timeout=WAIT_MS)
     expect(rows.nth(1)).to_contain_text("70")
+
+    search.fill(sent["put_id"])
+    search.press("Enter")
+    expect(page.get_by_role("heading", name=f"1. {CONTRACT}.put by bob")).to_be_visible()
+    owner, amount = ROWS[-1][1], ROWS[-1][2]
+    traced = page.locator(".action")
+    expect(traced).to_contain_text(f'"owner": "{owner}"', timeout=WAIT_MS)
+    expect(traced).to_contain_text(f'"amount": {amount}')
+    expect(traced.get_by_role("heading", name="stored")).to_be_visible()
 
     page.get_by_role("link", name="Peers and sync").click()
     sync = node.rpc("/v1/node/sync")

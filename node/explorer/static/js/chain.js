@@ -1,5 +1,5 @@
 // A block and a transaction, as get_block and get_transaction answer them.
-import { call } from "./rpc.js";
+import { actionsOf, call } from "./rpc.js";
 import { accountLink, blockLink, fields, h, json, section, table, txLink, when } from "./dom.js";
 
 export async function block(main, numOrId) {
@@ -39,8 +39,16 @@ export function summary(a) {
 
 export async function transaction(main, id) {
   const t = await call("/v1/chain/get_transaction", { id });
-  const actions = t.actions.map((a, i) =>
-    h("div", {}, h("h3", {}, `${i + 1}. ${summary(a)}`), json(shorten(a.data))));
+  const traced = t.block_num ? await actionsOf(t.block_num).catch(() => null) : null;
+  const mine = (traced || []).filter((a) => a.tx_id === t.id);
+  const actions = t.actions.map((a, i) => {
+    const trace = mine.find((x) => x.index === i && x.depth === 0);
+    const notified = mine.filter((x) => x.index === i && x.depth > 0);
+    return h("div", { class: "action" },
+      h("h3", {}, `${i + 1}. ${summary(a)}`),
+      trace && a.action === "call" ? decoded(trace) : json(shorten(a.data)),
+      notified.length ? h("p", {}, "Notified: ", notified.map((x) => x.receiver).join(", ")) : null);
+  });
   main.replaceChildren(
     h("h1", {}, "Transaction"),
     section("Summary", fields([
@@ -53,6 +61,16 @@ export async function transaction(main, id) {
     ])),
     section(`Actions (${t.actions.length})`, actions),
   );
+}
+
+// A contract call as the node's actions stream decodes it by the contract's ABI.
+function decoded(trace) {
+  const events = trace.events || [];
+  return fields([
+    ["Arguments", trace.data === null ? h("code", {}, trace.hex) : json(trace.data)],
+    ["Console", trace.console ? h("pre", {}, trace.console) : null],
+    ["Events", events.length ? events.map((e) => [h("h4", {}, e.name), json(e.data ?? e.hex)]) : null],
+  ]);
 }
 
 // Contract code in a setcode is long hex: its length says more than its bytes.

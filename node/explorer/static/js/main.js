@@ -37,7 +37,8 @@ async function route(focus) {
       const update = await render(...match.slice(1));
       if (turn === shown && typeof update === "function") onChange(update);
     } catch (err) {
-      if (turn === shown) main.replaceChildren(h("h1", {}, `${title}: not shown`), problem(err));
+      const what = err.status === 404 ? "not found" : "not shown";
+      if (turn === shown) main.replaceChildren(h("h1", {}, `${title} ${what}`), problem(err));
     }
     if (focus && turn === shown) main.focus();
     return;

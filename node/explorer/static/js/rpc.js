@@ -56,3 +56,32 @@ export function follow(cursor, onFrame, onState) {
     socket.close();
   };
 }
+
+// The actions of block `num` as the node's `actions` stream gives them: contract arguments
+// and events decoded by the contract's ABI, and each action's console. The stream is
+// opened from the block before and closed after the first frame; null if it does not come
+// within `ms` (the page then shows the transaction as get_transaction has it).
+export async function actionsOf(num, ms = 5000) {
+  if (num < 2) return null;
+  const before = await call("/v1/chain/get_block", { block_num_or_id: num - 1 });
+  return new Promise((resolve) => {
+    const url = new URL("v1/chain/stream", root());
+    url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+    const socket = new WebSocket(url);
+    const done = (value) => {
+      clearTimeout(timer);
+      socket.close();
+      resolve(value);
+    };
+    const timer = setTimeout(() => done(null), ms);
+    socket.onopen = () => socket.send(JSON.stringify({
+      type: "subscribe", stream: "actions", cursor: { num: before.block_num, id: before.id },
+    }));
+    socket.onmessage = (message) => {
+      const frame = JSON.parse(message.data);
+      if (frame.type === "actions") done(frame.block.num === num ? frame.actions : []);
+      else if (frame.type !== "subscribed") done(null);
+    };
+    socket.onerror = () => done(null);
+  });
+}
