@@ -45,11 +45,13 @@ fi
 if [ "$want_dev" -eq 1 ]; then
     .venv/bin/python -m pip install -q -e '.[dev]'
     # The explorer's browser test drives Debian's chromium with Playwright (whose own
-    # browser download needs the internet).
+    # browser download needs the internet). Where apt has no such package the test skips
+    # (and fails under CI, which must run it).
     if [ ! -x /usr/bin/chromium ]; then
         echo "bootstrap: installing chromium from apt (the explorer's browser test)" >&2
         as_root apt-get update -qq
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null ||
+            echo "bootstrap: no chromium from apt; the explorer's browser test will skip" >&2
     fi
 else
     .venv/bin/python -m pip install -q -e .
