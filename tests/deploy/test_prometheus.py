@@ -4,9 +4,12 @@ healthy one), and every metric a rule reads is one a running node serves."""
 
 from __future__ import annotations
 
+import shlex
+
 import yaml
 
-from tests.deploy.promql import DEPLOY, metrics_read, promtool
+from tests.deploy.promql import DEPLOY, ROOT, metrics_read, promtool
+from tests.scripts.test_readme_commands import commands
 from tests.support import live_node
 
 PROMETHEUS = DEPLOY / "prometheus"
@@ -65,3 +68,14 @@ def test_prometheus_scrapes_the_four_producers_of_the_compose_file() -> None:
     producers = {name for name in compose["services"] if name.startswith("producer")}
     assert targets == {f"{name}:8888" for name in producers} and len(targets) == 4
     assert job.get("metrics_path", "/metrics") == "/metrics"
+
+
+def test_the_promtool_commands_the_readme_shows_pass() -> None:
+    """Each ``promtool`` line of the README's and docs' sh blocks, run as written from the
+    repository root, succeeds."""
+    lines = [line for _, line in commands() if line.startswith("promtool ")]
+    assert len(lines) >= 2
+    for line in lines:
+        args = shlex.split(line, comments=True)[1:]
+        done = promtool(*[str(ROOT / a) if a.startswith("deploy/") else a for a in args])
+        assert done.returncode == 0, f"{line}: {done.stdout}{done.stderr}"
