@@ -100,9 +100,10 @@ Observe = Callable[[str, int, float], None]
 def _endpoint(
     path: str, route: Route, limits: HttpLimits, observe: Observe | None = None
 ) -> RequestHandler:
-    if observe is None:
-        return _answer(route, limits)
+    """The handler of ``route``; with ``observe``, told of each answer's status and time."""
     answer = _answer(route, limits)
+    if observe is None:
+        return answer
 
     async def handle(request: web.Request) -> web.Response:
         started = time.monotonic()

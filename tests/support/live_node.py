@@ -32,20 +32,20 @@ class Scrape:
     chain_id: str  # get_info's chain_id
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
 async def _run(data: Path, signature_provider: str) -> Scrape:
-    http_port = _free_port()
+    http_port = free_port()
     ns = argparse.Namespace(
         config=None,
         data_dir=str(data),
         http_server_address=f"127.0.0.1:{http_port}",
-        admin_http_server_address=f"127.0.0.1:{_free_port()}",
-        p2p_listen_endpoint=f"127.0.0.1:{_free_port()}",
+        admin_http_server_address=f"127.0.0.1:{free_port()}",
+        p2p_listen_endpoint=f"127.0.0.1:{free_port()}",
         producer_name=["producera"],
         signature_provider=[signature_provider],
         rdma="off",
