@@ -168,6 +168,7 @@ class Node:
         gc.set_threshold(*GC_THRESHOLDS)
         self.metrics = NodeMetrics()
         contracts = self._build_chain(config, opened)
+        self.metrics.build_info(self.runner.view.chain_id.hex())
         self._build_network(config, contracts)
         writer = SnapshotWriter(self.runner, config.data_dir / "snapshots")
         self._build_rpc(config, writer)

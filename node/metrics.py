@@ -2,7 +2,25 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+import importlib.metadata
+import platform
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from chain.core.execution import engine
 from chain.core.primitives.params import slot_start_s
@@ -12,9 +30,41 @@ from p2p.blocksync.manager import Stage
 from p2p.statesync.fetch import StateSyncStatus
 
 
+def version() -> str:
+    """The installed distribution's version (``bor-node --version`` says the same)."""
+    try:
+        return importlib.metadata.version("bor")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class ThreadsCollector(Collector):
+    """``process_threads``: the process's OS threads (the chain thread, the signature and
+    RPC workers, LevelDB's), which prometheus_client's process collector leaves out."""
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        threads = threading.active_count()  # where /proc is missing: Python's threads only
+        try:
+            for line in Path("/proc/self/status").read_text().splitlines():
+                if line.startswith("Threads:"):
+                    threads = int(line.split()[1])
+        except OSError:
+            pass
+        yield GaugeMetricFamily("process_threads", "OS threads of the process", value=threads)
+
+
 class NodeMetrics:
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
+        # The process (memory, CPU, fds and their limit, start time), Python (its version,
+        # the GC's collections and objects collected) and threads: the collectors
+        # prometheus_client registers on its global registry, on this node's own.
+        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR, ThreadsCollector()):
+            r.register(collector)
+        self._build_info = Info(
+            "bor_build", "The node's version, chain and Python (value 1)", registry=r
+        )
+        self.build_info("")
         self._chain_metrics(r)
         self._rpc_metrics(r)
         self._production_metrics(r)
@@ -61,6 +111,19 @@ class NodeMetrics:
         )
         self.rpc_reads_refused = Counter(
             "bor_rpc_reads_refused", "RPC reads refused (503) while too many waited", registry=r
+        )
+        self.rpc_requests = Counter(
+            "bor_rpc_requests",
+            "Calls the public RPC's routes answered, by route and HTTP status",
+            ["route", "status"],
+            registry=r,
+        )
+        self.rpc_seconds = Histogram(
+            "bor_rpc_request_seconds",
+            "Time to answer a public RPC route's call (body read to answer made)",
+            ["route"],
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0),
+            registry=r,
         )
         self.rpc_push_batches = Counter(
             "bor_rpc_push_batches", "push_transactions requests (batches) taken", registry=r
@@ -212,6 +275,17 @@ class NodeMetrics:
         # The fetcher counts bans itself; the counter goes up by what it counted since the
         # last scrape.
         self._banned_seen: dict[str, int] = {}
+
+    def observe_rpc(self, route: str, status: int, seconds: float) -> None:
+        """Count one answered call of ``route`` and its time."""
+        self.rpc_requests.labels(route, str(status)).inc()
+        self.rpc_seconds.labels(route).observe(seconds)
+
+    def build_info(self, chain_id: str) -> None:
+        """Set ``bor_build_info{version, chain_id, python}`` once the chain is open."""
+        self._build_info.info(
+            {"version": version(), "chain_id": chain_id, "python": platform.python_version()}
+        )
 
     def observe_network(self, status: NetworkStatus | None) -> None:
         """Take what the network publishes (``Network.observed``)."""

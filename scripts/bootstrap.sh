@@ -57,6 +57,18 @@ else
     .venv/bin/python -m pip install -q -e .
 fi
 
+# promtool, which checks the alert rules and the dashboard's queries (tests/deploy): taken
+# out of Debian's prometheus package into .venv/bin, so that no Prometheus server is
+# installed or started here. Only where promtool is missing.
+if [ "$want_dev" -eq 1 ] && ! command -v promtool >/dev/null 2>&1 && [ ! -x .venv/bin/promtool ]; then
+    echo "bootstrap: extracting promtool from apt's prometheus package" >&2
+    as_root apt-get update -qq
+    deb_dir=$(mktemp -d) && chmod a+rwx "$deb_dir"  # apt downloads as _apt
+    (cd "$deb_dir" && apt-get download -qq prometheus && dpkg-deb -x prometheus_*.deb root)
+    cp "$deb_dir/root/usr/bin/promtool" .venv/bin/promtool
+    rm -rf "$deb_dir"
+fi
+
 # The contract toolchain (bor-contract build): node and npm from apt when missing, then the
 # AssemblyScript compiler pinned in contracts/sdk/package-lock.json.
 if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then

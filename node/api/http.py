@@ -93,7 +93,28 @@ async def _read_body(request: web.Request, timeout_s: float, whole: bool = False
     return body
 
 
-def _endpoint(route: Route, limits: HttpLimits) -> RequestHandler:
+# What a listener reports of each answered call: its route, its status and its seconds.
+Observe = Callable[[str, int, float], None]
+
+
+def _endpoint(
+    path: str, route: Route, limits: HttpLimits, observe: Observe | None = None
+) -> RequestHandler:
+    """The handler of ``route``; with ``observe``, told of each answer's status and time."""
+    answer = _answer(route, limits)
+    if observe is None:
+        return answer
+
+    async def handle(request: web.Request) -> web.Response:
+        started = time.monotonic()
+        response = await answer(request)
+        observe(path, response.status, time.monotonic() - started)
+        return response
+
+    return handle
+
+
+def _answer(route: Route, limits: HttpLimits) -> RequestHandler:
     async def handle(request: web.Request) -> web.Response:
         try:
             if route.body is None:
@@ -266,13 +287,14 @@ def _application(
     same_site: bool = False,
     sockets: Mapping[str, Handler] | None = None,
     description: str = "",
+    observe: Observe | None = None,
 ) -> web.Application:
     """An application serving ``routes`` and ``documents`` (path -> description, handler),
     and the OpenAPI document of both at /openapi.json; ``sockets``: websockets (path ->
     handler), described by ``description`` rather than as operations; ``cors_origin``: the
     Access-Control-Allow-Origin of every answer ('' for none); ``token``: a bearer token
     every request must carry ('' for none); ``same_site``: refuse requests a page of another
-    site may have sent (``_same_site``)."""
+    site may have sent (``_same_site``); ``observe``: told of each call a route answered."""
     middlewares: list[Middleware] = [_errors_as_json]
     if same_site:
         middlewares.append(_same_site(bool(token)))
@@ -303,7 +325,7 @@ def _application(
 
     getters = {path: get for path, (_, get) in documents.items()} | {"/openapi.json": get_openapi}
     for path, route in routes.items():
-        handler = _endpoint(route, limits)
+        handler = _endpoint(path, route, limits, observe)
         for method in served_methods(route):
             app.router.add_route(method, path, handler)
     for path, get in getters.items():
@@ -345,6 +367,7 @@ def make_app(
     runner's view). A scrape within ``metrics_ttl_s`` of the last one gets the same text.
     ``cors_origin``: sent as Access-Control-Allow-Origin ('' sends none)."""
     rendered = (-1e9, b"")  # time.monotonic() of the last render, its text
+    observe = metrics.observe_rpc
 
     async def get_metrics(request: web.Request) -> web.Response:
         nonlocal rendered
@@ -364,7 +387,9 @@ def make_app(
     text = Document("Prometheus metrics", "text/plain", {"type": "string"})
     documents = {"/metrics": (text, get_metrics)}
     if stream is None:
-        return _application(public, documents, limits, "BoR node RPC", cors_origin=cors_origin)
+        return _application(
+            public, documents, limits, "BoR node RPC", cors_origin=cors_origin, observe=observe
+        )
     asyncapi = asyncapi_document(SERVER_VERSION)
 
     async def get_asyncapi(request: web.Request) -> web.Response:
@@ -385,6 +410,7 @@ def make_app(
         cors_origin=cors_origin,
         sockets={STREAM_PATH: stream.handle},
         description=description,
+        observe=observe,
     )
     app.on_shutdown.append(stream.shutdown)
     return app

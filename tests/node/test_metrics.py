@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import platform
+import re
+import time
+
 from chain.core.execution import engine
 from node.metrics import NodeMetrics
 from node.network import NetworkStatus, PeerTraffic
 from p2p.blocksync.manager import Stage, SyncStatus
 from p2p.statesync.fetch import StateSyncStatus
 from p2p.transport.channel import ChannelStats
+from tests.support import live_node
 
 
 def _sample(metrics: NodeMetrics, name: str, **labels: str) -> float | None:
@@ -80,3 +86,52 @@ def test_the_executor_is_a_label_of_bor_executor_info() -> None:
         assert _sample(NodeMetrics(), "bor_executor_info", executor=expected) == 1
     finally:
         engine.select(was)
+
+
+def _value(text: str, name: str) -> float:
+    """The value of the one unlabelled sample ``name`` in a /metrics text."""
+    values = [float(line.split()[1]) for line in text.splitlines() if line.split(" ")[0] == name]
+    assert len(values) == 1, f"{name} once in /metrics"
+    return values[0]
+
+
+def test_a_running_nodes_metrics_carry_its_process_and_build() -> None:
+    """A real node's /metrics has the process's memory, CPU, fds and their limit, threads and
+    start time, Python's GC counts, and bor_build_info naming the version, the node's own
+    chain id and this Python, with values a live process has (an operator's dashboard and
+    alerts read these)."""
+    served = live_node.scrape()
+    text = served.metrics
+    assert _value(text, "process_resident_memory_bytes") > 10 << 20
+    assert _value(text, "process_virtual_memory_bytes") >= _value(
+        text, "process_resident_memory_bytes"
+    )
+    assert _value(text, "process_cpu_seconds_total") > 0
+    assert 0 < _value(text, "process_open_fds") < _value(text, "process_max_fds")
+    assert _value(text, "process_threads") >= 2  # the event loop's and the chain thread
+    assert 0 < time.time() - _value(text, "process_start_time_seconds") < 3600
+    assert re.search(r'^python_gc_collections_total\{generation="0"\} [1-9]', text, re.M)
+    assert re.search(r'^python_gc_objects_collected_total\{generation="0"\} ', text, re.M)
+    build = re.findall(r"^bor_build_info\{(.*)\} 1\.0$", text, re.M)
+    assert len(build) == 1
+    labels = dict(re.findall(r'(\w+)="([^"]*)"', build[0]))
+    assert labels == {
+        "chain_id": served.chain_id,
+        "python": platform.python_version(),
+        "version": importlib.metadata.version("bor"),
+    }
+    assert len(served.chain_id) == 64
+
+
+def test_rpc_calls_are_counted_by_route_and_status_with_their_time() -> None:
+    """observe_rpc counts a call under its route and status and adds its seconds to the
+    route's latency histogram (the dashboard's RPC rate, refusals and latency)."""
+    metrics = NodeMetrics()
+    metrics.observe_rpc("/v1/chain/get_info", 200, 0.002)
+    metrics.observe_rpc("/v1/chain/get_info", 503, 0.0005)
+    route = "/v1/chain/get_info"
+    assert _sample(metrics, "bor_rpc_requests_total", route=route, status="200") == 1
+    assert _sample(metrics, "bor_rpc_requests_total", route=route, status="503") == 1
+    assert _sample(metrics, "bor_rpc_request_seconds_count", route=route) == 2
+    assert _sample(metrics, "bor_rpc_request_seconds_bucket", route=route, le="0.001") == 1
+    assert "bor_rpc_requests_total" in live_node.metric_names(live_node.scrape().metrics)
