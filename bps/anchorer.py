@@ -93,7 +93,12 @@ class Anchorer:
         if part.broker != self.broker:
             await self.client.contract("bps").push(
                 "assign",
-                {"tenant": topic.tenant, "topic": topic.name, "partition": p, "broker": self.broker},
+                {
+                    "tenant": topic.tenant,
+                    "topic": topic.name,
+                    "partition": p,
+                    "broker": self.broker,
+                },
                 self.broker,
             )
             log.info("took over %s/%s:%d from %s", topic.tenant, topic.name, p, part.broker)
@@ -119,7 +124,7 @@ class Anchorer:
                     break
             if state.leaves:
                 await self.push(state)
-        except (BpsError, ClientError, OSError, asyncio.TimeoutError) as err:
+        except (TimeoutError, BpsError, ClientError, OSError) as err:
             log.warning("anchor of %s:%d failed, reading the chain again: %s", topic.name, p, err)
             if state is not None:
                 await state.reader.close()
@@ -128,7 +133,9 @@ class Anchorer:
     async def push(self, state: Partition) -> None:
         first, last = state.last + 1, state.last + len(state.leaves)
         root = merkle.root(state.leaves)
-        digest = merkle.anchor_digest(state.topic.id, state.partition, first, last, root, state.head)
+        digest = merkle.anchor_digest(
+            state.topic.id, state.partition, first, last, root, state.head
+        )
         await self.client.contract("bps").push(
             "anchor",
             {

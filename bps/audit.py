@@ -22,8 +22,13 @@ PAGE = 500
 async def anchors_of(client: AsyncClient, topic_id: int) -> AsyncIterator[dict[str, Any]]:
     """The topic's anchors in index order (by topic id, then primary key: oldest first)."""
     query = RowsQuery(
-        CONTRACT, "anchors", CONTRACT, lower_bound=topic_id, upper_bound=topic_id,
-        secondary=True, limit=PAGE,
+        CONTRACT,
+        "anchors",
+        CONTRACT,
+        lower_bound=topic_id,
+        upper_bound=topic_id,
+        secondary=True,
+        limit=PAGE,
     )
     while True:
         page = await client.get_table_rows(query)
@@ -33,8 +38,13 @@ async def anchors_of(client: AsyncClient, topic_id: int) -> AsyncIterator[dict[s
         if not page.more or not page.next_key:
             return
         query = RowsQuery(
-            CONTRACT, "anchors", CONTRACT, lower_bound=page.next_key, upper_bound=topic_id,
-            secondary=True, limit=PAGE,
+            CONTRACT,
+            "anchors",
+            CONTRACT,
+            lower_bound=page.next_key,
+            upper_bound=topic_id,
+            secondary=True,
+            limit=PAGE,
         )
 
 
@@ -49,16 +59,21 @@ async def anchor_for(
 
 async def anchor_by_id(client: AsyncClient, anchor_id: int) -> dict[str, Any] | None:
     page = await client.get_table_rows(
-        RowsQuery(CONTRACT, "anchors", CONTRACT, lower_bound=anchor_id, upper_bound=anchor_id,
-                  limit=1)
+        RowsQuery(
+            CONTRACT, "anchors", CONTRACT, lower_bound=anchor_id, upper_bound=anchor_id, limit=1
+        )
     )
     return page.rows[0] if page.rows else None
 
 
 def digest_of(row: dict[str, Any]) -> bytes:
     return merkle.anchor_digest(
-        int(row["topic"]), int(row["partition"]), int(row["first"]), int(row["last"]),
-        bytes.fromhex(row["root"]), bytes.fromhex(row["prev"]),
+        int(row["topic"]),
+        int(row["partition"]),
+        int(row["first"]),
+        int(row["last"]),
+        bytes.fromhex(row["root"]),
+        bytes.fromhex(row["prev"]),
     )
 
 
@@ -101,7 +116,11 @@ async def audit(client: AsyncClient, topic: Topic) -> Audit:
 
 
 async def verify(
-    client: AsyncClient, topic: Topic, partition: int, offset: int, payload: bytes,
+    client: AsyncClient,
+    topic: Topic,
+    partition: int,
+    offset: int,
+    payload: bytes,
     proof: dict[str, Any],
 ) -> dict[str, Any]:
     """``payload`` at ``offset`` is what the anchor in an irreversible block committed to;

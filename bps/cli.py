@@ -15,7 +15,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from bor_client import ClientError, Client, Signer
+from bor_client import Client, ClientError, Signer
 from bps.client import BpsClient
 from bps.deploy import DESCRIPTION, Deployment
 from bps.directory import CONTRACT, RIGHTS
@@ -73,18 +73,32 @@ def cmd_member(args: argparse.Namespace) -> None:
 
 
 def cmd_topic(args: argparse.Namespace) -> None:
-    contract_push(args, "createtopic", {
-        "tenant": args.tenant, "topic": args.topic, "partitions": args.partitions,
-        "replicas": args.replicas, "retention_s": args.retention_s,
-    })
+    contract_push(
+        args,
+        "createtopic",
+        {
+            "tenant": args.tenant,
+            "topic": args.topic,
+            "partitions": args.partitions,
+            "replicas": args.replicas,
+            "retention_s": args.retention_s,
+        },
+    )
 
 
 def cmd_grant(args: argparse.Namespace) -> None:
     expires = (time.time_ns() // 1000 + args.expires_in * 1_000_000) if args.expires_in else 0
-    contract_push(args, "grant", {
-        "tenant": args.tenant, "principal": args.principal, "pattern": args.pattern,
-        "rights": rights_of(args.rights), "expires": expires,
-    })
+    contract_push(
+        args,
+        "grant",
+        {
+            "tenant": args.tenant,
+            "principal": args.principal,
+            "pattern": args.pattern,
+            "rights": rights_of(args.rights),
+            "expires": expires,
+        },
+    )
 
 
 def cmd_revoke(args: argparse.Namespace) -> None:
@@ -96,7 +110,9 @@ def cmd_acls(args: argparse.Namespace) -> None:
         print(json.dumps(row))
 
 
-async def _with_client(args: argparse.Namespace, work: Callable[[BpsClient], Coroutine[Any, Any, int]]) -> int:
+async def _with_client(
+    args: argparse.Namespace, work: Callable[[BpsClient], Coroutine[Any, Any, int]]
+) -> int:
     async with BpsClient(node_url(args), args.account, user_key(args)) as client:
         return await work(client)
 
@@ -104,7 +120,10 @@ async def _with_client(args: argparse.Namespace, work: Callable[[BpsClient], Cor
 async def _produce(args: argparse.Namespace, client: BpsClient) -> int:
     lines = args.message or [line.rstrip("\n") for line in sys.stdin]
     offsets = await client.produce(
-        args.tenant, args.topic, [m.encode() for m in lines], args.partition,
+        args.tenant,
+        args.topic,
+        [m.encode() for m in lines],
+        args.partition,
         args.key.encode() if args.key else None,
     )
     for offset in offsets:
@@ -113,21 +132,28 @@ async def _produce(args: argparse.Namespace, client: BpsClient) -> int:
 
 
 async def _consume(args: argparse.Namespace, client: BpsClient) -> int:
-    messages = await client.consume(args.tenant, args.topic, args.partition, args.group, args.max,
-                                    args.wait_ms)
+    messages = await client.consume(
+        args.tenant, args.topic, args.partition, args.group, args.max, args.wait_ms
+    )
     for m in messages:
         print(f"{m.offset}\t{m.payload.decode(errors='replace')}")
     if messages and not args.no_commit:
-        await client.commit(args.tenant, args.topic, args.partition, args.group, messages[-1].offset)
+        await client.commit(
+            args.tenant, args.topic, args.partition, args.group, messages[-1].offset
+        )
     return 0
 
 
 async def _audit(args: argparse.Namespace, client: BpsClient) -> int:
     report = await client.audit(args.tenant, args.topic)
     summary = {
-        "topic": f"{args.tenant}/{args.topic}", "id": report.topic.id, "anchors": report.anchors,
+        "topic": f"{args.tenant}/{args.topic}",
+        "id": report.topic.id,
+        "anchors": report.anchors,
         "covered": {str(p): last for p, last in sorted(report.covered.items())},
-        "not_irreversible": report.pending, "problems": report.problems, "ok": report.ok,
+        "not_irreversible": report.pending,
+        "problems": report.problems,
+        "ok": report.ok,
     }
     print(json.dumps(summary))
     return 0 if report.ok else 3
@@ -140,8 +166,10 @@ async def _verify(args: argparse.Namespace, client: BpsClient) -> int:
     except Tampered as err:
         print(f"NOT VERIFIED: {err}", file=sys.stderr)
         return 3
-    print(f"verified: offset {args.offset} is in anchor {found['anchor']} "
-          f"(offsets {found['first']}-{found['last']}, irreversible block {found['block']})")
+    print(
+        f"verified: offset {args.offset} is in anchor {found['anchor']} "
+        f"(offsets {found['first']}-{found['last']}, irreversible block {found['block']})"
+    )
     return 0
 
 
@@ -157,20 +185,26 @@ def cmd_up(args: argparse.Namespace) -> None:
     up(Path(args.dir), args.brokers, args.first_port)
 
 
-def _async(fn: Callable[[argparse.Namespace, BpsClient], Coroutine[Any, Any, int]]) -> Callable[[argparse.Namespace], int]:
+def _async(
+    fn: Callable[[argparse.Namespace, BpsClient], Coroutine[Any, Any, int]],
+) -> Callable[[argparse.Namespace], int]:
     return lambda args: asyncio.run(_with_client(args, lambda c: fn(args, c)))
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bor-bps", description=__doc__.splitlines()[0])
-    p.add_argument("--node", help=f"the node's RPC (default: the deployment's, else {DEFAULT_NODE})")
+    p.add_argument(
+        "--node", help=f"the node's RPC (default: the deployment's, else {DEFAULT_NODE})"
+    )
     p.add_argument("--dir", default="bps-data", help="the local deployment's directory")
     p.add_argument("--account", help="who acts")
     p.add_argument("--keys", help="a JSON file of account -> private key (a devnet's keys.json)")
     p.add_argument("--key-file", help="a file holding the account's private key")
     sub = p.add_subparsers(dest="command", required=True)
 
-    def add(name: str, fn: Callable[[argparse.Namespace], Any], help_: str) -> argparse.ArgumentParser:
+    def add(
+        name: str, fn: Callable[[argparse.Namespace], Any], help_: str
+    ) -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help_)
         c.set_defaults(fn=fn)
         return c

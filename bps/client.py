@@ -50,14 +50,15 @@ class Connection:
     async def open(cls, url: str, account: str, key: PrivateKey) -> Connection:
         session = aiohttp.ClientSession()
         try:
-            ws = await session.ws_connect(
-                url, max_msg_size=protocol.MAX_FRAME, timeout=CONNECT_TIMEOUT_S, heartbeat=20
+            ws = await asyncio.wait_for(
+                session.ws_connect(url, max_msg_size=protocol.MAX_FRAME, heartbeat=20),
+                CONNECT_TIMEOUT_S,
             )
             challenge = protocol.unpack((await ws.receive(timeout=CONNECT_TIMEOUT_S)).data)
             digest = protocol.auth_digest(challenge["broker"], challenge["nonce"])
             await ws.send_bytes(protocol.pack({"account": account, "signature": key.sign(digest)}))
             welcome = protocol.unpack((await ws.receive(timeout=CONNECT_TIMEOUT_S)).data)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, TypeError, KeyError) as err:
+        except (TimeoutError, aiohttp.ClientError, OSError, TypeError, KeyError) as err:
             await session.close()
             raise Unavailable(f"{url}: {err or type(err).__name__}") from None
         if "error" in welcome:
@@ -71,7 +72,8 @@ class Connection:
                 if msg.type != aiohttp.WSMsgType.BINARY:
                     break
                 answer = protocol.unpack(msg.data)
-                future = self.waiting.pop(answer.get("id"), None)
+                request_id = answer.get("id")
+                future = self.waiting.pop(request_id, None) if type(request_id) is int else None
                 if future is not None and not future.done():
                     future.set_result(answer)
         finally:
@@ -187,7 +189,12 @@ class BpsClient:
         ids = list(msg_ids) if msg_ids is not None else [uuid.uuid4().hex for _ in payloads]
         offsets: list[int] = []
         for start in range(0, len(payloads), protocol.MAX_BATCH):
-            chunk = [[i, p] for i, p in zip(ids[start:], payloads[start : start + protocol.MAX_BATCH], strict=False)]
+            chunk = [
+                [i, p]
+                for i, p in zip(
+                    ids[start:], payloads[start : start + protocol.MAX_BATCH], strict=False
+                )
+            ]
             answer = await self.request(
                 "produce", tenant=tenant, topic=topic, partition=partition, messages=chunk
             )
@@ -195,10 +202,19 @@ class BpsClient:
         return offsets
 
     async def fetch(
-        self, tenant: str, topic: str, partition: int, start: int, limit: int = 100, wait_ms: int = 500
+        self,
+        tenant: str,
+        topic: str,
+        partition: int,
+        start: int,
+        limit: int = 100,
+        wait_ms: int = 500,
     ) -> list[Message]:
         answer = await self.request(
-            "fetch", tenant=tenant, topic=topic, partition=partition,
+            "fetch",
+            tenant=tenant,
+            topic=topic,
+            partition=partition,
             **{"from": start, "max": limit, "wait_ms": wait_ms},
         )
         return [Message(o, i, p) for o, i, p in answer["messages"]]
@@ -209,13 +225,20 @@ class BpsClient:
         )
         return int(answer["offset"])
 
-    async def commit(self, tenant: str, topic: str, partition: int, group: str, offset: int) -> None:
+    async def commit(
+        self, tenant: str, topic: str, partition: int, group: str, offset: int
+    ) -> None:
         await self.request(
             "commit", tenant=tenant, topic=topic, partition=partition, group=group, offset=offset
         )
 
     async def consume(
-        self, tenant: str, topic: str, partition: int, group: str, limit: int = 100,
+        self,
+        tenant: str,
+        topic: str,
+        partition: int,
+        group: str,
+        limit: int = 100,
         wait_ms: int = 500,
     ) -> list[Message]:
         """The messages after the group's committed offset (commit them once processed)."""

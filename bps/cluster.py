@@ -8,6 +8,7 @@ Routes between the servers carry their own password, so a stray process cannot j
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import shutil
@@ -56,9 +57,15 @@ class Secrets:
 
     def save(self, path: Path) -> None:
         path.touch(mode=0o600, exist_ok=True)
-        path.write_text(json.dumps(
-            {"user": self.user, "password": self.password, "route_password": self.route_password}
-        ))
+        path.write_text(
+            json.dumps(
+                {
+                    "user": self.user,
+                    "password": self.password,
+                    "route_password": self.route_password,
+                }
+            )
+        )
 
 
 def server_binary() -> str:
@@ -149,10 +156,8 @@ class Server:
 def _die_with_parent() -> None:
     import ctypes
 
-    try:
+    with contextlib.suppress(OSError):  # not Linux: the server outlives a killed broker
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def specs(names: list[str], first_port: int) -> list[ServerSpec]:
@@ -204,5 +209,3 @@ def _meta_leader(spec: ServerSpec) -> bool:
     except (OSError, ValueError):
         return False
     return bool(data.get("meta_cluster", {}).get("leader"))
-
-

@@ -57,9 +57,9 @@ class Deployment:
         Secrets.new().save(deployment.secrets_file)
         for b in brokers:
             write_private(deployment.key_file(b.name), PrivateKey.generate().to_text())
-        (root / DESCRIPTION).write_text(json.dumps(
-            {"node": node_url, "brokers": [asdict(b) for b in brokers]}, indent=2
-        ))
+        (root / DESCRIPTION).write_text(
+            json.dumps({"node": node_url, "brokers": [asdict(b) for b in brokers]}, indent=2)
+        )
         return deployment
 
     @classmethod
@@ -94,7 +94,9 @@ def install(
 ) -> None:
     """The ``bps`` account with the contract, initialised with governance as its admin, and
     every broker's account, registered with its sidecar's address and its key."""
-    signer = Signer([governor_key, contract_key, *(deployment.key(b.name) for b in deployment.brokers)])
+    signer = Signer(
+        [governor_key, contract_key, *(deployment.key(b.name) for b in deployment.brokers)]
+    )
     client = Client(deployment.node_url, signer)
     gov = account_name(GOVERNOR)
     client.push([NewAccount(gov, account_name("bps"), contract_key.public_key)])
@@ -116,7 +118,16 @@ def start_broker(deployment: Deployment, name: str, log: Path) -> subprocess.Pop
     kill it, its NATS server with it, as a crash would)."""
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "bps.cli", "broker", "--dir", str(deployment.root), "--name", name],
+            [
+                sys.executable,
+                "-m",
+                "bps.cli",
+                "--dir",
+                str(deployment.root),
+                "broker",
+                "--name",
+                name,
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,

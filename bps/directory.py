@@ -3,10 +3,9 @@ members, topics, partitions and ACLs, read from the ``bps`` contract's tables.
 
 ``allowed`` is the one place an ACL is evaluated off chain; it follows the contract's
 ``canaccess`` rule (a test runs both on the same entries): a tenant's owner has every right on
-its topics; anyone else needs an entry in the tenant's ACLs naming them, whose pattern covers
-the topic (the topic's name, a prefix ending in ``*``, or ``*``), whose rights include the one
-asked for, and which has not expired. ACLs live in the tenant's scope, so a tenant's owner can
-only ever grant on that tenant's own topics.
+its topics; a member has the union of the rights of its unexpired entries in the tenant's ACLs
+whose pattern covers the topic (its name, a prefix ending in ``*``, or ``*``); anyone else has
+none. ACLs live in the tenant's scope, so a tenant's owner can only grant on its own topics.
 """
 
 from __future__ import annotations
@@ -36,9 +35,10 @@ class Acl:
     rights: int
     expires: int  # microseconds since the epoch, 0: never
 
-    def covers(self, topic: str, right: int, now_us: int) -> bool:
-        if self.expires and self.expires <= now_us or not self.rights & right:
-            return False
+    def live(self, now_us: int) -> bool:
+        return self.expires == 0 or self.expires > now_us
+
+    def matches(self, topic: str) -> bool:
         p = self.pattern
         return p == "*" or p == topic or (p.endswith("*") and topic.startswith(p[:-1]))
 
@@ -71,13 +71,17 @@ class Tenant:
 
 
 def allowed(tenant: Tenant | None, principal: str, topic: str, right: int, now_us: int) -> bool:
-    if tenant is None:
+    if tenant is None or topic not in tenant.topics:
         return False
     if principal == tenant.owner:
         return True
-    return any(
-        a.principal == principal and a.covers(topic, right, now_us) for a in tenant.acls.values()
-    )
+    if principal not in tenant.members:
+        return False
+    held = 0
+    for acl in tenant.acls.values():
+        if acl.principal == principal and acl.live(now_us) and acl.matches(topic):
+            held |= acl.rights
+    return held & right == right
 
 
 def _bytes(value: Any) -> bytes:
@@ -123,18 +127,30 @@ class Directory:
         for row in await self.rows("members", name):
             tenant.members[row["account"]] = _bytes(row["enckey"])
         for row in await self.rows("acls", name):
-            acl = Acl(int(row["id"]), row["principal"], row["pattern"], int(row["rights"]),
-                      int(row["expires"]))
+            acl = Acl(
+                int(row["id"]),
+                row["principal"],
+                row["pattern"],
+                int(row["rights"]),
+                int(row["expires"]),
+            )
             tenant.acls[acl.id] = acl
         for row in await self.rows("topics", name):
-            topic = Topic(name, row["topic"], int(row["id"]), int(row["partitions"]),
-                          int(row["replicas"]), int(row["retention_s"]))
+            topic = Topic(
+                name,
+                row["topic"],
+                int(row["id"]),
+                int(row["partitions"]),
+                int(row["replicas"]),
+                int(row["retention_s"]),
+            )
             tenant.topics[topic.name] = topic
         return tenant
 
     async def parts(self, topic_id: int) -> dict[int, Part]:
         return {
-            int(r["partition"]): Part(int(r["partition"]), r["broker"], int(r["last"]),
-                                      bytes.fromhex(r["head"]))
+            int(r["partition"]): Part(
+                int(r["partition"]), r["broker"], int(r["last"]), bytes.fromhex(r["head"])
+            )
             for r in await self.rows("parts", topic_id)
         }

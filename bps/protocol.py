@@ -100,10 +100,8 @@ class Produce:
                 or not isinstance(item[1], bytes)
                 or len(item[1]) > MAX_MESSAGE
             ):
-                raise Refused(
-                    "bad_request",
-                    f"a message is [id (1 to {MAX_ID} characters), payload (<= {MAX_MESSAGE} bytes)]",
-                )
+                shape = f"[id (1 to {MAX_ID} characters), payload (<= {MAX_MESSAGE} bytes)]"
+                raise Refused("bad_request", f"a message is {shape}")
             out.append((item[0], item[1]))
         return cls(Place.of(frame), tuple(out))
 

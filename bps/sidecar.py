@@ -21,7 +21,7 @@ from bps.audit import anchor_for
 from bps.directory import CONSUME, PRODUCE, Directory, Topic
 from bps.errors import BpsError, Refused, Unavailable
 from bps.protocol import Commit, Fetch, Place, Produce, ProofRequest
-from bps.streams import Reader, Streams
+from bps.streams import Reader, Stored, Streams
 from chain.core.primitives.crypto import public_key_from_text, recover
 from chain.core.primitives.errors import BadSignature
 
@@ -50,7 +50,9 @@ class Session:
             raise Refused("not_found", f"no topic {place.tenant}/{place.topic}:{place.partition}")
         if not directory.allowed(self.account, place.tenant, place.topic, right, now_us()):
             what = "produce to" if right == PRODUCE else "consume from"
-            raise Refused("forbidden", f"{self.account} may not {what} {place.tenant}/{place.topic}")
+            raise Refused(
+                "forbidden", f"{self.account} may not {what} {place.tenant}/{place.topic}"
+            )
         return topic
 
     def reader(self, topic: Topic, partition: int) -> Reader:
@@ -62,7 +64,9 @@ class Session:
     async def produce(self, frame: dict[str, Any]) -> dict[str, Any]:
         request = Produce.of(frame)
         topic = self.topic(request.place, PRODUCE)
-        offsets = await self.sidecar.streams.publish(topic, request.place.partition, request.messages)
+        offsets = await self.sidecar.streams.publish(
+            topic, request.place.partition, request.messages
+        )
         return {"offsets": offsets}
 
     async def fetch(self, frame: dict[str, Any]) -> dict[str, Any]:
@@ -80,7 +84,9 @@ class Session:
     async def commit(self, frame: dict[str, Any]) -> dict[str, Any]:
         request = Commit.of(frame)
         self.topic(request.place, CONSUME)
-        await self.sidecar.streams.commit(self.offsets_key(request.place, request.group), request.offset)
+        await self.sidecar.streams.commit(
+            self.offsets_key(request.place, request.group), request.offset
+        )
         return {}
 
     async def committed(self, frame: dict[str, Any]) -> dict[str, Any]:
@@ -95,7 +101,9 @@ class Session:
         does not hold)."""
         request = ProofRequest.of(frame)
         topic = self.topic(request.place, CONSUME)
-        found = await anchor_for(self.sidecar.client, topic, request.place.partition, request.offset)
+        found = await anchor_for(
+            self.sidecar.client, topic, request.place.partition, request.offset
+        )
         if found is None:
             raise Refused("not_anchored", f"offset {request.offset} is not anchored yet")
         first, last = int(found["first"]), int(found["last"])
@@ -103,7 +111,7 @@ class Session:
             raise Refused("too_large", "the anchor spans too many messages")
         reader = Reader(self.sidecar.streams.js, topic.id, request.place.partition)
         try:
-            stored = []
+            stored: list[Stored] = []
             while len(stored) < last - first + 1:
                 got = await reader.read(first + len(stored), protocol.MAX_BATCH, 1.0)
                 if not got:
@@ -182,10 +190,12 @@ class Sidecar:
 
     async def authenticate(self, ws: web.WebSocketResponse) -> str:
         nonce = secrets.token_bytes(32)
-        await ws.send_bytes(protocol.pack({"op": "challenge", "broker": self.broker, "nonce": nonce}))
+        await ws.send_bytes(
+            protocol.pack({"op": "challenge", "broker": self.broker, "nonce": nonce})
+        )
         try:
             msg = await ws.receive(timeout=HELLO_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise Refused("unauthenticated", "no hello in time") from None
         if msg.type != WSMsgType.BINARY:
             raise Refused("unauthenticated", "hello is a binary frame")

@@ -9,6 +9,7 @@ after a broker died is not stored twice (JetStream's de-duplication window).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 
 import nats.errors
@@ -90,10 +91,8 @@ class Reader:
     async def close(self) -> None:
         if self.sub is not None:
             sub, self.sub = self.sub, None
-            try:
+            with contextlib.suppress(TimeoutError, nats.errors.Error):
                 await sub.unsubscribe()
-            except (nats.errors.Error, asyncio.TimeoutError):
-                pass
 
 
 class Streams:
@@ -137,14 +136,14 @@ class Streams:
         ]
         try:
             acks = await asyncio.gather(*futures)
-        except (nats.errors.Error, asyncio.TimeoutError) as err:
+        except (TimeoutError, nats.errors.Error) as err:
             raise Unavailable(f"the stream did not acknowledge: {err}") from None
         return [ack.seq for ack in acks]
 
     async def leader(self, topic_id: int, partition: int) -> str | None:
         try:
             info = await self.js.stream_info(stream_name(topic_id, partition))
-        except (nats.errors.Error, asyncio.TimeoutError):
+        except (TimeoutError, nats.errors.Error):
             return None
         return info.cluster.leader if info.cluster is not None else None
 
