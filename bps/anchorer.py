@@ -14,6 +14,8 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
+import nats.errors
+
 from bor_client import AsyncClient, ClientError
 from bps import merkle
 from bps.directory import Directory, Topic
@@ -24,6 +26,8 @@ from chain.core.primitives.crypto import PrivateKey
 log = logging.getLogger("bps.anchorer")
 MAX_ANCHOR = 100_000  # messages one anchor covers at most
 READ_BATCH = 1000
+# What a round meets when a broker dies or the cluster is forming: the next round tries again.
+RETRIED = (BpsError, ClientError, OSError, TimeoutError, nats.errors.Error)
 
 
 def packed_signature(key: PrivateKey, digest: bytes) -> bytes:
@@ -68,8 +72,8 @@ class Anchorer:
         while True:
             try:
                 await self.round()
-            except (BpsError, ClientError, OSError) as err:
-                log.warning("anchoring round failed: %s", err)
+            except RETRIED as err:  # a cluster still forming, a stream without a leader
+                log.warning("anchoring round failed: %s", err or type(err).__name__)
             await asyncio.sleep(self.interval_s)
 
     async def round(self) -> None:

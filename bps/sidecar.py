@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import nats.errors
 from aiohttp import WSMsgType, web
 
 from bor_client import AsyncClient, RpcError
@@ -238,8 +239,11 @@ class Sidecar:
             answer = {"id": request_id, "ok": True} | await handler(session, frame)
         except Refused as err:
             answer = {"id": request_id, "error": {"code": err.code, "what": err.what}}
-        except (Unavailable, BpsError) as err:
-            answer = {"id": request_id, "error": {"code": "unavailable", "what": str(err)}}
+        except (TimeoutError, Unavailable, BpsError, nats.errors.Error) as err:
+            # The stream without a leader for now (a broker died, a stream just made): the
+            # client tries again, here or at another broker.
+            what = str(err) or type(err).__name__
+            answer = {"id": request_id, "error": {"code": "unavailable", "what": what}}
         except Exception as err:  # a handler's fault must not end the session silently
             log.exception("request failed")
             answer = {"id": request_id, "error": {"code": "internal", "what": type(err).__name__}}
