@@ -13,7 +13,7 @@ from typing import Any
 from bor_client import AsyncClient, RowsQuery
 from bps import merkle
 from bps.directory import CONTRACT, Topic
-from bps.errors import Tampered
+from bps.errors import NotYet, Tampered
 
 ZERO = b"\x00" * 32
 PAGE = 500
@@ -124,7 +124,8 @@ async def verify(
     proof: dict[str, Any],
 ) -> dict[str, Any]:
     """``payload`` at ``offset`` is what the anchor in an irreversible block committed to;
-    raises Tampered otherwise. The anchor is read from the chain, not taken from the broker."""
+    raises Tampered otherwise (NotYet while the anchor's block is reversible). The anchor is
+    read from the chain, not taken from the broker."""
     row = await anchor_by_id(client, int(proof["anchor"]))
     if row is None or int(row["topic"]) != topic.id or int(row["partition"]) != partition:
         raise Tampered("the proof names an anchor of another partition")
@@ -140,5 +141,5 @@ async def verify(
         raise Tampered(f"offset {offset} does not match anchor {row['id']}'s root")
     lib = (await client.get_info()).last_irreversible_block_num
     if int(row["block"]) > lib:
-        raise Tampered(f"anchor {row['id']} is in block {row['block']}, not irreversible yet")
+        raise NotYet(f"anchor {row['id']} is in block {row['block']}, not irreversible yet")
     return {"anchor": int(row["id"]), "block": int(row["block"]), "first": first, "last": last}

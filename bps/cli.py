@@ -1,7 +1,8 @@
 """``bor-bps``: topics, ACLs, produce, consume, audit and verify; a broker; a local deployment.
 
 Every failure is one line on stderr and exit status 1 (2 for a usage error); ``verify`` and
-``audit`` exit 3 when what they check does not hold.
+``audit`` exit 3 when what they check does not hold, and ``verify`` 4 while the message is not
+anchored in an irreversible block yet.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from bor_client import Client, ClientError, Signer
 from bps.client import BpsClient
 from bps.deploy import DESCRIPTION, Deployment
 from bps.directory import CONTRACT, RIGHTS
-from bps.errors import BpsError, Tampered
+from bps.errors import BpsError, NotYet, Tampered
 from chain.core.primitives.crypto import PrivateKey
 
 DEFAULT_NODE = "http://127.0.0.1:8888"
@@ -36,12 +37,19 @@ def node_url(args: argparse.Namespace) -> str:
 def user_key(args: argparse.Namespace) -> PrivateKey:
     if args.key_file:
         return PrivateKey.from_text(Path(args.key_file).read_text().strip())
-    if args.keys:
-        keys = json.loads(Path(args.keys).read_text())
-        if args.account not in keys:
-            raise BpsError(f"{args.keys} has no key for {args.account}")
-        return PrivateKey.from_text(keys[args.account])
+    keys_file = args.keys or (Path(args.dir) / "devnet" / "keys.json" if args.dir else None)
+    if keys_file and Path(keys_file).exists():
+        keys = json.loads(Path(keys_file).read_text())
+        if account(args) not in keys:
+            raise BpsError(f"{keys_file} has no key for {account(args)}")
+        return PrivateKey.from_text(keys[account(args)])
     raise BpsError("give the account's key: --keys FILE (account -> key) or --key-file FILE")
+
+
+def account(args: argparse.Namespace) -> str:
+    if not args.account:
+        raise BpsError("say who acts: --account NAME")
+    return str(args.account)
 
 
 def chain(args: argparse.Namespace) -> Client:
@@ -58,7 +66,7 @@ def rights_of(text: str) -> int:
 
 
 def contract_push(args: argparse.Namespace, action: str, data: dict[str, Any]) -> None:
-    result = chain(args).contract(CONTRACT).push(action, data, args.account)
+    result = chain(args).contract(CONTRACT).push(action, data, account(args))
     for act in (result.trace or {}).get("actions", ()):
         for event in act.get("events", ()):
             print(event.get("name"), json.dumps(event.get("data", event.get("hex"))))
@@ -113,7 +121,7 @@ def cmd_acls(args: argparse.Namespace) -> None:
 async def _with_client(
     args: argparse.Namespace, work: Callable[[BpsClient], Coroutine[Any, Any, int]]
 ) -> int:
-    async with BpsClient(node_url(args), args.account, user_key(args)) as client:
+    async with BpsClient(node_url(args), account(args), user_key(args)) as client:
         return await work(client)
 
 
@@ -166,6 +174,9 @@ async def _verify(args: argparse.Namespace, client: BpsClient) -> int:
     except Tampered as err:
         print(f"NOT VERIFIED: {err}", file=sys.stderr)
         return 3
+    except NotYet as err:
+        print(f"not yet: {err}; ask again in a moment", file=sys.stderr)
+        return 4
     print(
         f"verified: offset {args.offset} is in anchor {found['anchor']} "
         f"(offsets {found['first']}-{found['last']}, irreversible block {found['block']})"
@@ -182,7 +193,7 @@ def cmd_broker(args: argparse.Namespace) -> None:
 def cmd_up(args: argparse.Namespace) -> None:
     from bps.local import up
 
-    up(Path(args.dir), args.brokers, args.first_port)
+    up(Path(args.dir), args.brokers, args.first_port, args.rpc_port)
 
 
 def _async(
@@ -198,7 +209,9 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--dir", default="bps-data", help="the local deployment's directory")
     p.add_argument("--account", help="who acts")
-    p.add_argument("--keys", help="a JSON file of account -> private key (a devnet's keys.json)")
+    p.add_argument(
+        "--keys", help="a JSON file of account -> key (default: the deployment's devnet keys)"
+    )
     p.add_argument("--key-file", help="a file holding the account's private key")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -211,7 +224,13 @@ def parser() -> argparse.ArgumentParser:
 
     c = add("up", cmd_up, "a local deployment: a devnet, the contract, and 3 brokers")
     c.add_argument("--brokers", type=int, default=3)
-    c.add_argument("--first-port", type=int, default=24200)
+    c.add_argument("--first-port", type=int, default=24200, help="NATS and sidecar ports from")
+    c.add_argument(
+        "--rpc-port",
+        type=int,
+        default=8888,
+        help="the devnet's RPC port (its admin RPC and p2p: the next two)",
+    )
     c = add("broker", cmd_broker, "run one broker of a deployment: its nats-server and sidecar")
     c.add_argument("--name", required=True)
     c = add("tenant", cmd_tenant, "add a tenant (governance)")

@@ -22,7 +22,7 @@ from bor_client import AsyncClient
 from bps import protocol
 from bps.audit import Audit, audit, verify
 from bps.directory import Directory, Topic
-from bps.errors import BpsError, Refused, Unavailable
+from bps.errors import BpsError, NotYet, Refused, Tampered, Unavailable
 from chain.core.primitives.crypto import PrivateKey
 
 FAILOVER_S = 15.0  # how long a request keeps trying other brokers
@@ -252,10 +252,18 @@ class BpsClient:
         self, tenant: str, topic: str, partition: int, offset: int, payload: bytes | None = None
     ) -> dict[str, Any]:
         """The message at ``offset`` (``payload`` if given, else as the broker serves it) is
-        the one anchored on the chain; raises Tampered otherwise."""
+        the one anchored on the chain; raises Tampered otherwise, NotYet while it is not
+        anchored in an irreversible block."""
         found = await self.topic(tenant, topic)
-        proof = await self.request(
-            "proof", tenant=tenant, topic=topic, partition=partition, offset=offset
-        )
+        try:
+            proof = await self.request(
+                "proof", tenant=tenant, topic=topic, partition=partition, offset=offset
+            )
+        except Refused as err:
+            if err.code == "not_anchored":
+                raise NotYet(err.what) from None
+            if err.code == "missing":
+                raise Tampered(err.what) from None
+            raise
         held = proof["payload"] if payload is None else payload
         return await verify(self.node, found, partition, offset, held, proof)

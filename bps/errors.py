@@ -23,3 +23,8 @@ class Unavailable(BpsError):
 
 class Tampered(BpsError):
     """A message or an anchor does not match what the chain holds."""
+
+
+class NotYet(BpsError):
+    """What was asked for is not settled yet (an offset not anchored, an anchor not in an
+    irreversible block): ask again in a moment."""

@@ -102,6 +102,7 @@ def build_contract(work: Path) -> tuple[bytes, str]:
 
 
 def start_devnet(root: Path, rpc_port: int) -> subprocess.Popen[bytes]:
+    """One producer: its RPC on ``rpc_port``, its admin RPC and peer port the next two."""
     node = Path(sys.executable).parent / "bor-node"
     with (root / "devnet.log").open("ab") as log:
         process = subprocess.Popen(

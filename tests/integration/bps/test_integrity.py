@@ -15,7 +15,7 @@ from nats.js.api import StreamConfig
 from bps.audit import Audit
 from bps.client import BpsClient
 from bps.cluster import Secrets
-from bps.errors import Refused, Tampered
+from bps.errors import NotYet, Tampered
 from tests.integration.bps.conftest import World, eventually
 
 
@@ -25,12 +25,8 @@ def verified(world: World, account: str, tenant: str, topic: str, p: int, offset
     def attempt() -> Any:
         try:
             return world.run(account, lambda c: c.verify(tenant, topic, p, offset))
-        except Refused as err:
-            assert err.code != "not_anchored", err
-            raise
-        except Tampered as err:
-            assert "not irreversible" not in str(err), err
-            raise
+        except NotYet as err:
+            raise AssertionError(str(err)) from None
 
     return eventually(attempt, 20, f"offset {offset} anchored and irreversible")
 
