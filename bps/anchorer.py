@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 
 import nats.errors
 
-from bor_client import AsyncClient, ClientError
+from bor_client import AsyncClient, ClientError, RpcError
+from bor_client.errors import Busy
 from bps import merkle
-from bps.directory import Directory, Topic
+from bps.directory import Directory, Part, Topic
 from bps.errors import BpsError
 from bps.streams import Reader, Streams
 from chain.core.primitives.crypto import PrivateKey
@@ -26,6 +28,7 @@ from chain.core.primitives.crypto import PrivateKey
 log = logging.getLogger("bps.anchorer")
 MAX_ANCHOR = 100_000  # messages one anchor covers at most
 READ_BATCH = 1000
+LEADER_CHECK_S = 1.0  # how often the streams' leaders are asked (a takeover waits up to this)
 # What a round meets when a broker dies or the cluster is forming: the next round tries again.
 RETRIED = (BpsError, ClientError, OSError, TimeoutError, nats.errors.Error)
 
@@ -66,6 +69,7 @@ class Anchorer:
         self.streams = streams
         self.interval_s = interval_s
         self.led: dict[tuple[int, int], Partition] = {}
+        self.leaders_checked = 0.0
         self.anchored = 0
 
     async def run(self) -> None:
@@ -77,23 +81,30 @@ class Anchorer:
             await asyncio.sleep(self.interval_s)
 
     async def round(self) -> None:
-        work = []
+        if time.monotonic() >= self.leaders_checked + LEADER_CHECK_S:
+            await self.check_leaders()
+        await asyncio.gather(*(self.anchor(state) for state in list(self.led.values())))
+
+    async def check_leaders(self) -> None:
+        """Take the partitions whose stream this broker's server now leads (reading each
+        topic's partitions from the chain once), and let go of those it no longer leads."""
+        self.leaders_checked = time.monotonic()
         for topic in list(self.directory.by_id.values()):
             await self.streams.ensure(topic)
+            mine = set()
             for p in range(topic.partitions):
-                leader = await self.streams.leader(topic.id, p)
-                state = self.led.get((topic.id, p))
-                if leader != self.broker:
-                    if state is not None:
-                        await state.reader.close()
-                        del self.led[(topic.id, p)]
-                    continue
-                work.append(self.anchor(topic, p, state))
-        await asyncio.gather(*work)
+                if await self.streams.leader(topic.id, p) == self.broker:
+                    mine.add(p)
+                elif (state := self.led.pop((topic.id, p), None)) is not None:
+                    await state.reader.close()
+            new = [p for p in sorted(mine) if (topic.id, p) not in self.led]
+            if new:
+                parts = await self.directory.parts(topic.id)
+                for p in new:
+                    await self.take(topic, p, parts[p])
 
-    async def take(self, topic: Topic, p: int) -> Partition:
+    async def take(self, topic: Topic, p: int, part: Part) -> None:
         """Start leading a partition from the chain's record of it."""
-        part = (await self.directory.parts(topic.id))[p]
         if part.broker != self.broker:
             await self.client.contract("bps").push(
                 "assign",
@@ -106,14 +117,15 @@ class Anchorer:
                 self.broker,
             )
             log.info("took over %s/%s:%d from %s", topic.tenant, topic.name, p, part.broker)
-        state = Partition(topic, p, part.last, part.head, Reader(self.streams.js, topic.id, p))
-        self.led[(topic.id, p)] = state
-        return state
+        reader = Reader(self.streams.js, topic.id, p)
+        self.led[(topic.id, p)] = Partition(topic, p, part.last, part.head, reader)
 
-    async def anchor(self, topic: Topic, p: int, state: Partition | None) -> None:
+    async def anchor(self, state: Partition) -> None:
+        """Read what arrived since the last anchor and anchor it. A busy node or a broken
+        connection leaves the partition as it is for the next round; a refused anchor (the
+        chain moved on without this broker) makes the next check read the chain again."""
+        topic, p = state.topic, state.partition
         try:
-            if state is None:
-                state = await self.take(topic, p)
             start = state.last + 1 + len(state.leaves)
             while len(state.leaves) < MAX_ANCHOR:
                 got = await state.reader.read(start, READ_BATCH, 0.05)
@@ -128,11 +140,15 @@ class Anchorer:
                     break
             if state.leaves:
                 await self.push(state)
-        except (TimeoutError, BpsError, ClientError, OSError) as err:
-            log.warning("anchor of %s:%d failed, reading the chain again: %s", topic.name, p, err)
-            if state is not None:
-                await state.reader.close()
+        except RpcError as err:
+            if isinstance(err, Busy):
+                return
+            log.warning("anchor of %s:%d refused, reading the chain again: %s", topic.name, p, err)
+            await state.reader.close()
             self.led.pop((topic.id, p), None)
+            self.leaders_checked = 0.0
+        except RETRIED as err:
+            log.warning("anchor of %s:%d failed: %s", topic.name, p, err or type(err).__name__)
 
     async def push(self, state: Partition) -> None:
         first, last = state.last + 1, state.last + len(state.leaves)

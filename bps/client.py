@@ -116,6 +116,7 @@ class BpsClient:
         self.conn: Connection | None = None
         self.broker_urls: list[str] = []
         self.turn = 0
+        self._connecting = asyncio.Lock()
 
     async def __aenter__(self) -> BpsClient:
         await self.directory.load()
@@ -143,8 +144,15 @@ class BpsClient:
         return found
 
     async def _connection(self) -> Connection:
-        if self.conn is not None and not self.conn.ws.closed:
-            return self.conn
+        async with self._connecting:  # requests in flight at once share one connection
+            return await self._connect()
+
+    async def _connect(self) -> Connection:
+        if self.conn is not None:
+            if not self.conn.ws.closed:
+                return self.conn
+            await self.conn.close()
+            self.conn = None
         errors = []
         for _ in range(len(self.broker_urls)):
             url = self.broker_urls[self.turn % len(self.broker_urls)]
@@ -168,6 +176,7 @@ class BpsClient:
                 if time.monotonic() > deadline:
                     raise
                 if self.conn is not None and self.conn.ws.closed:
+                    await self.conn.close()
                     self.conn = None
                     self.turn += 1
                 await asyncio.sleep(0.1)

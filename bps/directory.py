@@ -10,6 +10,8 @@ none. ACLs live in the tenant's scope, so a tenant's owner can only grant on its
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +20,7 @@ from bor_client import AsyncClient
 CONTRACT = "bps"
 PRODUCE, CONSUME, ADMIN = 1, 2, 4
 RIGHTS = {"produce": PRODUCE, "consume": CONSUME, "admin": ADMIN}
+REFRESH_S = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +100,8 @@ class Directory:
         self.brokers: dict[str, Broker] = {}
         self.tenants: dict[str, Tenant] = {}
         self.by_id: dict[int, Topic] = {}
+        self.loaded_at = 0.0
+        self._loading = asyncio.Lock()
 
     def tenant(self, name: str) -> Tenant | None:
         return self.tenants.get(name)
@@ -111,6 +116,14 @@ class Directory:
     async def rows(self, table: str, scope: str | int) -> list[dict[str, Any]]:
         return [row async for row in self.contract.rows(table, scope)]
 
+    async def refresh(self, min_age_s: float = REFRESH_S) -> None:
+        """Read the tables again unless that was done in the last ``min_age_s`` seconds: a
+        request naming a topic or a right the directory does not know yet may be ahead of
+        the follower by a block, and a burst of such requests reads the chain once."""
+        async with self._loading:
+            if time.monotonic() - self.loaded_at >= min_age_s:
+                await self.load()
+
     async def load(self) -> None:
         brokers = {
             r["account"]: Broker(r["account"], r["url"], _bytes(r["key"]))
@@ -120,6 +133,7 @@ class Directory:
         for row in await self.rows("tenants", CONTRACT):
             tenants[row["tenant"]] = await self._tenant(row["tenant"], row["owner"])
         self.brokers, self.tenants = brokers, tenants
+        self.loaded_at = time.monotonic()
         self.by_id = {t.id: t for tenant in tenants.values() for t in tenant.topics.values()}
 
     async def _tenant(self, name: str, owner: str) -> Tenant:

@@ -44,9 +44,18 @@ class Session:
         self.account = account
         self.readers: dict[tuple[int, int], Reader] = {}
 
-    def topic(self, place: Place, right: int) -> Topic:
+    async def topic(self, place: Place, right: int) -> Topic:
+        """The topic, if ``place`` names one and this session's account holds ``right`` on it
+        (asking the chain again first when the answer would be no: it may be a block ahead)."""
         directory = self.sidecar.directory
-        topic = directory.topic(place.tenant, place.topic)
+        for attempt in range(2):
+            topic = directory.topic(place.tenant, place.topic)
+            if topic is not None and directory.allowed(
+                self.account, place.tenant, place.topic, right, now_us()
+            ):
+                break
+            if attempt == 0:
+                await directory.refresh()
         if topic is None or place.partition >= topic.partitions:
             raise Refused("not_found", f"no topic {place.tenant}/{place.topic}:{place.partition}")
         if not directory.allowed(self.account, place.tenant, place.topic, right, now_us()):
@@ -64,7 +73,7 @@ class Session:
 
     async def produce(self, frame: dict[str, Any]) -> dict[str, Any]:
         request = Produce.of(frame)
-        topic = self.topic(request.place, PRODUCE)
+        topic = await self.topic(request.place, PRODUCE)
         offsets = await self.sidecar.streams.publish(
             topic, request.place.partition, request.messages
         )
@@ -72,7 +81,7 @@ class Session:
 
     async def fetch(self, frame: dict[str, Any]) -> dict[str, Any]:
         request = Fetch.of(frame)
-        topic = self.topic(request.place, CONSUME)
+        topic = await self.topic(request.place, CONSUME)
         await self.sidecar.streams.ensure(topic)
         stored = await self.reader(topic, request.place.partition).read(
             request.start, request.max, request.wait_ms / 1000
@@ -84,7 +93,7 @@ class Session:
 
     async def commit(self, frame: dict[str, Any]) -> dict[str, Any]:
         request = Commit.of(frame)
-        self.topic(request.place, CONSUME)
+        await self.topic(request.place, CONSUME)
         await self.sidecar.streams.commit(
             self.offsets_key(request.place, request.group), request.offset
         )
@@ -92,7 +101,7 @@ class Session:
 
     async def committed(self, frame: dict[str, Any]) -> dict[str, Any]:
         request = Commit.of(frame | {"offset": 0})
-        self.topic(request.place, CONSUME)
+        await self.topic(request.place, CONSUME)
         key = self.offsets_key(request.place, request.group)
         return {"offset": await self.sidecar.streams.committed(key)}
 
@@ -101,7 +110,7 @@ class Session:
         (computed from the stream as it is now: a changed message gives a root the chain
         does not hold)."""
         request = ProofRequest.of(frame)
-        topic = self.topic(request.place, CONSUME)
+        topic = await self.topic(request.place, CONSUME)
         found = await anchor_for(
             self.sidecar.client, topic, request.place.partition, request.offset
         )
