@@ -17,7 +17,7 @@ from collections.abc import Callable
 from chain.core.primitives import keytext
 from chain.core.primitives.crypto import recover
 from chain.core.primitives.errors import BadSignature
-from chain.vm.host import Action
+from chain.vm.host import HOST_CALL_FUEL, Action
 from chain.vm.hostapi import Category, HostApi
 
 API = HostApi()
@@ -105,7 +105,7 @@ def _recover(act: Action, digest_ptr: int, sig_ptr: int, sig_len: int, what: str
     sig_len &= _U32
     if sig_len != PACKED_SIGNATURE:
         raise act.abort(f"{what}: a K1 signature packs to {PACKED_SIGNATURE} bytes, not {sig_len}")
-    act.charge(RECOVER_FUEL - 10_000)
+    act.charge(RECOVER_FUEL - HOST_CALL_FUEL, per_byte=1)  # with the call's own: RECOVER_FUEL
     digest = act.read(digest_ptr, 32)
     packed = act.read(sig_ptr, PACKED_SIGNATURE)
     if packed[0] != K1:

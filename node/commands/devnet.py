@@ -33,8 +33,14 @@ from chain.core.primitives.crypto import PrivateKey, public_key_to_text
 from genesis.devnet import producer_names, write_dev_genesis, write_private
 from node.errors import NodeError
 
-# Dev chains unbond in a minute and re-elect every 10 s so that a person can watch it happen.
-DEV_PARAMS: dict[str, int | str] = {"unbond_delay_s": 60, "election_interval_blocks": 20}
+# Dev chains unbond in a minute and re-elect every 10 s so that a person can watch it happen,
+# and let an account pay for 64 MiB of contract rows (BPS's anchors, ~500 bytes each, fill the
+# default 1 MiB in minutes of anchoring).
+DEV_PARAMS: dict[str, int | str] = {
+    "unbond_delay_s": 60,
+    "election_interval_blocks": 20,
+    "max_ram_bytes": 64 << 20,
+}
 
 
 @dataclass(frozen=True, slots=True)

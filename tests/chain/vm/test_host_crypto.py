@@ -94,6 +94,14 @@ def test_recovery_costs_its_fuel(runtime: ContractRuntime) -> None:
         go(runtime, body, DIGEST + PACKED_SIG, fuel=RECOVER_FUEL)
 
 
+def test_recovery_costs_no_more_than_its_fuel(runtime: ContractRuntime) -> None:
+    """A recovery with RECOVER_FUEL and a few host calls' worth beside runs: it is charged
+    RECOVER_FUEL, not RECOVER_FUEL counted as bytes."""
+    body = """(drop (call $recover_key (i32.const 0) (i32.const 32) (i32.const 66)
+        (i32.const 1000) (i32.const 34)))"""
+    go(runtime, body, DIGEST + PACKED_SIG, fuel=2 * RECOVER_FUEL)
+
+
 HIGH_S = bytearray(PACKED_SIG)
 HIGH_S[34:66] = (
     0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141

@@ -1,0 +1,174 @@
+"""Anchoring: the broker whose NATS server leads a partition's stream commits, block after
+block, what the partition received since its last anchor: the Merkle root of the new
+messages, linked to the previous anchor, signed with the broker's key.
+
+Leadership is JetStream's: when a broker dies, its streams elect a leader among the others,
+and that leader's sidecar takes the partition over on the chain (``assign``) and anchors on
+from the chain's last anchor, reading the messages from the stream itself. So what is
+anchored never depends on a sidecar's memory of what it was sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+import nats.errors
+
+from bor_client import AsyncClient, ClientError, RpcError
+from bor_client.errors import Busy
+from bps import merkle
+from bps.directory import Directory, Part, Topic
+from bps.errors import BpsError
+from bps.streams import Reader, Streams
+from chain.core.primitives.crypto import PrivateKey
+
+log = logging.getLogger("bps.anchorer")
+MAX_ANCHOR = 100_000  # messages one anchor covers at most
+READ_BATCH = 1000
+LEADER_CHECK_S = 1.0  # how often the streams' leaders are asked (a takeover waits up to this)
+# What a round meets when a broker dies or the cluster is forming: the next round tries again.
+RETRIED = (BpsError, ClientError, OSError, TimeoutError, nats.errors.Error)
+
+
+def packed_signature(key: PrivateKey, digest: bytes) -> bytes:
+    """The signature as the contract's ``assert_recover_key`` takes it: Antelope's packed K1
+    form (type byte 0, header 27 + 4 + recovery id, r, s)."""
+    raw = key.sign(digest)
+    return bytes([0, 27 + 4 + raw[64]]) + raw[:64]
+
+
+@dataclass(slots=True)
+class Partition:
+    """One led partition: the chain's last anchor and the leaves read since."""
+
+    topic: Topic
+    partition: int
+    last: int
+    head: bytes
+    reader: Reader
+    leaves: list[bytes] = field(default_factory=list)
+
+
+class Anchorer:
+    def __init__(
+        self,
+        broker: str,
+        key: PrivateKey,
+        client: AsyncClient,
+        directory: Directory,
+        streams: Streams,
+        interval_s: float = 0.5,
+    ) -> None:
+        self.broker = broker
+        self.key = key
+        self.client = client
+        self.directory = directory
+        self.streams = streams
+        self.interval_s = interval_s
+        self.led: dict[tuple[int, int], Partition] = {}
+        self.leaders_checked = 0.0
+        self.anchored = 0
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.round()
+            except RETRIED as err:  # a cluster still forming, a stream without a leader
+                log.warning("anchoring round failed: %s", err or type(err).__name__)
+            await asyncio.sleep(self.interval_s)
+
+    async def round(self) -> None:
+        if time.monotonic() >= self.leaders_checked + LEADER_CHECK_S:
+            await self.check_leaders()
+        await asyncio.gather(*(self.anchor(state) for state in list(self.led.values())))
+
+    async def check_leaders(self) -> None:
+        """Take the partitions whose stream this broker's server now leads (reading each
+        topic's partitions from the chain once), and let go of those it no longer leads."""
+        self.leaders_checked = time.monotonic()
+        for topic in list(self.directory.by_id.values()):
+            await self.streams.ensure(topic)
+            mine = set()
+            for p in range(topic.partitions):
+                if await self.streams.leader(topic.id, p) == self.broker:
+                    mine.add(p)
+                elif (state := self.led.pop((topic.id, p), None)) is not None:
+                    await state.reader.close()
+            new = [p for p in sorted(mine) if (topic.id, p) not in self.led]
+            if new:
+                parts = await self.directory.parts(topic.id)
+                for p in new:
+                    await self.take(topic, p, parts[p])
+
+    async def take(self, topic: Topic, p: int, part: Part) -> None:
+        """Start leading a partition from the chain's record of it."""
+        if part.broker != self.broker:
+            await self.client.contract("bps").push(
+                "assign",
+                {
+                    "tenant": topic.tenant,
+                    "topic": topic.name,
+                    "partition": p,
+                    "broker": self.broker,
+                },
+                self.broker,
+            )
+            log.info("took over %s/%s:%d from %s", topic.tenant, topic.name, p, part.broker)
+        reader = Reader(self.streams.js, topic.id, p)
+        self.led[(topic.id, p)] = Partition(topic, p, part.last, part.head, reader)
+
+    async def anchor(self, state: Partition) -> None:
+        """Read what arrived since the last anchor and anchor it. A busy node or a broken
+        connection leaves the partition as it is for the next round; a refused anchor (the
+        chain moved on without this broker) makes the next check read the chain again."""
+        topic, p = state.topic, state.partition
+        try:
+            start = state.last + 1 + len(state.leaves)
+            while len(state.leaves) < MAX_ANCHOR:
+                got = await state.reader.read(start, READ_BATCH, 0.05)
+                if not got or got[0].offset != start:
+                    break  # nothing new (a gap would mean aged-out messages: never anchored)
+                for m in got:
+                    if m.offset != start:
+                        break
+                    state.leaves.append(merkle.leaf(topic.id, p, m.offset, m.payload))
+                    start += 1
+                if len(got) < READ_BATCH:
+                    break
+            if state.leaves:
+                await self.push(state)
+        except RpcError as err:
+            if isinstance(err, Busy):
+                return
+            log.warning("anchor of %s:%d refused, reading the chain again: %s", topic.name, p, err)
+            await state.reader.close()
+            self.led.pop((topic.id, p), None)
+            self.leaders_checked = 0.0
+        except RETRIED as err:
+            log.warning("anchor of %s:%d failed: %s", topic.name, p, err or type(err).__name__)
+
+    async def push(self, state: Partition) -> None:
+        first, last = state.last + 1, state.last + len(state.leaves)
+        root = merkle.root(state.leaves)
+        digest = merkle.anchor_digest(
+            state.topic.id, state.partition, first, last, root, state.head
+        )
+        await self.client.contract("bps").push(
+            "anchor",
+            {
+                "tenant": state.topic.tenant,
+                "topic": state.topic.name,
+                "partition": state.partition,
+                "first": first,
+                "last": last,
+                "root": root.hex(),
+                "prev": state.head.hex(),
+                "signature": packed_signature(self.key, digest).hex(),
+            },
+            self.broker,
+        )
+        state.last, state.head, state.leaves = last, digest, []
+        self.anchored += 1

@@ -1,0 +1,278 @@
+"""The Python client of BPS: produce, consume with committed offsets, audit and verify.
+
+It reads the brokers from the chain and talks to one sidecar at a time over a websocket,
+with many requests in flight. When its broker dies it moves to the next one and sends again
+what was not acknowledged, under the same message ids, so JetStream stores each message once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+import uuid
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from bor_client import AsyncClient
+from bps import protocol
+from bps.audit import Audit, audit, verify
+from bps.directory import Directory, Topic
+from bps.errors import BpsError, NotYet, Refused, Tampered, Unavailable
+from chain.core.primitives.crypto import PrivateKey
+
+FAILOVER_S = 15.0  # how long a request keeps trying other brokers
+CONNECT_TIMEOUT_S = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    offset: int
+    msg_id: str
+    payload: bytes
+
+
+class Connection:
+    """One authenticated websocket to a sidecar."""
+
+    def __init__(self, session: aiohttp.ClientSession, ws: aiohttp.ClientWebSocketResponse):
+        self.session = session
+        self.ws = ws
+        self.ids = itertools.count(1)
+        self.waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.reader = asyncio.create_task(self._read())
+
+    @classmethod
+    async def open(cls, url: str, account: str, key: PrivateKey) -> Connection:
+        session = aiohttp.ClientSession()
+        try:
+            ws = await asyncio.wait_for(
+                session.ws_connect(url, max_msg_size=protocol.MAX_FRAME, heartbeat=20),
+                CONNECT_TIMEOUT_S,
+            )
+            challenge = protocol.unpack((await ws.receive(timeout=CONNECT_TIMEOUT_S)).data)
+            digest = protocol.auth_digest(challenge["broker"], challenge["nonce"])
+            await ws.send_bytes(protocol.pack({"account": account, "signature": key.sign(digest)}))
+            welcome = protocol.unpack((await ws.receive(timeout=CONNECT_TIMEOUT_S)).data)
+        except (TimeoutError, aiohttp.ClientError, OSError, TypeError, KeyError) as err:
+            await session.close()
+            raise Unavailable(f"{url}: {err or type(err).__name__}") from None
+        if "error" in welcome:
+            await session.close()
+            raise Refused(welcome["error"]["code"], welcome["error"]["what"])
+        return cls(session, ws)
+
+    async def _read(self) -> None:
+        try:
+            async for msg in self.ws:
+                if msg.type != aiohttp.WSMsgType.BINARY:
+                    break
+                answer = protocol.unpack(msg.data)
+                request_id = answer.get("id")
+                future = self.waiting.pop(request_id, None) if type(request_id) is int else None
+                if future is not None and not future.done():
+                    future.set_result(answer)
+        finally:
+            for future in self.waiting.values():
+                if not future.done():
+                    future.set_exception(Unavailable("the broker closed the connection"))
+            self.waiting.clear()
+
+    async def request(self, op: str, **fields: Any) -> dict[str, Any]:
+        if self.ws.closed:
+            raise Unavailable("the connection is closed")
+        request_id = next(self.ids)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.waiting[request_id] = future
+        try:
+            await self.ws.send_bytes(protocol.pack({"id": request_id, "op": op} | fields))
+        except (aiohttp.ClientError, ConnectionError) as err:
+            self.waiting.pop(request_id, None)
+            raise Unavailable(str(err)) from None
+        answer = await future
+        if "error" in answer:
+            code, what = answer["error"]["code"], answer["error"]["what"]
+            raise Unavailable(what) if code == "unavailable" else Refused(code, what)
+        return answer
+
+    async def close(self) -> None:
+        await self.ws.close()
+        await self.session.close()
+        self.reader.cancel()
+
+
+class BpsClient:
+    """``account`` (whose key is ``key``) using BPS through the node at ``node_url``."""
+
+    def __init__(self, node_url: str, account: str, key: PrivateKey) -> None:
+        self.node = AsyncClient(node_url)
+        self.account = account
+        self.key = key
+        self.directory = Directory(self.node)
+        self.conn: Connection | None = None
+        self.broker_urls: list[str] = []
+        self.turn = 0
+        self._connecting = asyncio.Lock()
+
+    async def __aenter__(self) -> BpsClient:
+        await self.directory.load()
+        self.broker_urls = [b.url for b in self.directory.brokers.values()]
+        if not self.broker_urls:
+            raise BpsError("no broker is registered on the chain")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self.conn is not None:
+            await self.conn.close()
+            self.conn = None
+        await self.node.close()
+
+    async def topic(self, tenant: str, name: str) -> Topic:
+        found = self.directory.topic(tenant, name)
+        if found is None:
+            await self.directory.load()
+            found = self.directory.topic(tenant, name)
+        if found is None:
+            raise Refused("not_found", f"no topic {tenant}/{name}")
+        return found
+
+    async def _connection(self) -> Connection:
+        async with self._connecting:  # requests in flight at once share one connection
+            return await self._connect()
+
+    async def _connect(self) -> Connection:
+        if self.conn is not None:
+            if not self.conn.ws.closed:
+                return self.conn
+            await self.conn.close()
+            self.conn = None
+        errors = []
+        for _ in range(len(self.broker_urls)):
+            url = self.broker_urls[self.turn % len(self.broker_urls)]
+            try:
+                self.conn = await Connection.open(url, self.account, self.key)
+                return self.conn
+            except Unavailable as err:
+                errors.append(str(err))
+                self.turn += 1
+        raise Unavailable("no broker answered: " + "; ".join(errors))
+
+    async def request(self, op: str, **fields: Any) -> dict[str, Any]:
+        """``op`` on the current broker; on another one while brokers are unreachable or a
+        stream has no leader (for up to FAILOVER_S)."""
+        deadline = time.monotonic() + FAILOVER_S
+        while True:
+            try:
+                conn = await self._connection()
+                return await conn.request(op, **fields)
+            except Unavailable:
+                if time.monotonic() > deadline:
+                    raise
+                if self.conn is not None and self.conn.ws.closed:
+                    await self.conn.close()
+                    self.conn = None
+                    self.turn += 1
+                await asyncio.sleep(0.1)
+
+    async def produce(
+        self,
+        tenant: str,
+        topic: str,
+        payloads: Sequence[bytes],
+        partition: int | None = None,
+        key: bytes | None = None,
+        msg_ids: Sequence[str] | None = None,
+    ) -> list[int]:
+        """Store ``payloads`` in one partition (given, or by ``key``'s hash, else 0): their
+        offsets once the stream has them on its replicas."""
+        found = await self.topic(tenant, topic)
+        if partition is None:
+            partition = zlib.crc32(key) % found.partitions if key is not None else 0
+        ids = list(msg_ids) if msg_ids is not None else [uuid.uuid4().hex for _ in payloads]
+        offsets: list[int] = []
+        for start in range(0, len(payloads), protocol.MAX_BATCH):
+            chunk = [
+                [i, p]
+                for i, p in zip(
+                    ids[start:], payloads[start : start + protocol.MAX_BATCH], strict=False
+                )
+            ]
+            answer = await self.request(
+                "produce", tenant=tenant, topic=topic, partition=partition, messages=chunk
+            )
+            offsets.extend(answer["offsets"])
+        return offsets
+
+    async def fetch(
+        self,
+        tenant: str,
+        topic: str,
+        partition: int,
+        start: int,
+        limit: int = 100,
+        wait_ms: int = 500,
+    ) -> list[Message]:
+        answer = await self.request(
+            "fetch",
+            tenant=tenant,
+            topic=topic,
+            partition=partition,
+            **{"from": start, "max": limit, "wait_ms": wait_ms},
+        )
+        return [Message(o, i, p) for o, i, p in answer["messages"]]
+
+    async def committed(self, tenant: str, topic: str, partition: int, group: str) -> int:
+        answer = await self.request(
+            "committed", tenant=tenant, topic=topic, partition=partition, group=group
+        )
+        return int(answer["offset"])
+
+    async def commit(
+        self, tenant: str, topic: str, partition: int, group: str, offset: int
+    ) -> None:
+        await self.request(
+            "commit", tenant=tenant, topic=topic, partition=partition, group=group, offset=offset
+        )
+
+    async def consume(
+        self,
+        tenant: str,
+        topic: str,
+        partition: int,
+        group: str,
+        limit: int = 100,
+        wait_ms: int = 500,
+    ) -> list[Message]:
+        """The messages after the group's committed offset (commit them once processed)."""
+        start = await self.committed(tenant, topic, partition, group) + 1
+        return await self.fetch(tenant, topic, partition, start, limit, wait_ms)
+
+    async def audit(self, tenant: str, topic: str) -> Audit:
+        return await audit(self.node, await self.topic(tenant, topic))
+
+    async def verify(
+        self, tenant: str, topic: str, partition: int, offset: int, payload: bytes | None = None
+    ) -> dict[str, Any]:
+        """The message at ``offset`` (``payload`` if given, else as the broker serves it) is
+        the one anchored on the chain; raises Tampered otherwise, NotYet while it is not
+        anchored in an irreversible block."""
+        found = await self.topic(tenant, topic)
+        try:
+            proof = await self.request(
+                "proof", tenant=tenant, topic=topic, partition=partition, offset=offset
+            )
+        except Refused as err:
+            if err.code == "not_anchored":
+                raise NotYet(err.what) from None
+            if err.code == "missing":
+                raise Tampered(err.what) from None
+            raise
+        held = proof["payload"] if payload is None else payload
+        return await verify(self.node, found, partition, offset, held, proof)

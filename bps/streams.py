@@ -1,0 +1,172 @@
+"""A broker's side of JetStream: one replicated stream per partition, publishing a batch,
+reading from an offset, the stream's leader, and consumers' committed offsets.
+
+A partition's offsets are its stream's sequence numbers (from 1), so an offset means the same
+on every broker; the producer's message id goes in ``Nats-Msg-Id``, so a batch sent again
+after a broker died is not stored twice (JetStream's de-duplication window).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+
+import nats.errors
+from nats.aio.client import Client as Nats
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, KeyValueConfig, StreamConfig
+from nats.js.errors import KeyNotFoundError, NotFoundError
+from nats.js.kv import KeyValue
+
+from bps.directory import Topic
+from bps.errors import Unavailable
+
+OFFSETS_BUCKET = "BPS_OFFSETS"
+DEDUP_WINDOW_S = 120.0
+READER_IDLE_S = 30.0
+
+
+def stream_name(topic_id: int, partition: int) -> str:
+    return f"BPS_{topic_id}_{partition}"
+
+
+def subject(topic_id: int, partition: int) -> str:
+    return f"bps.{topic_id}.{partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """One message as the stream holds it."""
+
+    offset: int
+    msg_id: str
+    payload: bytes
+
+
+class Reader:
+    """Reads one partition forwards from an offset; reading on from where it stopped reuses
+    its JetStream consumer, reading from elsewhere makes a new one."""
+
+    def __init__(self, js: JetStreamContext, topic_id: int, partition: int) -> None:
+        self.js = js
+        self.topic_id = topic_id
+        self.partition = partition
+        self.next = 0
+        self.sub: JetStreamContext.PullSubscription | None = None
+        self.lock = asyncio.Lock()
+
+    async def read(self, start: int, limit: int, wait_s: float) -> list[Stored]:
+        async with self.lock:
+            return await self._read(start, limit, wait_s)
+
+    async def _read(self, start: int, limit: int, wait_s: float) -> list[Stored]:
+        if self.sub is None or start != self.next:
+            await self.close()
+            self.sub = await self.js.pull_subscribe(
+                subject(self.topic_id, self.partition),
+                stream=stream_name(self.topic_id, self.partition),
+                config=ConsumerConfig(
+                    deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                    opt_start_seq=start,
+                    ack_policy=AckPolicy.NONE,
+                    inactive_threshold=READER_IDLE_S,
+                    mem_storage=True,
+                    num_replicas=1,
+                ),
+            )
+            self.next = start
+        try:
+            msgs = await self.sub.fetch(limit, timeout=max(wait_s, 0.05))
+        except nats.errors.TimeoutError:
+            return []
+        out = []
+        for msg in msgs:
+            seq = msg.metadata.sequence.stream
+            out.append(Stored(seq, (msg.headers or {}).get("Nats-Msg-Id", ""), msg.data))
+        if out:
+            self.next = out[-1].offset + 1
+        return out
+
+    async def close(self) -> None:
+        if self.sub is not None:
+            sub, self.sub = self.sub, None
+            with contextlib.suppress(TimeoutError, nats.errors.Error):
+                await sub.unsubscribe()
+
+
+class Streams:
+    """The JetStream of one broker's connection."""
+
+    def __init__(self, nc: Nats, cluster_size: int) -> None:
+        self.nc = nc
+        self.js = nc.jetstream(timeout=5)
+        self.cluster_size = cluster_size
+        self.made: set[str] = set()
+        self._offsets: KeyValue | None = None
+
+    async def ensure(self, topic: Topic) -> None:
+        """Every partition's stream exists (adding one that exists already is a no-op)."""
+        for p in range(topic.partitions):
+            name = stream_name(topic.id, p)
+            if name in self.made:
+                continue
+            await self.js.add_stream(
+                StreamConfig(
+                    name=name,
+                    subjects=[subject(topic.id, p)],
+                    num_replicas=max(1, min(topic.replicas, self.cluster_size)),
+                    max_age=float(topic.retention_s) if topic.retention_s else None,
+                    duplicate_window=DEDUP_WINDOW_S,
+                    allow_direct=True,
+                )
+            )
+            self.made.add(name)
+
+    async def publish(
+        self, topic: Topic, partition: int, messages: tuple[tuple[str, bytes], ...]
+    ) -> list[int]:
+        """Each message stored (all sent before the first acknowledgement is awaited, in
+        order): their offsets, a duplicate's being the offset stored the first time."""
+        await self.ensure(topic)
+        to = subject(topic.id, partition)
+        futures = [
+            await self.js.publish_async(to, payload, headers={"Nats-Msg-Id": msg_id})
+            for msg_id, payload in messages
+        ]
+        try:
+            acks = await asyncio.gather(*futures)
+        except (TimeoutError, nats.errors.Error) as err:
+            raise Unavailable(f"the stream did not acknowledge: {err}") from None
+        return [ack.seq for ack in acks]
+
+    async def leader(self, topic_id: int, partition: int) -> str | None:
+        try:
+            info = await self.js.stream_info(stream_name(topic_id, partition))
+        except (TimeoutError, nats.errors.Error):
+            return None
+        return info.cluster.leader if info.cluster is not None else None
+
+    async def last(self, topic_id: int, partition: int) -> int:
+        info = await self.js.stream_info(stream_name(topic_id, partition))
+        return int(info.state.last_seq)
+
+    async def offsets(self) -> KeyValue:
+        if self._offsets is None:
+            try:
+                self._offsets = await self.js.key_value(OFFSETS_BUCKET)
+            except NotFoundError:
+                self._offsets = await self.js.create_key_value(
+                    KeyValueConfig(bucket=OFFSETS_BUCKET, replicas=min(3, self.cluster_size))
+                )
+        return self._offsets
+
+    async def commit(self, key: str, offset: int) -> None:
+        await (await self.offsets()).put(key, str(offset).encode())
+
+    async def committed(self, key: str) -> int:
+        try:
+            entry = await (await self.offsets()).get(key)
+        except KeyNotFoundError:
+            return 0
+        return int(entry.value or b"0")
