@@ -1,6 +1,7 @@
 """The README's BPS walk-through, taken from the README and run as written in a scratch
 directory: ``bor-bps up`` (on free ports) starts a devnet, the contract and three brokers, and
-each command then prints what its comment says."""
+each command then prints what its comment says; then docs/bps.md's Python example runs against
+the same deployment and prints the next message and its proof."""
 
 from __future__ import annotations
 
@@ -46,6 +47,18 @@ def settled(line: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         time.sleep(0.5)
 
 
+def python_example(cwd: Path, rpc: int) -> str:
+    """docs/bps.md's Python block, pointed at the deployment's node, run in ``cwd``."""
+    doc = (ROOT / "docs/bps.md").read_text()
+    code = re.findall(r"```python\n(.*?)```", doc, re.S)[0]
+    code = code.replace("http://127.0.0.1:8888", f"http://127.0.0.1:{rpc}")
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_the_readme_bps_walkthrough(tmp_path: Path) -> None:
     up, *lines = readme_commands()
     assert up == "bor-bps up &"
@@ -82,6 +95,9 @@ def test_the_readme_bps_walkthrough(tmp_path: Path) -> None:
         assert verify.stdout.startswith("verified: offset 2 is in anchor")
         audit = next(o for line, o in by.items() if " audit " in line)
         assert '"ok": true' in audit.stdout and '"covered": {"0": 2}' in audit.stdout
+        printed = python_example(tmp_path, rpc)
+        assert printed.splitlines()[0] == "3 b'third'", printed
+        assert "'anchor'" in printed.splitlines()[1] and "'first': 3" in printed, printed
     finally:
         if deployment.poll() is None:
             os.killpg(deployment.pid, signal.SIGINT)
