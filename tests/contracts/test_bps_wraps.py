@@ -15,7 +15,9 @@ from tests.contracts.conftest import NOW_US, Bps
 ENCKEY = "02" + "ab" * 32
 
 
-def wrap(account: str, version: int = 1, wrapped: bytes = b"\x07" * 93, **over: Any) -> dict[str, Any]:
+def wrap(
+    account: str, version: int = 1, wrapped: bytes = b"\x07" * 93, **over: Any
+) -> dict[str, Any]:
     return {"tenant": "acme", "topic": "orders", "account": account, "version": version,
             "wrapped": wrapped.hex(), **over}  # fmt: skip
 
