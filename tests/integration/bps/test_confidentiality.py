@@ -1,7 +1,8 @@
 """End-to-end encryption through real brokers: docs/bps.md's encryption lines run as written;
 the NATS stream then holds only ciphertext, bob reads the plaintext, a member with the right
 to consume but no wrap gets the sealed bytes, the sealed message verifies against its anchor,
-and a rotation wraps a new version for the readers of the day."""
+a rotation wraps a new version for the readers of the day, and a sealed message changed in
+the store neither opens nor verifies."""
 
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ import sys
 from pathlib import Path
 
 import nats
+import pytest
 
 from bps.client import BpsClient
 from bps.cluster import Secrets
 from bps.crypto import sealed_version
+from bps.errors import CannotOpen, Tampered
 from chain.core.primitives.crypto import PrivateKey
 from tests.integration.bps.conftest import World
-from tests.integration.bps.test_integrity import verified
+from tests.integration.bps.test_integrity import rewrite, verified
 
 ROOT = Path(__file__).resolve().parents[3]
 PLAN = b"the plan"
@@ -65,7 +68,8 @@ def test_brokers_store_ciphertext_readers_with_a_wrap_read_plaintext(
     world: World, tmp_path: Path
 ) -> None:
     """bob and carol may consume acme/orders; only bob and the owner hold a wrap of version 1,
-    so carol's client hands back what the broker stores until alice rotates to version 2."""
+    so carol's client hands back what the broker stores until alice rotates to version 2; a
+    sealed message changed in the store then neither opens nor verifies."""
     world.push("alice", "grant", {"tenant": "acme", "principal": "bob", "pattern": "orders",
                                   "rights": 3, "expires": 0})  # fmt: skip
     world.push("alice", "addmember", {"tenant": "acme", "account": "carol", "enckey": ""})
@@ -114,6 +118,14 @@ def test_brokers_store_ciphertext_readers_with_a_wrap_read_plaintext(
             return [m.payload for m in await carol.fetch("acme", "orders", 1, 1, 10, 0)]
 
     assert asyncio.run(carol_reads()) == [held, b"plan b"]
+    verified(world, "bob", "acme", "orders", 1, 2)  # anchored before the store changes
+    second = asyncio.run(stored(world, f"BPS_{topic_id}_1", 2))
+    flipped = second[:-1] + bytes([second[-1] ^ 1])
+    asyncio.run(rewrite(world, f"BPS_{topic_id}_1", f"bps.{topic_id}.1", [held, flipped]))
+    with pytest.raises(CannotOpen):
+        asyncio.run(carol_reads())
+    with pytest.raises(Tampered, match="offset 2 does not match anchor"):
+        world.run("bob", lambda c: c.verify("acme", "orders", 1, 2))
 
 
 def test_encryption_failures_are_one_line(world: World, tmp_path: Path) -> None:
