@@ -20,14 +20,18 @@ import nats.errors
 from bor_client import AsyncClient, ClientError, RpcError
 from bor_client.errors import Busy
 from bps import merkle
-from bps.directory import Directory, Part, Topic
+from bps.directory import Directory, Topic
 from bps.errors import BpsError
 from bps.streams import Reader, Streams
+from chain.core.execution.actions import Call
 from chain.core.primitives.crypto import PrivateKey
 
 log = logging.getLogger("bps.anchorer")
 MAX_ANCHOR = 100_000  # messages one anchor covers at most
 READ_BATCH = 1000
+MAX_BATCH = 200  # anchor transactions pushed in one request
+MAX_ACTIONS = 16  # assign actions in one transaction
+PARALLEL = 8  # partitions read and anchored at once (JetStream's API, the node's RPC)
 LEADER_CHECK_S = 1.0  # how often the streams' leaders are asked (a takeover waits up to this)
 # What a round meets when a broker dies or the cluster is forming: the next round tries again.
 RETRIED = (BpsError, ClientError, OSError, TimeoutError, nats.errors.Error)
@@ -77,17 +81,31 @@ class Anchorer:
             try:
                 await self.round()
             except RETRIED as err:  # a cluster still forming, a stream without a leader
-                log.warning("anchoring round failed: %s", err or type(err).__name__)
+                log.warning("anchoring round failed: %s", str(err) or repr(err))
             await asyncio.sleep(self.interval_s)
 
     async def round(self) -> None:
+        """Read every led partition's new messages (a few partitions at a time), then anchor
+        all that have some in one batch of transactions (one each, so that one refusal sinks
+        no other), waiting for the block that includes them."""
         if time.monotonic() >= self.leaders_checked + LEADER_CHECK_S:
             await self.check_leaders()
-        await asyncio.gather(*(self.anchor(state) for state in list(self.led.values())))
+        slots = asyncio.Semaphore(PARALLEL)
+
+        async def read(state: Partition) -> None:
+            async with slots:
+                await self.read(state)
+
+        led = list(self.led.values())
+        await asyncio.gather(*(read(state) for state in led))
+        ready = [state for state in led if state.leaves]
+        for start in range(0, len(ready), MAX_BATCH):
+            await self.push(ready[start : start + MAX_BATCH])
 
     async def check_leaders(self) -> None:
         """Take the partitions whose stream this broker's server now leads (reading each
-        topic's partitions from the chain once), and let go of those it no longer leads."""
+        topic's partitions from the chain once, and recording the takeovers on the chain in
+        one transaction), and let go of those it no longer leads."""
         self.leaders_checked = time.monotonic()
         for topic in list(self.directory.by_id.values()):
             await self.streams.ensure(topic)
@@ -98,32 +116,28 @@ class Anchorer:
                 elif (state := self.led.pop((topic.id, p), None)) is not None:
                     await state.reader.close()
             new = [p for p in sorted(mine) if (topic.id, p) not in self.led]
-            if new:
-                parts = await self.directory.parts(topic.id)
-                for p in new:
-                    await self.take(topic, p, parts[p])
+            if not new:
+                continue
+            parts = await self.directory.parts(topic.id)
+            taken = [p for p in new if parts[p].broker != self.broker]
+            for start in range(0, len(taken), MAX_ACTIONS):
+                await self.client.push(
+                    [await self.assign(topic, p) for p in taken[start : start + MAX_ACTIONS]]
+                )
+            for p in new:
+                if p in taken:
+                    log.info("took over %s/%s:%d from %s", topic.tenant, topic.name, p,
+                             parts[p].broker)  # fmt: skip
+                part = parts[p]
+                reader = Reader(self.streams.js, topic.id, p)
+                self.led[(topic.id, p)] = Partition(topic, p, part.last, part.head, reader)
 
-    async def take(self, topic: Topic, p: int, part: Part) -> None:
-        """Start leading a partition from the chain's record of it."""
-        if part.broker != self.broker:
-            await self.client.contract("bps").push(
-                "assign",
-                {
-                    "tenant": topic.tenant,
-                    "topic": topic.name,
-                    "partition": p,
-                    "broker": self.broker,
-                },
-                self.broker,
-            )
-            log.info("took over %s/%s:%d from %s", topic.tenant, topic.name, p, part.broker)
-        reader = Reader(self.streams.js, topic.id, p)
-        self.led[(topic.id, p)] = Partition(topic, p, part.last, part.head, reader)
+    async def assign(self, topic: Topic, p: int) -> Call:
+        data = {"tenant": topic.tenant, "topic": topic.name, "partition": p, "broker": self.broker}
+        return await self.client.contract("bps").action("assign", data, self.broker)
 
-    async def anchor(self, state: Partition) -> None:
-        """Read what arrived since the last anchor and anchor it. A busy node or a broken
-        connection leaves the partition as it is for the next round; a refused anchor (the
-        chain moved on without this broker) makes the next check read the chain again."""
+    async def read(self, state: Partition) -> None:
+        """The leaves of what arrived since the last anchor (or since the last read)."""
         topic, p = state.topic, state.partition
         try:
             start = state.last + 1 + len(state.leaves)
@@ -138,27 +152,20 @@ class Anchorer:
                     start += 1
                 if len(got) < READ_BATCH:
                     break
-            if state.leaves:
-                await self.push(state)
-        except RpcError as err:
-            if isinstance(err, Busy):
-                return
-            log.warning("anchor of %s:%d refused, reading the chain again: %s", topic.name, p, err)
-            await state.reader.close()
-            self.led.pop((topic.id, p), None)
-            self.leaders_checked = 0.0
         except RETRIED as err:
-            log.warning("anchor of %s:%d failed: %s", topic.name, p, err or type(err).__name__)
+            log.warning("reading %s:%d failed: %s", topic.name, p, str(err) or repr(err))
 
-    async def push(self, state: Partition) -> None:
-        first, last = state.last + 1, state.last + len(state.leaves)
-        root = merkle.root(state.leaves)
-        digest = merkle.anchor_digest(
-            state.topic.id, state.partition, first, last, root, state.head
-        )
-        await self.client.contract("bps").push(
-            "anchor",
-            {
+    async def push(self, ready: list[Partition]) -> None:
+        """One anchor transaction per partition, pushed as one batch. A busy node leaves a
+        partition as it is for the next round; a refused anchor (the chain moved on without
+        this broker) makes the next check read the chain again."""
+        anchors = []
+        for state in ready:
+            first, last = state.last + 1, state.last + len(state.leaves)
+            root = merkle.root(state.leaves)
+            digest = merkle.anchor_digest(state.topic.id, state.partition, first, last, root,
+                                          state.head)  # fmt: skip
+            data = {
                 "tenant": state.topic.tenant,
                 "topic": state.topic.name,
                 "partition": state.partition,
@@ -167,8 +174,18 @@ class Anchorer:
                 "root": root.hex(),
                 "prev": state.head.hex(),
                 "signature": packed_signature(self.key, digest).hex(),
-            },
-            self.broker,
-        )
-        state.last, state.head, state.leaves = last, digest, []
-        self.anchored += 1
+            }
+            action = await self.client.contract("bps").action("anchor", data, self.broker)
+            anchors.append(([action], last, digest))
+        results = await self.client.push_many([a for a, _, _ in anchors], mode="commit")
+        for state, (_, last, digest), result in zip(ready, anchors, results, strict=True):
+            if not isinstance(result, RpcError):
+                state.last, state.head, state.leaves = last, digest, []
+                self.anchored += 1
+            elif not isinstance(result, Busy):
+                name, p = state.topic.name, state.partition
+                log.warning("anchor of %s:%d refused, reading the chain again: %s", name, p,
+                            result)  # fmt: skip
+                await state.reader.close()
+                self.led.pop((state.topic.id, p), None)
+                self.leaders_checked = 0.0

@@ -32,6 +32,7 @@ from chain.core.primitives.crypto import PrivateKey
 
 FAILOVER_S = 15.0  # how long a request keeps trying other brokers
 CONNECT_TIMEOUT_S = 3.0
+REQUEST_TIMEOUT_S = 30.0
 RW = (PRODUCE, CONSUME)  # who holds either is given the topic's key
 
 
@@ -103,7 +104,11 @@ class Connection:
         except (aiohttp.ClientError, ConnectionError) as err:
             self.waiting.pop(request_id, None)
             raise Unavailable(str(err)) from None
-        answer = await future
+        try:
+            answer = await asyncio.wait_for(future, REQUEST_TIMEOUT_S)
+        except TimeoutError:
+            self.waiting.pop(request_id, None)
+            raise Unavailable(f"no answer in {REQUEST_TIMEOUT_S:.0f} s") from None
         if "error" in answer:
             code, what = answer["error"]["code"], answer["error"]["what"]
             raise Unavailable(what) if code == "unavailable" else Refused(code, what)

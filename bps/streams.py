@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import dataclass
 
 import nats.errors
@@ -25,6 +26,8 @@ from bps.errors import Unavailable
 OFFSETS_BUCKET = "BPS_OFFSETS"
 DEDUP_WINDOW_S = 120.0
 READER_IDLE_S = 30.0
+CONSUMER_CHECK_S = 5.0
+API_TIMEOUT_S = 10.0
 
 
 def stream_name(topic_id: int, partition: int) -> str:
@@ -55,6 +58,7 @@ class Reader:
         self.next = 0
         self.sub: JetStreamContext.PullSubscription | None = None
         self.lock = asyncio.Lock()
+        self.checked = time.monotonic()
 
     async def read(self, start: int, limit: int, wait_s: float) -> list[Stored]:
         async with self.lock:
@@ -79,6 +83,7 @@ class Reader:
         try:
             msgs = await self.sub.fetch(limit, timeout=max(wait_s, 0.05))
         except nats.errors.TimeoutError:
+            await self._check_consumer()
             return []
         out = []
         for msg in msgs:
@@ -87,6 +92,18 @@ class Reader:
         if out:
             self.next = out[-1].offset + 1
         return out
+
+    async def _check_consumer(self) -> None:
+        """An idle consumer is deleted by JetStream after READER_IDLE_S, and one on a server
+        that died is gone: a fetch on it only ever times out. Now and then, when reads come
+        back empty, ask whether it still exists, and make a new one if not."""
+        if self.sub is None or time.monotonic() - self.checked < CONSUMER_CHECK_S:
+            return
+        self.checked = time.monotonic()
+        try:
+            await self.sub.consumer_info()
+        except (nats.errors.Error, TimeoutError):  # gone, or its server is
+            await self.close()
 
     async def close(self) -> None:
         if self.sub is not None:
@@ -100,7 +117,7 @@ class Streams:
 
     def __init__(self, nc: Nats, cluster_size: int) -> None:
         self.nc = nc
-        self.js = nc.jetstream(timeout=5)
+        self.js = nc.jetstream(timeout=API_TIMEOUT_S)
         self.cluster_size = cluster_size
         self.made: set[str] = set()
         self._offsets: KeyValue | None = None
@@ -134,8 +151,8 @@ class Streams:
             await self.js.publish_async(to, payload, headers={"Nats-Msg-Id": msg_id})
             for msg_id, payload in messages
         ]
-        try:
-            acks = await asyncio.gather(*futures)
+        try:  # an acknowledgement never comes while the stream has no leader: give up
+            acks = await asyncio.wait_for(asyncio.gather(*futures), API_TIMEOUT_S)
         except (TimeoutError, nats.errors.Error) as err:
             raise Unavailable(f"the stream did not acknowledge: {err}") from None
         return [ack.seq for ack in acks]

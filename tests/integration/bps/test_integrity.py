@@ -79,7 +79,7 @@ def test_audit_reads_only_its_topics_anchors(world: World) -> None:
         for round_ in range(6):
             for p in (0, 1):
                 await client.produce("acme", "orders", [b"noise %d" % round_], partition=p)
-            await asyncio.sleep(0.6)
+            await asyncio.sleep(1.1)  # an anchoring round and its block
 
     async def quiet(client: BpsClient) -> int:
         return (await client.produce("globex", "secrets", [b"q1", b"q2"], partition=0))[-1]
@@ -90,9 +90,9 @@ def test_audit_reads_only_its_topics_anchors(world: World) -> None:
     def settled() -> tuple[Audit, Audit]:
         busy = world.run("alice", lambda c: c.audit("acme", "orders"))
         calm = world.run("carol", lambda c: c.audit("globex", "secrets"))
-        assert busy.anchors >= 8 and calm.covered.get(0) == last, (busy, calm)
+        assert calm.covered.get(0) == last and busy.anchors > 3 * calm.anchors, (busy, calm)
         return busy, calm
 
     busy, calm = eventually(settled, 20, "both topics anchored")
-    assert calm.ok and busy.anchors > 3 * calm.anchors
+    assert calm.ok and busy.ok
     assert calm.rows_read == calm.anchors
