@@ -1,5 +1,9 @@
 """``bor-bps``: topics, ACLs, produce, consume, audit and verify; a broker; a local deployment.
 
+End-to-end encryption: ``enckey`` makes a member's encryption key (a file, mode 0600) and
+registers its public half; ``topickey`` (the owner) wraps a new topic key for the topic's
+readers; ``produce --encrypt`` seals and ``consume --enc-key-file`` opens.
+
 Every failure is one line on stderr and exit status 1 (2 for a usage error); ``verify`` and
 ``audit`` exit 3 when what they check does not hold, and ``verify`` 4 while the message is not
 anchored in an irreversible block yet.
@@ -10,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Coroutine
@@ -22,6 +27,7 @@ from bps.deploy import DESCRIPTION, Deployment
 from bps.directory import CONTRACT, RIGHTS
 from bps.errors import BpsError, NotYet, Tampered
 from chain.core.primitives.crypto import PrivateKey
+from chain.core.primitives.errors import InvalidKey
 
 DEFAULT_NODE = "http://127.0.0.1:8888"
 
@@ -118,11 +124,46 @@ def cmd_acls(args: argparse.Namespace) -> None:
         print(json.dumps(row))
 
 
+def enc_key(args: argparse.Namespace) -> PrivateKey | None:
+    path = getattr(args, "enc_key_file", None)
+    if not path:
+        return None
+    try:
+        return PrivateKey.from_text(Path(path).read_text().strip())
+    except InvalidKey as err:
+        raise BpsError(f"{path}: {err}") from None
+
+
 async def _with_client(
     args: argparse.Namespace, work: Callable[[BpsClient], Coroutine[Any, Any, int]]
 ) -> int:
-    async with BpsClient(node_url(args), account(args), user_key(args)) as client:
+    client = BpsClient(node_url(args), account(args), user_key(args), enc_key(args))
+    async with client:
         return await work(client)
+
+
+async def _enckey(args: argparse.Namespace, client: BpsClient) -> int:
+    """A new encryption key in a new file only the user reads, then its public half on the
+    chain as the account's enckey in the tenant."""
+    key = PrivateKey.generate()
+    try:
+        fd = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise BpsError(f"{args.out} exists: not overwriting a key") from None
+    with os.fdopen(fd, "w") as out:
+        out.write(key.to_text() + "\n")
+    client.enc_key = key
+    pushed = await client.set_enckey(args.tenant)
+    where = "registered in" if pushed else "kept off the chain: you own"
+    print(f"{args.out}: encryption key {where} {args.tenant}")
+    return 0
+
+
+async def _topickey(args: argparse.Namespace, client: BpsClient) -> int:
+    version, readers = await client.rotate_topic_key(args.tenant, args.topic)
+    print(json.dumps({"topic": f"{args.tenant}/{args.topic}", "version": version,
+                      "wrapped_for": readers}))  # fmt: skip
+    return 0
 
 
 async def _produce(args: argparse.Namespace, client: BpsClient) -> int:
@@ -133,6 +174,7 @@ async def _produce(args: argparse.Namespace, client: BpsClient) -> int:
         [m.encode() for m in lines],
         args.partition,
         args.key.encode() if args.key else None,
+        encrypt=args.encrypt,
     )
     for offset in offsets:
         print(offset)
@@ -202,6 +244,37 @@ def _async(
     return lambda args: asyncio.run(_with_client(args, lambda c: fn(args, c)))
 
 
+Add = Callable[[str, Callable[[argparse.Namespace], Any], str], argparse.ArgumentParser]
+
+
+def _message_commands(add: Add) -> None:
+    """produce and consume, and the encryption keys they use."""
+    c = add("produce", _async(_produce), "publish messages (arguments, else stdin lines)")
+    c.add_argument("tenant")
+    c.add_argument("topic")
+    c.add_argument("message", nargs="*")
+    c.add_argument("--partition", type=int)
+    c.add_argument("--key")
+    c.add_argument("--encrypt", action="store_true", help="seal under the topic's newest key")
+    c.add_argument("--enc-key-file", help="your encryption key (from enckey), for --encrypt")
+    c = add("consume", _async(_consume), "messages after the group's committed offset")
+    c.add_argument("tenant")
+    c.add_argument("topic")
+    c.add_argument("--partition", type=int, default=0)
+    c.add_argument("--group", default="default")
+    c.add_argument("--max", type=int, default=100)
+    c.add_argument("--wait-ms", type=int, default=1000)
+    c.add_argument("--no-commit", action="store_true")
+    c.add_argument("--enc-key-file", help="your encryption key: sealed messages are opened")
+    c = add("enckey", _async(_enckey), "make your encryption key and register it in a tenant")
+    c.add_argument("tenant")
+    c.add_argument("--out", required=True, help="a new file for the key (mode 0600)")
+    c = add("topickey", _async(_topickey), "wrap a new key of a topic for its readers (owner)")
+    c.add_argument("tenant")
+    c.add_argument("topic")
+    c.add_argument("--enc-key-file", required=True, help="your encryption key (from enckey)")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bor-bps", description=__doc__.splitlines()[0])
     p.add_argument(
@@ -256,20 +329,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("id", type=int)
     c = add("acls", cmd_acls, "a tenant's ACL entries")
     c.add_argument("tenant")
-    c = add("produce", _async(_produce), "publish messages (arguments, else stdin lines)")
-    c.add_argument("tenant")
-    c.add_argument("topic")
-    c.add_argument("message", nargs="*")
-    c.add_argument("--partition", type=int)
-    c.add_argument("--key")
-    c = add("consume", _async(_consume), "messages after the group's committed offset")
-    c.add_argument("tenant")
-    c.add_argument("topic")
-    c.add_argument("--partition", type=int, default=0)
-    c.add_argument("--group", default="default")
-    c.add_argument("--max", type=int, default=100)
-    c.add_argument("--wait-ms", type=int, default=1000)
-    c.add_argument("--no-commit", action="store_true")
+    _message_commands(add)
     c = add("audit", _async(_audit), "every anchor of a topic, checked against the chain")
     c.add_argument("tenant")
     c.add_argument("topic")

@@ -28,3 +28,8 @@ class Tampered(BpsError):
 class NotYet(BpsError):
     """What was asked for is not settled yet (an offset not anchored, an anchor not in an
     irreversible block): ask again in a moment."""
+
+
+class CannotOpen(BpsError):
+    """An end-to-end sealed payload or wrapped key does not open with the key given: another
+    key's, or a byte was changed."""

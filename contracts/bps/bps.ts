@@ -9,8 +9,8 @@
 // - `brokers`, key = account [admin]: url (the sidecar's endpoint), key (a packed K1 public
 //   key, 34 bytes: type 0 + 33-byte compressed key, that anchors are signed with), since.
 // - `tenants`, key = tenant [admin]: owner, since.
-// - `members`, scope = tenant, key = account [owner]: enckey (empty or a 33-byte key for
-//   end-to-end encryption), since.
+// - `members`, scope = tenant, key = account [owner; the member once it sets its enckey]:
+//   enckey (empty or a 33-byte key for end-to-end encryption), since.
 // - `topics`, scope = tenant, key = topic name [owner]: id (global, from next_topic),
 //   partitions (1..64), replicas (1..5), retention_s, since.
 // - `parts`, scope = the topic's id (a u64), key = partition [owner]: broker (the broker
@@ -22,6 +22,9 @@
 // - `anchors`, key = id from next_anchor [broker]: topic (the id; secondary index `bytopic`,
 //   table `anchor.topic`, so an audit reads one topic's anchors only), partition, first,
 //   last, root, prev, broker, signature (packed K1, 66 bytes), block, time.
+// - `wraps`, scope = the topic's id (a u64), key = account [owner]: the topic's end-to-end
+//   key wrapped for that account's enckey (ECIES, bps/crypto.py; at most 128 bytes), its
+//   version (never goes back), since.
 //
 // An anchor's digest, which the broker signs and which becomes the partition's head, is the
 // sha256 of these 92 bytes (integers little-endian):
@@ -33,7 +36,8 @@
 // erased), setenckey (the member; enckeyset), createtopic (owner; topiccreated: partition p
 // goes to the p-th registered broker in key order, round robin), assign (the registered broker
 // taking the partition over; assigned), grant (owner; granted), revoke (owner; revoked),
-// anchor (the partition's broker; anchored). An ACL names any account, but counts only while
+// anchor (the partition's broker; anchored), wrapkey (owner; keywrapped: the account must be
+// a member with an enckey, or the owner). An ACL names any account, but counts only while
 // that account is a member. The read-only canaccess answers (false, never an abort, for an
 // unknown tenant or topic): the tenant's owner holds every right on its topics; a member holds
 // the union of the rights of its unexpired ACLs (expires > currentTime(), or 0) whose pattern
@@ -53,6 +57,7 @@ const MAX_REPLICAS: u32 = 5;
 const MAX_PATTERN_BYTES = 13;
 const MAX_ANCHOR_SPAN: u64 = 1_000_000;
 const ALL_RIGHTS: u8 = 7;
+const MAX_WRAPPED_BYTES = 128;
 
 @table("config")
 class Config {
@@ -167,6 +172,20 @@ class AnchorRecord {
   }
 }
 
+@table("wraps")
+class Wrap {
+  constructor(
+    public account: Name = 0,
+    public version: u32 = 0,
+    public wrapped: Uint8Array = new Uint8Array(0),
+    public since: i64 = 0,
+  ) {}
+
+  @primary get key(): u64 {
+    return this.account;
+  }
+}
+
 @event("initialized")
 class Initialized {
   constructor(public admin: Name = 0) {}
@@ -255,6 +274,17 @@ class Anchored {
   ) {}
 }
 
+@event("keywrapped")
+class KeyWrapped {
+  constructor(
+    public tenant: Name = 0,
+    public topic: Name = 0,
+    public id: u64 = 0,
+    public account: Name = 0,
+    public version: u32 = 0,
+  ) {}
+}
+
 function config(): Table<Config> {
   return new Table<Config>(receiver(), receiver(), n("config"));
 }
@@ -281,6 +311,10 @@ function parts(topicId: u64): Table<Part> {
 
 function acls(tenant: u64): Table<Acl> {
   return new Table<Acl>(receiver(), tenant, n("acls"), n("acls.princ"));
+}
+
+function wraps(topicId: u64): Table<Wrap> {
+  return new Table<Wrap>(receiver(), topicId, n("wraps"));
 }
 
 function anchors(): Table<AnchorRecord> {
@@ -436,7 +470,7 @@ class Bps {
     const table = members(tenant);
     const row = table.get(account, "not a member");
     row.enckey = enckey;
-    table.update(row);
+    table.update(row, account); // the member pays for its row from now on: a key may grow it
     new EnckeySet(tenant, account, enckey).emit();
   }
 
@@ -546,6 +580,29 @@ class Bps {
     part.head = digest;
     rows.update(part);
     new Anchored(id, partition, first, last, root, record.id).emit();
+  }
+
+  @action
+  wrapkey(tenant: Name, topic: Name, account: Name, version: u32, wrapped: Uint8Array): void {
+    const owner = requireOwner(tenant).owner;
+    const id = findTopic(tenant, topic).id;
+    if (account != owner) {
+      const member = members(tenant).get(account, "not a member");
+      check(member.enckey.length > 0, "the member has no enckey");
+    }
+    check(version >= 1, "version must be at least 1");
+    check(wrapped.length >= 1 && wrapped.length <= MAX_WRAPPED_BYTES, "wrapped must have 1 to 128 bytes");
+    const table = wraps(id);
+    const row = table.find(account);
+    if (row === null) table.store(new Wrap(account, version, wrapped, currentTime()), owner);
+    else {
+      check(version >= row.version, "a wrap's version never goes back");
+      row.version = version;
+      row.wrapped = wrapped;
+      row.since = currentTime();
+      table.update(row);
+    }
+    new KeyWrapped(tenant, topic, id, account, version).emit();
   }
 
   @readonly

@@ -253,6 +253,7 @@ TABLES = {
         "id", "topic", "partition", "first", "last", "root", "prev", "broker", "signature",
         "block", "time",
     ],
+    "wraps": ["account", "version", "wrapped", "since"],
 }  # fmt: skip
 ACTIONS = {
     "init": ["admin"],
@@ -267,6 +268,7 @@ ACTIONS = {
     "grant": ["tenant", "principal", "pattern", "rights", "expires"],
     "revoke": ["tenant", "id"],
     "anchor": ["tenant", "topic", "partition", "first", "last", "root", "prev", "signature"],
+    "wrapkey": ["tenant", "topic", "account", "version", "wrapped"],
     "canaccess": ["tenant", "topic", "principal", "right"],
 }
 
