@@ -23,9 +23,9 @@ from typing import Any
 
 from bor_client import Client, ClientError, Signer
 from bps.client import BpsClient
-from bps.deploy import DESCRIPTION, Deployment
 from bps.directory import CONTRACT, RIGHTS
 from bps.errors import BpsError, NotYet, Tampered
+from bps.local import DESCRIPTION, Deployment
 from chain.core.primitives.crypto import PrivateKey
 from chain.core.primitives.errors import InvalidKey
 

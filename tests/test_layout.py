@@ -10,7 +10,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # The product's packages and the tests. scripts/ is left out: each of its files is a command
 # that docs, CI and notes name by its path.
-TREES = ("chain", "genesis", "p2p", "node", "wallet", "contract_tools", "bor_client", "tests")
+TREES = (
+    "chain",
+    "genesis",
+    "p2p",
+    "node",
+    "wallet",
+    "contract_tools",
+    "bor_client",
+    "bps",
+    "tests",
+)
 MOST_MODULES = 15
 MOST_LINES = 600
 MOST_FUNCTION_LINES = 80
@@ -65,6 +75,7 @@ UNIT_TESTS = (
     "wallet",
     "contract_tools",
     "bor_client",
+    "bps",
     "scripts",
 )
 

@@ -20,8 +20,7 @@ import pytest
 
 from bor_client import Client, Signer
 from bps.client import BpsClient
-from bps.deploy import Deployment, install, start_broker
-from bps.local import build_contract, wait_http
+from bps.local import Deployment, build_contract, install, start_broker, wait_http
 from chain.core.primitives.crypto import PrivateKey
 from tests.integration.conftest import NodeProcess, Nodes, free_ports
 from tests.support.wait import SLOWDOWN

@@ -93,6 +93,6 @@ def test_audit_reads_only_its_topics_anchors(world: World) -> None:
         assert calm.covered.get(0) == last and busy.anchors > 3 * calm.anchors, (busy, calm)
         return busy, calm
 
-    busy, calm = eventually(settled, 20, "both topics anchored")
+    busy, calm = eventually(settled, 40, "both topics anchored")
     assert calm.ok and busy.ok
     assert calm.rows_read == calm.anchors

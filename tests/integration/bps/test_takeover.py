@@ -23,6 +23,7 @@ async def load(
     acked: list[tuple[int, bytes]] = []
     consumed: list[tuple[int, bytes]] = []
     stop = asyncio.Event()
+    produced = asyncio.Event()  # the producer's last batch is acknowledged
     killed: list[float] = []
     resumed: list[float] = []
     async with world.client("alice") as producer, world.client("alice") as consumer:
@@ -38,6 +39,7 @@ async def load(
                     resumed.append(time.monotonic())
                 acked.extend(zip(offsets, payloads, strict=True))
                 n += BATCH
+            produced.set()
 
         async def consume() -> None:
             while True:
@@ -45,7 +47,7 @@ async def load(
                 consumed.extend((m.offset, m.payload) for m in got)
                 if got:
                     await consumer.commit("acme", "orders", 0, "audit", got[-1].offset)
-                elif stop.is_set() and consumed and consumed[-1][0] >= max(o for o, _ in acked):
+                elif produced.is_set() and consumed and consumed[-1][0] >= max(o for o, _ in acked):
                     return
 
         async def chaos() -> None:
