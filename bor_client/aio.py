@@ -85,7 +85,7 @@ class AsyncClient:
             async with self.session.post(
                 self.url + path, data=encode_body(body), headers=headers
             ) as response:
-                raw = await response.content.read(MAX_ANSWER_BYTES)
+                raw = await _read_body(response)
                 status, reason = response.status, response.reason or ""
         except (aiohttp.ClientError, OSError, TimeoutError) as err:
             why = "timed out" if isinstance(err, TimeoutError) else err
@@ -268,3 +268,16 @@ class AsyncClient:
             cursor=cursor,
             cursor_file=cursor_file,
         )
+
+
+async def _read_body(response: aiohttp.ClientResponse) -> bytes:
+    """The whole answer, up to MAX_ANSWER_BYTES (one more byte: the JSON will not parse).
+    ``content.read(n)`` alone returns what has arrived so far, which for a large answer is
+    only its first chunks."""
+    chunks = bytearray()
+    while len(chunks) <= MAX_ANSWER_BYTES:
+        chunk = await response.content.read(MAX_ANSWER_BYTES + 1 - len(chunks))
+        if not chunk:
+            break
+        chunks += chunk
+    return bytes(chunks)

@@ -5,13 +5,16 @@ with the fields a user needs."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from aiohttp import web
 
+from bor_client.aio import AsyncClient
 from bor_client.client import Client
 from bor_client.errors import BadUrl, MalformedResponse, NodeUnreachable, NotFound, RpcError
 
@@ -50,6 +53,18 @@ async def _echo(request: web.Request) -> web.Response:
     return web.json_response({"got": await request.json()})
 
 
+async def _chunked(request: web.Request) -> web.StreamResponse:
+    """A 400 KB JSON answer written in 40 pieces, with pauses between them."""
+    body = json.dumps({"rows": ["x" * 1000] * 400}).encode()
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    await response.prepare(request)
+    for i in range(0, len(body), 10_000):
+        await response.write(body[i : i + 10_000])
+        await asyncio.sleep(0.001)
+    await response.write_eof()
+    return response
+
+
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
     """A real HTTP server on a loopback port, run by a thread of its own."""
@@ -61,6 +76,7 @@ def url() -> Iterator[str]:
         ("/not_json", _not_json_200),
         ("/slow", _slow),
         ("/echo", _echo),
+        ("/chunked", _chunked),
     ]:
         app.router.add_post(path, handler)
     loop = asyncio.new_event_loop()
@@ -147,3 +163,13 @@ def test_a_url_urllib_cannot_call_is_refused_at_construction(bad: str) -> None:
     """No scheme, no host or a port that is not 1..65535: BadUrl naming it, before any call."""
     with pytest.raises(BadUrl, match="node URL"):
         Client(bad)
+
+
+def test_the_async_client_reads_a_large_answer_whole(url: str) -> None:
+    """An answer that arrives in many pieces is read to its end, not to its first pieces."""
+
+    async def go() -> Any:
+        async with AsyncClient(url) as client:
+            return await client.request("/chunked")
+
+    assert asyncio.run(go())["rows"] == ["x" * 1000] * 400
