@@ -63,18 +63,24 @@ class Setup:
     def __init__(self, root: Path) -> None:
         self.root = root
         rpc = free_ports(3)
+        self.brokers: dict[str, subprocess.Popen[bytes]] = {}
         self.devnet = start_devnet(root, rpc)
-        self.deployment = Deployment.new(
-            root, f"http://127.0.0.1:{rpc}", BROKERS, free_ports(3 * len(BROKERS) + 3)
-        )
-        self.keys: dict[str, str] = json.loads((root / "devnet/keys.json").read_text())
-        wasm, abi = build_contract(root / "contract")
-        install(self.deployment, self.keys["bor.gov"], wasm, abi, PrivateKey.generate())
-        self.brokers = {b: start_broker(self.deployment, b, root / f"{b}.log") for b in BROKERS}
-        for spec in self.deployment.brokers:
-            wait_http(f"http://127.0.0.1:{spec.sidecar_port}/health")
-        self.push("bor.gov", "addtenant", {"tenant": "acme", "owner": "alice"})
-        self.push("alice", "addmember", {"tenant": "acme", "account": "bob", "enckey": ""})
+        try:
+            self.deployment = Deployment.new(
+                root, f"http://127.0.0.1:{rpc}", BROKERS, free_ports(3 * len(BROKERS) + 3)
+            )
+            self.keys: dict[str, str] = json.loads((root / "devnet/keys.json").read_text())
+            wasm, abi = build_contract(root / "contract")
+            install(self.deployment, self.keys["bor.gov"], wasm, abi, PrivateKey.generate())
+            for b in BROKERS:
+                self.brokers[b] = start_broker(self.deployment, b, root / f"{b}.log")
+            for spec in self.deployment.brokers:
+                wait_http(f"http://127.0.0.1:{spec.sidecar_port}/health")
+            self.push("bor.gov", "addtenant", {"tenant": "acme", "owner": "alice"})
+            self.push("alice", "addmember", {"tenant": "acme", "account": "bob", "enckey": ""})
+        except BaseException:
+            self.stop()
+            raise
 
     def push(self, account: str, action: str, data: dict[str, Any]) -> Any:
         client = Client(self.deployment.node_url, Signer([self.keys[account]]))

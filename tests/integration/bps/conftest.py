@@ -116,7 +116,11 @@ def make_world(nodes: Nodes, root: Path) -> World:
             "tenant": tenant, "topic": topic, "partitions": partitions, "replicas": 3,
             "retention_s": 0,
         })  # fmt: skip
-    world.start_brokers()
+    try:
+        world.start_brokers()
+    except BaseException:
+        world.stop()  # what did start: no broker outlives the test
+        raise
     return world
 
 
