@@ -14,7 +14,6 @@ import secrets
 import shutil
 import signal
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -166,46 +165,3 @@ def specs(names: list[str], first_port: int) -> list[ServerSpec]:
         ServerSpec(name, first_port + 3 * i, first_port + 3 * i + 1, first_port + 3 * i + 2)
         for i, name in enumerate(names)
     ]
-
-
-class Cluster:
-    """The servers of one deployment, started together and waited for until JetStream has a
-    meta leader (before which no stream can be made)."""
-
-    def __init__(self, root: Path, names: list[str], first_port: int, keys: Secrets):
-        self.keys = keys
-        self.specs = specs(names, first_port)
-        self.servers = {s.name: Server(s, self.specs, root / s.name, keys) for s in self.specs}
-
-    def start(self) -> None:
-        for server in self.servers.values():
-            server.start()
-        self.wait_ready()
-
-    def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if any(_meta_leader(s.spec) for s in self.servers.values() if s.alive()):
-                return
-            time.sleep(0.2)
-        raise BpsError(f"the NATS cluster has no JetStream leader after {timeout:.0f} s")
-
-    def stop(self) -> None:
-        for server in self.servers.values():
-            server.stop()
-
-    def urls(self) -> dict[str, str]:
-        return {s.name: s.url for s in self.specs}
-
-
-def _meta_leader(spec: ServerSpec) -> bool:
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(
-            f"http://127.0.0.1:{spec.monitor_port}/jsz", timeout=1
-        ) as answer:
-            data = json.loads(answer.read())
-    except (OSError, ValueError):
-        return False
-    return bool(data.get("meta_cluster", {}).get("leader"))
