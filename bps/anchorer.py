@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from dataclasses import dataclass, field
 
 import nats.errors
@@ -22,7 +21,7 @@ from bor_client.errors import Busy
 from bps import merkle
 from bps.directory import Directory, Topic
 from bps.errors import BpsError
-from bps.streams import Reader, Streams
+from bps.streams import Reader, Streams, Survey, stream_name
 from chain.core.execution.actions import Call
 from chain.core.primitives.crypto import PrivateKey
 
@@ -32,7 +31,7 @@ READ_BATCH = 1000
 MAX_BATCH = 200  # anchor transactions pushed in one request
 MAX_ACTIONS = 16  # assign actions in one transaction
 PARALLEL = 8  # partitions read and anchored at once (JetStream's API, the node's RPC)
-LEADER_CHECK_S = 1.0  # how often the streams' leaders are asked (a takeover waits up to this)
+READ_WAIT_S = 1.0  # a fetch of messages the survey saw stored returns as soon as they come
 # What a round meets when a broker dies or the cluster is forming: the next round tries again.
 RETRIED = (BpsError, ClientError, OSError, TimeoutError, nats.errors.Error)
 
@@ -73,7 +72,6 @@ class Anchorer:
         self.streams = streams
         self.interval_s = interval_s
         self.led: dict[tuple[int, int], Partition] = {}
-        self.leaders_checked = 0.0
         self.anchored = 0
 
     async def run(self) -> None:
@@ -85,33 +83,39 @@ class Anchorer:
             await asyncio.sleep(self.interval_s)
 
     async def round(self) -> None:
-        """Read every led partition's new messages (a few partitions at a time), then anchor
-        all that have some in one batch of transactions (one each, so that one refusal sinks
-        no other), waiting for the block that includes them."""
-        if time.monotonic() >= self.leaders_checked + LEADER_CHECK_S:
-            await self.check_leaders()
+        """Survey the streams (one request), take or let go of partitions as leadership
+        moved, read what each led partition received since (only those that received
+        something, a few at a time), then anchor all that have new leaves in one batch of
+        transactions (one each, so that one refusal sinks no other), waiting for the block
+        that includes them."""
+        survey = await self.streams.survey()
+        await self.check_leaders(survey)
         slots = asyncio.Semaphore(PARALLEL)
 
-        async def read(state: Partition) -> None:
+        async def read(state: Partition, last: int) -> None:
             async with slots:
-                await self.read(state)
+                await self.read(state, last)
 
-        led = list(self.led.values())
-        await asyncio.gather(*(read(state) for state in led))
-        ready = [state for state in led if state.leaves]
+        reads = []
+        for state in self.led.values():
+            seen = survey.get(stream_name(state.topic.id, state.partition))
+            if seen is not None and seen.last > state.last + len(state.leaves):
+                reads.append(read(state, seen.last))
+        await asyncio.gather(*reads)
+        ready = [state for state in self.led.values() if state.leaves]
         for start in range(0, len(ready), MAX_BATCH):
             await self.push(ready[start : start + MAX_BATCH])
 
-    async def check_leaders(self) -> None:
+    async def check_leaders(self, survey: dict[str, Survey]) -> None:
         """Take the partitions whose stream this broker's server now leads (reading each
         topic's partitions from the chain once, and recording the takeovers on the chain in
         one transaction), and let go of those it no longer leads."""
-        self.leaders_checked = time.monotonic()
         for topic in list(self.directory.by_id.values()):
             await self.streams.ensure(topic)
             mine = set()
             for p in range(topic.partitions):
-                if await self.streams.leader(topic.id, p) == self.broker:
+                seen = survey.get(stream_name(topic.id, p))
+                if seen is not None and seen.leader == self.broker:
                     mine.add(p)
                 elif (state := self.led.pop((topic.id, p), None)) is not None:
                     await state.reader.close()
@@ -136,22 +140,23 @@ class Anchorer:
         data = {"tenant": topic.tenant, "topic": topic.name, "partition": p, "broker": self.broker}
         return await self.client.contract("bps").action("assign", data, self.broker)
 
-    async def read(self, state: Partition) -> None:
-        """The leaves of what arrived since the last anchor (or since the last read)."""
+    async def read(self, state: Partition, last: int) -> None:
+        """The leaves of what arrived since the last anchor (or since the last read), up to
+        ``last``, the stream's last offset when surveyed: each fetch asks for what is there,
+        so none waits on an empty partition."""
         topic, p = state.topic, state.partition
         try:
             start = state.last + 1 + len(state.leaves)
-            while len(state.leaves) < MAX_ANCHOR:
-                got = await state.reader.read(start, READ_BATCH, 0.05)
+            while len(state.leaves) < MAX_ANCHOR and start <= last:
+                want = min(READ_BATCH, last - start + 1, MAX_ANCHOR - len(state.leaves))
+                got = await state.reader.read(start, want, READ_WAIT_S)
                 if not got or got[0].offset != start:
-                    break  # nothing new (a gap would mean aged-out messages: never anchored)
+                    break  # nothing (a gap would mean aged-out messages: never anchored)
                 for m in got:
                     if m.offset != start:
                         break
                     state.leaves.append(merkle.leaf(topic.id, p, m.offset, m.payload))
                     start += 1
-                if len(got) < READ_BATCH:
-                    break
         except RETRIED as err:
             log.warning("reading %s:%d failed: %s", topic.name, p, str(err) or repr(err))
 
@@ -187,5 +192,4 @@ class Anchorer:
                 log.warning("anchor of %s:%d refused, reading the chain again: %s", name, p,
                             result)  # fmt: skip
                 await state.reader.close()
-                self.led.pop((state.topic.id, p), None)
-                self.leaders_checked = 0.0
+                self.led.pop((state.topic.id, p), None)  # the next round takes it again

@@ -14,6 +14,8 @@ import secrets
 import shutil
 import signal
 import subprocess
+import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,3 +167,21 @@ def specs(names: list[str], first_port: int) -> list[ServerSpec]:
         ServerSpec(name, first_port + 3 * i, first_port + 3 * i + 1, first_port + 3 * i + 2)
         for i, name in enumerate(names)
     ]
+
+
+def stream_leader(monitor_ports: Iterable[int], stream: str) -> str | None:
+    """The server leading ``stream``, from the servers' monitoring (only the meta leader
+    answers ``leader-only``; the others say 400): what an operator or a test reads without a
+    NATS connection. None while no server knows one."""
+    for port in monitor_ports:
+        url = f"http://127.0.0.1:{port}/jsz?streams=true&leader-only=true"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as answer:
+                data = json.loads(answer.read())
+        except OSError:
+            continue
+        for account in data.get("account_details", []):
+            for detail in account.get("stream_detail", []):
+                if detail["name"] == stream:
+                    return str(detail["cluster"]["leader"])
+    return None

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bor_client import Client, Signer
 from bor_client.errors import Busy
 from bps.client import BpsClient
-from bps.cluster import Secrets
+from bps.cluster import Secrets, stream_leader
 from bps.errors import Refused
 from bps.local import Deployment, build_contract, install, start_broker, start_devnet, wait_http
 from chain.core.primitives.crypto import PrivateKey
@@ -262,20 +262,10 @@ async def revocation(setup: Setup) -> dict[str, float]:
 
 
 def leader_of(setup: Setup, stream: str) -> str:
-    import urllib.request
-
-    for b in setup.deployment.brokers:
-        url = f"http://127.0.0.1:{b.monitor_port}/jsz?streams=true&leader-only=true"
-        try:  # only the meta leader answers leader-only: the others say 400
-            with urllib.request.urlopen(url, timeout=2) as answer:
-                data = json.loads(answer.read())
-        except OSError:
-            continue
-        for acc in data.get("account_details", []):
-            for s in acc.get("stream_detail", []):
-                if s["name"] == stream:
-                    return str(s["cluster"]["leader"])
-    raise RuntimeError(f"no leader for {stream}")
+    leader = stream_leader([b.monitor_port for b in setup.deployment.brokers], stream)
+    if leader is None:
+        raise RuntimeError(f"no leader for {stream}")
+    return leader
 
 
 async def takeover(setup: Setup) -> dict[str, float]:

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import time
-import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,7 +19,9 @@ import pytest
 
 from bor_client import Client, Signer
 from bps.client import BpsClient
+from bps.cluster import stream_leader
 from bps.local import Deployment, build_contract, install, start_broker, wait_http
+from bps.streams import stream_name
 from chain.core.primitives.crypto import PrivateKey
 from tests.integration.conftest import NodeProcess, Nodes, free_ports
 from tests.support.wait import SLOWDOWN
@@ -84,18 +85,10 @@ class World:
 
     def leader(self, topic_id: int, partition: int) -> str:
         """The broker whose server leads the partition's stream, from NATS's monitoring."""
-        for b in self.deployment.brokers:
-            url = f"http://127.0.0.1:{b.monitor_port}/jsz?streams=true&leader-only=true"
-            try:
-                with urllib.request.urlopen(url, timeout=2) as answer:
-                    data = json.loads(answer.read())
-            except OSError:
-                continue
-            for account in data.get("account_details", []):
-                for stream in account.get("stream_detail", []):
-                    if stream["name"] == f"BPS_{topic_id}_{partition}":
-                        return str(stream["cluster"]["leader"])
-        raise AssertionError(f"no leader for BPS_{topic_id}_{partition}")
+        ports = [b.monitor_port for b in self.deployment.brokers]
+        leader = stream_leader(ports, stream_name(topic_id, partition))
+        assert leader is not None, f"no leader for {stream_name(topic_id, partition)}"
+        return leader
 
 
 def make_world(nodes: Nodes, root: Path) -> World:

@@ -16,6 +16,7 @@ from bps.audit import Audit
 from bps.client import BpsClient
 from bps.cluster import Secrets
 from bps.errors import NotYet, Tampered
+from bps.streams import Streams, Survey, stream_name
 from tests.integration.bps.conftest import World, eventually
 
 
@@ -96,3 +97,30 @@ def test_audit_reads_only_its_topics_anchors(world: World) -> None:
     busy, calm = eventually(settled, 40, "both topics anchored")
     assert calm.ok and busy.ok
     assert calm.rows_read == calm.anchors
+
+
+def test_the_survey_shows_each_partitions_leader_and_last_offset(world: World) -> None:
+    """The anchorers' one-request survey of the streams names the leader that the servers'
+    monitoring names and the last offset a producer was given, for every partition of every
+    topic (and no stream but BPS's)."""
+    produced = world.run("alice", lambda c: c.produce("acme", "orders", [b"s1", b"s2"], 1))
+    orders = world.run("alice", lambda c: c.topic("acme", "orders")).id
+    secrets = world.run("carol", lambda c: c.topic("globex", "secrets")).id
+
+    async def survey() -> dict[str, Survey]:
+        keys = Secrets.load(world.deployment.secrets_file)
+        nc = await nats.connect(
+            world.deployment.brokers[1].server.url, user=keys.user, password=keys.password
+        )
+        try:
+            return await Streams(nc, 3).survey()
+        finally:
+            await nc.close()
+
+    seen = asyncio.run(survey())
+    wanted = {stream_name(orders, 0), stream_name(orders, 1), stream_name(secrets, 0)}
+    assert wanted <= set(seen) and all(name.startswith("BPS_") for name in seen), seen
+    for name in wanted:
+        topic_id, p = (int(x) for x in name.split("_")[1:])
+        assert seen[name].leader == world.leader(topic_id, p), name
+    assert seen[stream_name(orders, 1)].last >= produced[-1]
