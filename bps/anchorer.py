@@ -86,8 +86,10 @@ class Anchorer:
         """Survey the streams (one request), take or let go of partitions as leadership
         moved, read what each led partition received since (only those that received
         something, a few at a time), then anchor all that have new leaves in one batch of
-        transactions (one each, so that one refusal sinks no other), waiting for the block
-        that includes them."""
+        transactions (one each, so that one refusal sinks no other), answered on admission:
+        the next round chains on without waiting for the block, and an anchor that never
+        lands makes the contract refuse its successor, which sends the partition back to the
+        chain's last anchor."""
         survey = await self.streams.survey()
         await self.check_leaders(survey)
         slots = asyncio.Semaphore(PARALLEL)
@@ -182,7 +184,7 @@ class Anchorer:
             }
             action = await self.client.contract("bps").action("anchor", data, self.broker)
             anchors.append(([action], last, digest))
-        results = await self.client.push_many([a for a, _, _ in anchors], mode="commit")
+        results = await self.client.push_many([a for a, _, _ in anchors], mode="sync")
         for state, (_, last, digest), result in zip(ready, anchors, results, strict=True):
             if not isinstance(result, RpcError):
                 state.last, state.head, state.leaves = last, digest, []
