@@ -68,7 +68,9 @@ class Session:
     def reader(self, topic: Topic, partition: int) -> Reader:
         key = (topic.id, partition)
         if key not in self.readers:
-            self.readers[key] = Reader(self.sidecar.streams.js, topic.id, partition)
+            self.readers[key] = Reader(
+                self.sidecar.streams.js, topic.id, partition, read_ahead=True
+            )
         return self.readers[key]
 
     async def produce(self, frame: dict[str, Any]) -> dict[str, Any]:

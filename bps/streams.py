@@ -28,6 +28,7 @@ OFFSETS_BUCKET = "BPS_OFFSETS"
 DEDUP_WINDOW_S = 120.0
 READER_IDLE_S = 30.0
 CONSUMER_CHECK_S = 5.0
+AHEAD_WAIT_S = 0.05  # a read ahead waits this long for messages not yet stored
 API_TIMEOUT_S = 10.0
 
 
@@ -58,16 +59,26 @@ class Stored:
 
 class Reader:
     """Reads one partition forwards from an offset; reading on from where it stopped reuses
-    its JetStream consumer, reading from elsewhere makes a new one."""
+    its JetStream consumer, reading from elsewhere makes a new one.
 
-    def __init__(self, js: JetStreamContext, topic_id: int, partition: int) -> None:
+    With ``read_ahead``, a read that filled its limit asks for the next batch at once, in the
+    background, so that a consumer reading on finds it here while its request crossed the
+    network (a consumer's fetches otherwise wait for two round trips, the client's and
+    JetStream's, one after the other). At most one batch is held ahead."""
+
+    def __init__(
+        self, js: JetStreamContext, topic_id: int, partition: int, read_ahead: bool = False
+    ) -> None:
         self.js = js
         self.topic_id = topic_id
         self.partition = partition
+        self.read_ahead = read_ahead
         self.next = 0
         self.sub: JetStreamContext.PullSubscription | None = None
         self.lock = asyncio.Lock()
         self.checked = time.monotonic()
+        self.held: list[Stored] = []
+        self.ahead: asyncio.Task[list[Stored]] | None = None
 
     async def read(self, start: int, limit: int, wait_s: float) -> list[Stored]:
         async with self.lock:
@@ -89,18 +100,37 @@ class Reader:
                 ),
             )
             self.next = start
+        if not self.held and self.ahead is not None:
+            task, self.ahead = self.ahead, None
+            self.held = await task
+        out, self.held = self.held[:limit], self.held[limit:]
+        if not out:
+            out = await self._fetch(limit, wait_s)
+        if out:
+            self.next = out[-1].offset + 1
+        if self.read_ahead and len(out) == limit and not self.held and self.ahead is None:
+            self.ahead = asyncio.create_task(self._fetch_ahead(limit))
+        return out
+
+    async def _fetch(self, limit: int, wait_s: float, check: bool = True) -> list[Stored]:
+        assert self.sub is not None
         try:
             msgs = await self.sub.fetch(limit, timeout=max(wait_s, 0.05))
         except nats.errors.TimeoutError:
-            await self._check_consumer()
+            if check:
+                await self._check_consumer()
             return []
-        out = []
-        for msg in msgs:
-            seq = msg.metadata.sequence.stream
-            out.append(Stored(seq, (msg.headers or {}).get("Nats-Msg-Id", ""), msg.data))
-        if out:
-            self.next = out[-1].offset + 1
-        return out
+        return [
+            Stored(m.metadata.sequence.stream, (m.headers or {}).get("Nats-Msg-Id", ""), m.data)
+            for m in msgs
+        ]
+
+    async def _fetch_ahead(self, limit: int) -> list[Stored]:
+        """The next batch if it is there now; a failure is the next read's to meet."""
+        try:
+            return await self._fetch(limit, AHEAD_WAIT_S, check=False)
+        except (TimeoutError, nats.errors.Error):
+            return []
 
     async def _check_consumer(self) -> None:
         """An idle consumer is deleted by JetStream after READER_IDLE_S, and one on a server
@@ -115,6 +145,13 @@ class Reader:
             await self.close()
 
     async def close(self) -> None:
+        """Drop the consumer and what was read ahead (the next read starts a new one)."""
+        if self.ahead is not None:
+            ahead, self.ahead = self.ahead, None
+            ahead.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ahead
+        self.held = []
         if self.sub is not None:
             sub, self.sub = self.sub, None
             with contextlib.suppress(TimeoutError, nats.errors.Error):
