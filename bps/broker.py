@@ -1,15 +1,25 @@
 """One broker: its NATS server's sidecar, the anchorer, and the follower that keeps the
 directory as the chain has it (reloaded when a block carries an action of the contract that
-changes brokers, tenants, members, topics or ACLs; anchors change none of those)."""
+changes brokers, tenants, members, topics or ACLs; anchors change none of those).
+
+The anchorer runs on a thread of its own with its own event loop, connections and directory:
+it reads and hashes every message its partitions receive, and on the sidecar's loop that work
+came between a producer's batch and its acknowledgement (the tail of produce latency). On
+its own thread it yields the interpreter every switch interval instead of holding the loop
+for a whole batch of messages."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
+import threading
 from dataclasses import dataclass
 
 import nats
 from aiohttp import web
+from nats.aio.client import Client as Nats
 
 from bor_client import ActionsFrame, AsyncClient, ClientError, Signer
 from bps.anchorer import Anchorer
@@ -52,31 +62,55 @@ async def follow(client: AsyncClient, directory: Directory, changed: asyncio.Eve
             await asyncio.sleep(1)
 
 
-async def run(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
-    nc = await nats.connect(
+async def connect(config: BrokerConfig) -> Nats:
+    return await nats.connect(
         config.nats_url,
         user=config.nats_user,
         password=config.nats_password,
         max_reconnect_attempts=-1,
         reconnect_time_wait=0.2,
     )
+
+
+async def anchor(config: BrokerConfig) -> None:
+    """The anchorer and a follower of its own directory, until the process ends."""
+    nc = await connect(config)
+    async with AsyncClient(config.node_url, Signer([config.key.to_text()])) as client:
+        directory = Directory(client)
+        await directory.load()
+        streams = Streams(nc, config.cluster_size)
+        anchorer = Anchorer(
+            config.name, config.key, client, directory, streams, config.anchor_interval_s
+        )
+        await asyncio.gather(follow(client, directory, asyncio.Event()), anchorer.run())
+
+
+def _anchor_thread(config: BrokerConfig) -> None:
+    try:
+        asyncio.run(anchor(config))
+    except BaseException:  # a broker that cannot anchor must not go on serving as if it did
+        log.exception("the anchorer stopped; stopping the broker")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+async def run(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
+    nc = await connect(config)
     async with AsyncClient(config.node_url, Signer([config.key.to_text()])) as client:
         directory = Directory(client)
         await directory.load()
         streams = Streams(nc, config.cluster_size)
         sidecar = Sidecar(config.name, client, directory, streams)
-        anchorer = Anchorer(
-            config.name, config.key, client, directory, streams, config.anchor_interval_s
-        )
         runner = web.AppRunner(sidecar.app(), access_log=None)
         await runner.setup()
         await web.TCPSite(runner, config.host, config.port).start()
         log.info("broker %s serving on %s:%d", config.name, config.host, config.port)
+        threading.Thread(
+            target=_anchor_thread, args=(config,), name="anchorer", daemon=True
+        ).start()
         if ready is not None:
             ready.set()
-        changed = asyncio.Event()
         try:
-            await asyncio.gather(follow(client, directory, changed), anchorer.run())
+            await follow(client, directory, asyncio.Event())
         finally:
             await runner.cleanup()
             await nc.close()
