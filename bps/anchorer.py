@@ -21,7 +21,7 @@ from bor_client.errors import Busy
 from bps import merkle
 from bps.directory import Directory, Topic
 from bps.errors import BpsError
-from bps.streams import Reader, Streams, Survey, stream_name
+from bps.streams import Streams, Survey, stream_name
 from chain.core.execution.actions import Call
 from chain.core.primitives.crypto import PrivateKey
 
@@ -31,7 +31,6 @@ READ_BATCH = 1000
 MAX_BATCH = 200  # anchor transactions pushed in one request
 MAX_ACTIONS = 16  # assign actions in one transaction
 PARALLEL = 8  # partitions read and anchored at once (JetStream's API, the node's RPC)
-READ_WAIT_S = 1.0  # a fetch of messages the survey saw stored returns as soon as they come
 # What a round meets when a broker dies or the cluster is forming: the next round tries again.
 RETRIED = (BpsError, ClientError, OSError, TimeoutError, nats.errors.Error)
 
@@ -51,7 +50,6 @@ class Partition:
     partition: int
     last: int
     head: bytes
-    reader: Reader
     leaves: list[bytes] = field(default_factory=list)
 
 
@@ -119,8 +117,8 @@ class Anchorer:
                 seen = survey.get(stream_name(topic.id, p))
                 if seen is not None and seen.leader == self.broker:
                     mine.add(p)
-                elif (state := self.led.pop((topic.id, p), None)) is not None:
-                    await state.reader.close()
+                else:
+                    self.led.pop((topic.id, p), None)
             new = [p for p in sorted(mine) if (topic.id, p) not in self.led]
             if not new:
                 continue
@@ -135,8 +133,7 @@ class Anchorer:
                     log.info("took over %s/%s:%d from %s", topic.tenant, topic.name, p,
                              parts[p].broker)  # fmt: skip
                 part = parts[p]
-                reader = Reader(self.streams.js, topic.id, p)
-                self.led[(topic.id, p)] = Partition(topic, p, part.last, part.head, reader)
+                self.led[(topic.id, p)] = Partition(topic, p, part.last, part.head)
 
     async def assign(self, topic: Topic, p: int) -> Call:
         data = {"tenant": topic.tenant, "topic": topic.name, "partition": p, "broker": self.broker}
@@ -151,7 +148,7 @@ class Anchorer:
             start = state.last + 1 + len(state.leaves)
             while len(state.leaves) < MAX_ANCHOR and start <= last:
                 want = min(READ_BATCH, last - start + 1, MAX_ANCHOR - len(state.leaves))
-                got = await state.reader.read(start, want, READ_WAIT_S)
+                got = await self.streams.get(topic.id, p, start, want)
                 if not got or got[0].offset != start:
                     break  # nothing (a gap would mean aged-out messages: never anchored)
                 for m in got:
@@ -193,5 +190,4 @@ class Anchorer:
                 name, p = state.topic.name, state.partition
                 log.warning("anchor of %s:%d refused, reading the chain again: %s", name, p,
                             result)  # fmt: skip
-                await state.reader.close()
                 self.led.pop((state.topic.id, p), None)  # the next round takes it again

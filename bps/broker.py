@@ -2,19 +2,16 @@
 directory as the chain has it (reloaded when a block carries an action of the contract that
 changes brokers, tenants, members, topics or ACLs; anchors change none of those).
 
-The anchorer runs on a thread of its own with its own event loop, connections and directory:
-it reads and hashes every message its partitions receive, and on the sidecar's loop that work
-came between a producer's batch and its acknowledgement (the tail of produce latency). On
-its own thread it yields the interpreter every switch interval instead of holding the loop
-for a whole batch of messages."""
+The anchorer runs in a process of its own (``anchor``, started and restarted by the broker's
+process) with its own connections and directory: it reads and hashes every message its
+partitions receive, and beside the sidecar, on its loop or on a thread sharing its
+interpreter, that work came between a producer's batch and its acknowledgement (the tail of
+produce latency)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import signal
-import threading
 from dataclasses import dataclass
 
 import nats
@@ -73,7 +70,7 @@ async def connect(config: BrokerConfig) -> Nats:
 
 
 async def anchor(config: BrokerConfig) -> None:
-    """The anchorer and a follower of its own directory, until the process ends."""
+    """The anchorer and a follower of its own directory, until cancelled."""
     nc = await connect(config)
     async with AsyncClient(config.node_url, Signer([config.key.to_text()])) as client:
         directory = Directory(client)
@@ -83,14 +80,6 @@ async def anchor(config: BrokerConfig) -> None:
             config.name, config.key, client, directory, streams, config.anchor_interval_s
         )
         await asyncio.gather(follow(client, directory, asyncio.Event()), anchorer.run())
-
-
-def _anchor_thread(config: BrokerConfig) -> None:
-    try:
-        asyncio.run(anchor(config))
-    except BaseException:  # a broker that cannot anchor must not go on serving as if it did
-        log.exception("the anchorer stopped; stopping the broker")
-        os.kill(os.getpid(), signal.SIGTERM)
 
 
 async def run(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
@@ -104,9 +93,6 @@ async def run(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
         await runner.setup()
         await web.TCPSite(runner, config.host, config.port).start()
         log.info("broker %s serving on %s:%d", config.name, config.host, config.port)
-        threading.Thread(
-            target=_anchor_thread, args=(config,), name="anchorer", daemon=True
-        ).start()
         if ready is not None:
             ready.set()
         try:

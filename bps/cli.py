@@ -232,6 +232,12 @@ def cmd_broker(args: argparse.Namespace) -> None:
     run_broker(Path(args.dir), args.name)
 
 
+def cmd_anchor(args: argparse.Namespace) -> None:
+    from bps.local import run_anchorer
+
+    run_anchorer(Path(args.dir), args.name)
+
+
 def cmd_up(args: argparse.Namespace) -> None:
     from bps.local import up
 
@@ -305,6 +311,8 @@ def parser() -> argparse.ArgumentParser:
         help="the devnet's RPC port (its admin RPC and p2p: the next two)",
     )
     c = add("broker", cmd_broker, "run one broker of a deployment: its nats-server and sidecar")
+    c.add_argument("--name", required=True)
+    c = add("anchor", cmd_anchor, "run a broker's anchorer (its broker starts it)")
     c.add_argument("--name", required=True)
     c = add("tenant", cmd_tenant, "add a tenant (governance)")
     c.add_argument("tenant")

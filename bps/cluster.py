@@ -133,7 +133,7 @@ class Server:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=own_session,
-                preexec_fn=None if own_session else _die_with_parent,
+                preexec_fn=None if own_session else die_with_parent,
             )
 
     def kill(self) -> None:
@@ -154,7 +154,9 @@ class Server:
         return self.process is not None and self.process.poll() is None
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
+    """In a child before it runs: the kernel kills it when its parent dies (a ``kill -9``
+    of a broker takes its server and anchorer with it)."""
     import ctypes
 
     with contextlib.suppress(OSError):  # not Linux: the server outlives a killed broker

@@ -18,12 +18,13 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Awaitable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bor_client import Client, Signer
-from bps.broker import BrokerConfig, run
-from bps.cluster import Secrets, Server, ServerSpec, specs
+from bps.broker import BrokerConfig, anchor, run
+from bps.cluster import Secrets, Server, ServerSpec, die_with_parent, specs
 from bps.errors import BpsError
 from chain.core.execution.actions import NewAccount, SetCode
 from chain.core.primitives.crypto import PrivateKey
@@ -150,17 +151,11 @@ CONTRACT_SOURCE = Path(__file__).parent / "contract"
 READY_TIMEOUT_S = 60.0
 
 
-def run_broker(root: Path, name: str) -> None:
-    """One broker in this process: its nats-server as a child, then the sidecar and anchorer
-    until a signal."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+def broker_config(root: Path, name: str) -> BrokerConfig:
     deployment = Deployment.load(root)
     spec = deployment.broker(name)
     keys = Secrets.load(deployment.secrets_file)
-    server = Server(spec.server, [b.server for b in deployment.brokers], root / name, keys)
-    server.start(own_session=False)
-    wait_port(spec.client_port)
-    config = BrokerConfig(
+    return BrokerConfig(
         name,
         deployment.key(name),
         deployment.node_url,
@@ -171,20 +166,57 @@ def run_broker(root: Path, name: str) -> None:
         spec.sidecar_port,
         len(deployment.brokers),
     )
+
+
+def run_broker(root: Path, name: str) -> None:
+    """One broker in this process: its nats-server and its anchorer as children that die
+    with it, then the sidecar until a signal."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    deployment = Deployment.load(root)
+    spec = deployment.broker(name)
+    keys = Secrets.load(deployment.secrets_file)
+    server = Server(spec.server, [b.server for b in deployment.brokers], root / name, keys)
+    server.start(own_session=False)
+    wait_port(spec.client_port)
+    command = [sys.executable, "-m", "bps.cli", "--dir", str(root), "anchor", "--name", name]
     try:
-        asyncio.run(_until_signal(config))
+        asyncio.run(_until_signal(run(broker_config(root, name)), command))
     finally:
         server.stop()
 
 
-async def _until_signal(config: BrokerConfig) -> None:
+def run_anchorer(root: Path, name: str) -> None:
+    """A broker's anchorer, until a signal (its broker starts it)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    asyncio.run(_until_signal(anchor(broker_config(root, name))))
+
+
+async def _until_signal(work: Awaitable[None], child: list[str] | None = None) -> None:
     task = asyncio.current_task()
     assert task is not None
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, task.cancel)
     with contextlib.suppress(asyncio.CancelledError):
-        await run(config)
+        if child is None:
+            await work
+        else:
+            await asyncio.gather(work, _keep_running(child))
+
+
+async def _keep_running(command: list[str]) -> None:
+    """``command`` as a child that dies with this process, started again when it ends."""
+    while True:
+        process = await asyncio.create_subprocess_exec(*command, preexec_fn=die_with_parent)
+        try:
+            code = await process.wait()
+        finally:
+            if process.returncode is None:
+                process.terminate()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(process.wait(), 10)
+        logging.getLogger("bps.broker").warning("%s ended (%s); starting it again", command, code)
+        await asyncio.sleep(1)
 
 
 def wait_port(port: int, timeout: float = READY_TIMEOUT_S) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import nats.errors
 from nats.aio.client import Client as Nats
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, KeyValueConfig, StreamConfig
 from nats.js.errors import KeyNotFoundError, NotFoundError
@@ -228,6 +229,38 @@ class Streams:
             offset += len(streams)
             if not streams or offset >= int(page.get("total", 0)):
                 return found
+
+    async def get(self, topic_id: int, partition: int, start: int, count: int) -> list[Stored]:
+        """Up to ``count`` stored messages from offset ``start``, in one batched direct get
+        (any replica answers; no consumer is made): what the anchorer reads, a range the
+        survey saw stored. Ends at the server's end-of-batch, or with what came within
+        API_TIMEOUT_S (a replica behind, a stream without servers)."""
+        got: list[Stored] = []
+        ended = asyncio.Event()
+
+        async def take(msg: Msg) -> None:
+            headers = msg.headers or {}
+            if "Status" in headers:  # 204 end of batch, 404 nothing there, 503 no server
+                ended.set()
+            elif len(got) < count:
+                sequence = int(headers.get("Nats-Sequence", 0))
+                got.append(Stored(sequence, headers.get("Nats-Msg-Id", ""), msg.data))
+                if len(got) == count:
+                    ended.set()
+
+        inbox = self.nc.new_inbox()
+        sub = await self.nc.subscribe(inbox, cb=take)
+        try:
+            ask = json.dumps({"seq": start, "batch": count}).encode()
+            await self.nc.publish(
+                f"$JS.API.DIRECT.GET.{stream_name(topic_id, partition)}", ask, reply=inbox
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ended.wait(), API_TIMEOUT_S)
+        finally:
+            with contextlib.suppress(TimeoutError, nats.errors.Error):
+                await sub.unsubscribe()
+        return got
 
     async def offsets(self) -> KeyValue:
         if self._offsets is None:

@@ -10,7 +10,6 @@ from typing import Any
 
 import nats
 import pytest
-from nats.js.api import StreamConfig
 
 from bps.audit import Audit
 from bps.client import BpsClient
@@ -42,11 +41,11 @@ async def rewrite(world: World, stream: str, subject: str, payloads: list[bytes]
     js = nc.jetstream()
     config = (await js.stream_info(stream)).config
     await js.delete_stream(stream)
-    await js.add_stream(StreamConfig(name=stream, subjects=[subject], num_replicas=3))
+    await js.add_stream(config)  # as it was: the same subject, replicas, direct reads
     for payload in payloads:
         await js.publish(subject, payload)
     await nc.close()
-    assert config.num_replicas == 3
+    assert config.num_replicas == 3 and config.subjects == [subject] and config.allow_direct
 
 
 def test_verify_and_a_rewritten_history(world: World) -> None:
