@@ -29,7 +29,9 @@ from chain.core.primitives.errors import BadSignature
 log = logging.getLogger("bps.sidecar")
 HELLO_TIMEOUT_S = 10.0
 MAX_IN_FLIGHT = 64  # requests of one session being handled at once
-MAX_PROOF_SPAN = 1_000_000
+MAX_PROOF_SPAN = 100_000  # what one anchor covers at most (the anchorer's MAX_ANCHOR)
+PROOFS_AT_ONCE = 4
+PROOF_QUEUE_S = 5.0
 
 
 def now_us() -> int:
@@ -43,6 +45,7 @@ class Session:
         self.sidecar = sidecar
         self.account = account
         self.readers: dict[tuple[int, int], Reader] = {}
+        self.proving = False
 
     async def topic(self, place: Place, right: int) -> Topic:
         """The topic, if ``place`` names one and this session's account holds ``right`` on it
@@ -110,32 +113,45 @@ class Session:
     async def proof(self, frame: dict[str, Any]) -> dict[str, Any]:
         """The message at an offset, and the path from it to the anchor that covers it
         (computed from the stream as it is now: a changed message gives a root the chain
-        does not hold)."""
+        does not hold). A proof reads its anchor's whole span, so a session has one at a
+        time and the sidecar PROOFS_AT_ONCE; a request finding no room is refused (busy)."""
         request = ProofRequest.of(frame)
         topic = await self.topic(request.place, CONSUME)
-        found = await anchor_for(
-            self.sidecar.client, topic, request.place.partition, request.offset
-        )
+        if self.proving:
+            raise Refused("busy", "this session is already getting a proof")
+        self.proving = True
+        try:
+            async with asyncio.timeout(PROOF_QUEUE_S):
+                await self.sidecar.proofs.acquire()
+        except TimeoutError:
+            self.proving = False
+            raise Refused("busy", "the broker is computing other proofs; retry later") from None
+        try:
+            return await self._proof(topic, request)
+        finally:
+            self.sidecar.proofs.release()
+            self.proving = False
+
+    async def _proof(self, topic: Topic, request: ProofRequest) -> dict[str, Any]:
+        partition = request.place.partition
+        found = await anchor_for(self.sidecar.client, topic, partition, request.offset)
         if found is None:
             raise Refused("not_anchored", f"offset {request.offset} is not anchored yet")
         first, last = int(found["first"]), int(found["last"])
         if last - first >= MAX_PROOF_SPAN:
             raise Refused("too_large", "the anchor spans too many messages")
-        reader = Reader(self.sidecar.streams.js, topic.id, request.place.partition)
-        try:
-            stored: list[Stored] = []
-            while len(stored) < last - first + 1:
-                got = await reader.read(first + len(stored), protocol.MAX_BATCH, 1.0)
-                if not got:
-                    break
-                stored.extend(m for m in got if m.offset <= last)
-        finally:
-            await reader.close()
-        by_offset = {m.offset: m for m in stored}
+        by_offset: dict[int, Stored] = {}
+        at = first
+        while at <= last:
+            got = await self.sidecar.streams.get(topic.id, partition, at, min(1000, last - at + 1))
+            if not got:
+                break
+            by_offset.update((m.offset, m) for m in got if m.offset <= last)
+            at = got[-1].offset + 1
         if request.offset not in by_offset:
             raise Refused("missing", f"the broker does not hold offset {request.offset}")
         leaves = [
-            merkle.leaf(topic.id, request.place.partition, o, by_offset[o].payload)
+            merkle.leaf(topic.id, partition, o, by_offset[o].payload)
             if o in by_offset
             else b"\x00" * 32
             for o in range(first, last + 1)
@@ -172,6 +188,7 @@ class Sidecar:
         self.directory = directory
         self.streams = streams
         self.sessions = 0
+        self.proofs = asyncio.Semaphore(PROOFS_AT_ONCE)
 
     def app(self) -> web.Application:
         app = web.Application()
