@@ -7,9 +7,10 @@ processes. The one-core run is repeated with the Python reference alone (``BOR_N
 path): ``onecore_tx_per_s`` (the executor the node would use) against
 ``onecore_python_tx_per_s``. R, single-core Ed25519 verifications per second through
 ``cryptography``, is measured in the same run so that figures compare across machines.
-Finally a real node process is started and 50 concurrent HTTP clients push transactions to it
-one at a time (``rpc_single_tx_per_s``), then 4 clients in batches of 100
-(``rpc_batch_tx_per_s``, to compare with ``onecore_tx_per_s``).
+Finally a real node process is started and 50 concurrent HTTP clients ask it get_info
+(``rpc_get_info_per_s``: what its HTTP shell answers without the chain thread), then push
+transactions to it one at a time (``rpc_single_tx_per_s``), then 4 clients push them in
+batches of 100 (``rpc_batch_tx_per_s``, to compare with ``onecore_tx_per_s``).
 
     python scripts/bench_apply.py [--blocks 20] [--txs-per-block 1000] [--workers 2] [--skip-rpc]
 
@@ -279,6 +280,31 @@ async def _push_batches(
     return ok, refused
 
 
+async def _ask_all(url: str, path: str, clients: int, seconds: float) -> tuple[int, int]:
+    """``path`` with an empty body from ``clients`` concurrent clients for ``seconds``: the
+    answers with status 200 and the others. A read the node answers from its event loop alone
+    (get_info): what the HTTP shell costs and allows without the chain thread."""
+    import aiohttp
+
+    ok = failed = 0
+    deadline = time.perf_counter() + seconds
+
+    async def client(session: aiohttp.ClientSession) -> None:
+        nonlocal ok, failed
+        while time.perf_counter() < deadline:
+            async with session.post(url + path, data=b"{}") as response:
+                await response.read()
+            if response.status == 200:
+                ok += 1
+            else:
+                failed += 1
+
+    connector = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        await asyncio.gather(*(client(session) for _ in range(clients)))
+    return ok, failed
+
+
 def _push_body(t: SignedTransaction) -> dict[str, Any]:
     return {"packed_trx": t.packed.hex(), "signatures": [s.hex() for s in t.signatures]}
 
@@ -315,9 +341,10 @@ def _measured(
 def bench_rpc(
     genesis: Genesis, keys: dict[str, PrivateKey], work: Path, load: RpcLoad
 ) -> dict[str, float]:
-    """One real node: first ``load.clients`` clients push single transactions
-    (push_transaction, mode sync), then a few clients push batches (push_transactions, mode
-    sync) of fresh ones, each phase for ``load.seconds``."""
+    """One real node: first ``load.clients`` clients ask get_info (the HTTP shell's own
+    rate, without the chain thread), then they push single transactions (push_transaction,
+    mode sync), then a few clients push batches (push_transactions, mode sync) of fresh ones,
+    each phase for ``load.seconds``."""
     data = work / "rpc-node"
     data.mkdir()
     (data / "genesis.json").write_text(json.dumps(genesis.to_json()))
@@ -339,6 +366,11 @@ def bench_rpc(
             ).encode()
             for i in range(0, len(batched), size)
         ]
+        info_ok, info_failed, info_wall, info_cpu, _ = _measured(
+            proc,
+            lambda: asyncio.run(_ask_all(url, "/v1/chain/get_info", load.clients, load.seconds)),
+        )
+        assert info_failed == 0, f"{info_failed} get_info calls failed"
         ok, refused, wall, cpu, tree = _measured(
             proc, lambda: asyncio.run(_push_all(url, bodies, load.clients, load.seconds))
         )
@@ -359,6 +391,8 @@ def bench_rpc(
         "rpc_batch_refused": brefused,
         "rpc_batch_node_cpu_s_per_1k_tx": 1000 * bcpu / max(bok, 1),
         "rpc_batch_node_cores_used": cores_used(btree, bwall),
+        "rpc_get_info_per_s": info_ok / info_wall,
+        "rpc_get_info_node_cpu_s_per_1k": 1000 * info_cpu / max(info_ok, 1),
     }
 
 
@@ -442,6 +476,11 @@ def main() -> None:
         if not args.skip_rpc:
             load = RpcLoad(args.clients, args.rpc_seconds, args.batch_size, args.batch_clients)
             rpc = bench_rpc(genesis, keys, work, load)
+            print(
+                f"get_info via RPC, {args.clients} clients (the HTTP shell alone): "
+                f"{rpc['rpc_get_info_per_s']:,.0f} answers/s, "
+                f"node cpu {rpc['rpc_get_info_node_cpu_s_per_1k']:.2f} s per 1k"
+            )
             print(
                 f"push_transaction via RPC, {args.clients} clients: "
                 f"{rpc['rpc_single_tx_per_s']:,.0f} tx/s accepted, {rpc['rpc_refused']} refused, "

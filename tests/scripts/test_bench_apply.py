@@ -1,5 +1,5 @@
-"""bench_apply's batch phase: its push_transactions bodies are what the RPC takes, and it
-counts each transaction of a batch as accepted or refused."""
+"""bench_apply's RPC phases: its push_transactions bodies are what the RPC takes, each
+transaction of a batch counts as accepted or refused, and the get_info probe counts answers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from chain.core.execution.actions import Transfer
-from scripts.bench_apply import _push_batches, _push_body
+from scripts.bench_apply import _ask_all, _push_batches, _push_body
 from tests.node.api.test_rpc import A, B, Rig, _run
 
 
@@ -26,5 +26,19 @@ def test_batches_count_each_transaction_accepted_or_refused(tmp_path: Path) -> N
         assert await _push_batches(url, bodies, 1, 60) == (5, 1)
         status, info = await rig.post("/v1/chain/get_info", {})
         assert status == 200 and info["mempool_size"] == 5
+
+    _run(tmp_path, scenario)
+
+
+def test_the_http_shell_probe_counts_answers_and_failures(tmp_path: Path) -> None:
+    """The get_info probe counts the answers a real RPC gave within its time, and a route
+    that refuses the empty body (get_account: no account_name, 400) only as failures."""
+
+    async def scenario(rig: Rig) -> None:
+        url = str(rig.client.make_url("/")).rstrip("/")
+        ok, failed = await _ask_all(url, "/v1/chain/get_info", 2, 0.3)
+        assert ok > 0 and failed == 0
+        ok, failed = await _ask_all(url, "/v1/chain/get_account", 2, 0.3)
+        assert ok == 0 and failed > 0
 
     _run(tmp_path, scenario)
