@@ -44,6 +44,11 @@ QUEUE_BYTES = 16 << 20
 REFUSALS_KEPT = QUEUE_SIZE
 
 
+# An admitted transaction's trace (None: no contract ran), or why it was not admitted: the
+# refusal, or the RuntimeFault that left this node without a verdict on it.
+Outcome = TransactionError | RuntimeFault | TxTrace | None
+
+
 @dataclass(slots=True)
 class _Item:
     stx: SignedTransaction
@@ -55,6 +60,26 @@ class _Item:
     # Its signer keys, recovered already by the RPC (a batch's, in its executor): the chain
     # thread takes them rather than recovering the signatures again.
     keys: frozenset[PublicKey] | None = None
+    # Of a batch admitted together (``admit_many``): where its result goes instead.
+    slot: tuple[_Results, int] | None = None
+
+
+class _Results:
+    """The results of an ``admit_many`` batch, in its order, and the future told once all
+    its transactions have one: a batch costs one future, not one per transaction."""
+
+    __slots__ = ("done", "left", "values")
+
+    def __init__(self, values: list[Outcome], left: int) -> None:
+        self.values = values
+        self.left = left
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def set(self, index: int, value: Outcome) -> None:
+        self.values[index] = value
+        self.left -= 1
+        if self.left == 0 and not self.done.done():
+            self.done.set_result(None)
 
 
 class Admitter:
@@ -71,7 +96,11 @@ class Admitter:
         self.runner = runner
         self.metrics = metrics
         self._precompile = precompile
-        self._queue: asyncio.Queue[_Item] = asyncio.Queue(queue_size)
+        # Each entry the transactions put at once (one, or an ``admit_many`` batch), handed to
+        # the chain together; the count bound is on transactions, kept here.
+        self._queue: asyncio.Queue[list[_Item]] = asyncio.Queue()
+        self._queue_size = queue_size
+        self._queued = 0
         self._queue_bytes = queue_bytes
         self._queued_bytes = 0
         self._last_batch = -1e9  # time.monotonic() of the last batch handed over
@@ -95,7 +124,7 @@ class Admitter:
         answers with. ``keys``: its signer keys, if recovered already from its signatures."""
         outcome: asyncio.Future[TransactionError | TxTrace | None]
         outcome = asyncio.get_running_loop().create_future()
-        self._put(_Item(stx, outcome, keys=keys))
+        self._queue_items([self._fits(_Item(stx, outcome, keys=keys))])
         result = await outcome
         if isinstance(result, TransactionError):
             raise result
@@ -104,7 +133,35 @@ class Admitter:
     def admit_later(self, stx: SignedTransaction, keys: frozenset[PublicKey] | None = None) -> None:
         """Queue ``stx`` and return at once; a refusal is logged, counted and kept for
         ``refusal`` (the only way its sender learns of it). ``keys`` as for ``admit``."""
-        self._put(_Item(stx, None, keys=keys))
+        self._queue_items([self._fits(_Item(stx, None, keys=keys))])
+
+    async def admit_many(
+        self, txs: Sequence[tuple[SignedTransaction, frozenset[PublicKey] | None]]
+    ) -> list[Outcome]:
+        """Admit ``txs`` (each with its signer keys, if recovered already) in one chain-thread
+        call; for each, in order, its trace (None if no contract ran) or the TransactionError
+        that refused it, or the RuntimeFault that stopped the chain from judging it. The same
+        bounds as ``admit``, each transaction in turn: those past the queue's count or bytes
+        are refused (``MempoolFull``), the earlier ones admitted."""
+        if not txs:
+            return []
+        values: list[Outcome] = [None] * len(txs)
+        results = _Results(values, len(txs))
+        items: list[_Item] = []
+        for index, (stx, keys) in enumerate(txs):
+            try:
+                items.append(self._fits(_Item(stx, None, keys=keys, slot=(results, index))))
+            except MempoolFull as err:
+                results.set(index, err)
+            else:
+                self._queued_bytes += stx.size  # counted now: the next must fit beside it
+                self._queued += 1
+        self._queued_bytes -= sum(item.stx.size for item in items)
+        self._queued -= len(items)
+        if items:
+            self._queue_items(items)
+        await results.done
+        return values
 
     def refusal(self, tx_id: TxId) -> TransactionError | None:
         """Why a recent ``admit_later`` transaction was refused, if it was (and was not
@@ -122,37 +179,43 @@ class Admitter:
         for stx in txs:
             outcome: asyncio.Future[TransactionError | TxTrace | None] = loop.create_future()
             try:
-                self._put(_Item(stx, outcome, relayed=True))
+                self._queue_items([self._fits(_Item(stx, outcome, relayed=True))])
             except MempoolFull as err:
                 outcome.set_result(err)
             outcomes.append(outcome)
         results = await asyncio.gather(*outcomes)
         return [r if isinstance(r, TransactionError) else None for r in results]
 
-    def _put(self, item: _Item) -> None:
+    def _fits(self, item: _Item) -> _Item:
+        """``item``, if the queue has room for it; else MempoolFull, counted."""
         size = item.stx.size
-        if self._queued_bytes + size > self._queue_bytes and not self._queue.empty():
+        if self._queued_bytes + size > self._queue_bytes and self._queued > 0:
             self.metrics.tx_rejected.labels(reason=MempoolFull.name).inc()
             raise MempoolFull(
                 f"the admission queue holds {self._queued_bytes} bytes of transactions"
                 f" (at most {self._queue_bytes}); retry later"
             )
-        try:
-            self._queue.put_nowait(item)
-        except asyncio.QueueFull as err:
+        if self._queued >= self._queue_size:
             self.metrics.tx_rejected.labels(reason=MempoolFull.name).inc()
-            raise MempoolFull("the admission queue is full; retry later") from err
-        self._queued_bytes += size
-
-    def _take(self, item: _Item) -> _Item:
-        self._queued_bytes -= item.stx.size
+            raise MempoolFull("the admission queue is full; retry later")
         return item
+
+    def _queue_items(self, items: list[_Item]) -> None:
+        self._queue.put_nowait(items)
+        self._queued += len(items)
+        self._queued_bytes += sum(item.stx.size for item in items)
+
+    def _take(self, items: list[_Item]) -> list[_Item]:
+        self._queued -= len(items)
+        self._queued_bytes -= sum(item.stx.size for item in items)
+        return items
 
     async def run(self) -> None:
         while True:
-            batch = [self._take(await self._queue.get())]
+            # A batch of admit_many is never split: it goes to the chain in one call.
+            batch = self._take(await self._queue.get())
             while len(batch) < MAX_BATCH and not self._queue.empty():
-                batch.append(self._take(self._queue.get_nowait()))
+                batch.extend(self._take(self._queue.get_nowait()))
             txs = [item.stx for item in batch]
             known = [(item.stx, item.keys) for item in batch if item.keys is not None]
             await self.compile_code(txs)
@@ -185,6 +248,9 @@ class Admitter:
         """This node could not run a contract of the batch: no verdict on its transactions.
         An RPC caller gets the fault (a 503); a peer's transaction is refused for now, as
         when the queue is full (its sender still holds it)."""
+        if item.slot is not None:
+            item.slot[0].set(item.slot[1], err)
+            return
         if item.outcome is None or item.outcome.done():
             return
         if item.relayed:
@@ -202,7 +268,9 @@ class Admitter:
                     callback(item.stx)
         else:
             self.metrics.tx_rejected.labels(reason=error.name).inc()
-        if item.outcome is None:
+        if item.slot is not None:
+            item.slot[0].set(item.slot[1], result)
+        elif item.outcome is None:
             if error is not None and not isinstance(error, DuplicateTransaction):
                 # A duplicate's id is in the mempool or a block already: that tells its fate.
                 self._refused[item.stx.id] = error

@@ -7,9 +7,12 @@ processes. The one-core run is repeated with the Python reference alone (``BOR_N
 path): ``onecore_tx_per_s`` (the executor the node would use) against
 ``onecore_python_tx_per_s``. R, single-core Ed25519 verifications per second through
 ``cryptography``, is measured in the same run so that figures compare across machines.
-Finally a real node process is started and 50 concurrent HTTP clients push transactions to it.
+Finally a real node process is started and 50 concurrent HTTP clients ask it get_info
+(``rpc_get_info_per_s``: what its HTTP shell answers without the chain thread), then push
+transactions to it one at a time (``rpc_single_tx_per_s``), then 4 clients push them in
+batches of 100 (``rpc_batch_tx_per_s``, to compare with ``onecore_tx_per_s``).
 
-    python scripts/bench_apply.py [--blocks 20] [--txs-per-block 1000] [--workers 2]
+    python scripts/bench_apply.py [--blocks 20] [--txs-per-block 1000] [--workers 2] [--skip-rpc]
 
 The last line of output is a JSON object of the figures.
 """
@@ -22,9 +25,12 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -242,9 +248,103 @@ async def _push_all(url: str, bodies: list[bytes], clients: int, seconds: float)
     return ok, refused
 
 
+async def _push_batches(
+    url: str, bodies: list[bytes], clients: int, seconds: float
+) -> tuple[int, int]:
+    """``bodies`` (push_transactions requests) from ``clients`` concurrent clients until
+    ``seconds`` have passed: the transactions accepted and refused."""
+    import aiohttp
+
+    ok = refused = 0
+    queue = iter(bodies)
+    deadline = time.perf_counter() + seconds
+
+    async def client(session: aiohttp.ClientSession) -> None:
+        nonlocal ok, refused
+        for body in queue:
+            if time.perf_counter() > deadline:
+                return
+            async with session.post(
+                url + "/v1/chain/push_transactions",
+                data=body,
+                headers={"Content-Type": "application/json"},
+            ) as response:
+                answers = await response.json()
+            assert response.status == 200, answers
+            accepted = sum(1 for a in answers if "error" not in a)
+            ok, refused = ok + accepted, refused + len(answers) - accepted
+
+    connector = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        await asyncio.gather(*(client(session) for _ in range(clients)))
+    return ok, refused
+
+
+async def _ask_all(url: str, path: str, clients: int, seconds: float) -> tuple[int, int]:
+    """``path`` with an empty body from ``clients`` concurrent clients for ``seconds``: the
+    answers with status 200 and the others. A read the node answers from its event loop alone
+    (get_info): what the HTTP shell costs and allows without the chain thread."""
+    import aiohttp
+
+    ok = failed = 0
+    deadline = time.perf_counter() + seconds
+
+    async def client(session: aiohttp.ClientSession) -> None:
+        nonlocal ok, failed
+        while time.perf_counter() < deadline:
+            async with session.post(url + path, data=b"{}") as response:
+                await response.read()
+            if response.status == 200:
+                ok += 1
+            else:
+                failed += 1
+
+    connector = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        await asyncio.gather(*(client(session) for _ in range(clients)))
+    return ok, failed
+
+
+def _push_body(t: SignedTransaction) -> dict[str, Any]:
+    return {"packed_trx": t.packed.hex(), "signatures": [s.hex() for s in t.signatures]}
+
+
+@dataclass(frozen=True, slots=True)
+class RpcLoad:
+    """What the RPC phases push: ``clients`` single pushes at once, then batches of
+    ``batch_size`` from ``batch_clients`` clients at once, each phase for ``seconds``."""
+
+    clients: int
+    seconds: float
+    batch_size: int = 100
+    batch_clients: int = 4
+
+
+def _measured(
+    proc: subprocess.Popen[bytes], phase: Callable[[], tuple[int, int]]
+) -> tuple[int, int, float, float, float]:
+    """Run ``phase``: (accepted, refused, wall seconds, CPU seconds of the node's process, of
+    its process with the signature workers)."""
+    cpu_before, tree_before = process_cpu(proc.pid), tree_cpu(proc.pid)
+    t0 = time.perf_counter()
+    ok, refused = phase()
+    wall = time.perf_counter() - t0
+    return (
+        ok,
+        refused,
+        wall,
+        process_cpu(proc.pid) - cpu_before,
+        tree_cpu(proc.pid) - tree_before,
+    )
+
+
 def bench_rpc(
-    genesis: Genesis, keys: dict[str, PrivateKey], work: Path, clients: int, seconds: float
+    genesis: Genesis, keys: dict[str, PrivateKey], work: Path, load: RpcLoad
 ) -> dict[str, float]:
+    """One real node: first ``load.clients`` clients ask get_info (the HTTP shell's own
+    rate, without the chain thread), then they push single transactions (push_transaction,
+    mode sync), then a few clients push batches (push_transactions, mode sync) of fresh ones,
+    each phase for ``load.seconds``."""
     data = work / "rpc-node"
     data.mkdir()
     (data / "genesis.json").write_text(json.dumps(genesis.to_json()))
@@ -256,31 +356,43 @@ def bench_rpc(
         info = post_json(url + "/v1/chain/get_info")
         chain_id = bytes.fromhex(info["chain_id"])
         ref = bytes.fromhex(info["head_block_id"])
-        txs = signed_transfers(chain_id, ref, keys, int(seconds * 6000), 10**6)
-        bodies = [
+        singles = signed_transfers(chain_id, ref, keys, int(load.seconds * 6000), 10**6)
+        bodies = [json.dumps(_push_body(t) | {"mode": "sync"}).encode() for t in singles]
+        batched = signed_transfers(chain_id, ref, keys, int(load.seconds * 20000), 2 * 10**6)
+        size = load.batch_size
+        batches = [
             json.dumps(
-                {
-                    "packed_trx": t.packed.hex(),
-                    "signatures": [t.signatures[0].hex()],
-                    "mode": "sync",
-                }
+                {"transactions": [_push_body(t) for t in batched[i : i + size]], "mode": "sync"}
             ).encode()
-            for t in txs
+            for i in range(0, len(batched), size)
         ]
-        cpu_before, tree_before = process_cpu(proc.pid), tree_cpu(proc.pid)
-        t0 = time.perf_counter()
-        ok, refused = asyncio.run(_push_all(url, bodies, clients, seconds))
-        wall = time.perf_counter() - t0
-        node_cpu = process_cpu(proc.pid) - cpu_before
-        node_tree_cpu = tree_cpu(proc.pid) - tree_before  # with its signature workers
+        info_ok, info_failed, info_wall, info_cpu, _ = _measured(
+            proc,
+            lambda: asyncio.run(_ask_all(url, "/v1/chain/get_info", load.clients, load.seconds)),
+        )
+        assert info_failed == 0, f"{info_failed} get_info calls failed"
+        ok, refused, wall, cpu, tree = _measured(
+            proc, lambda: asyncio.run(_push_all(url, bodies, load.clients, load.seconds))
+        )
+        bok, brefused, bwall, bcpu, btree = _measured(
+            proc,
+            lambda: asyncio.run(_push_batches(url, batches, load.batch_clients, load.seconds)),
+        )
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
     return {
-        "rpc_push_per_s": ok / wall,
+        "rpc_push_per_s": ok / wall,  # the key of earlier runs, kept for comparison
+        "rpc_single_tx_per_s": ok / wall,
         "rpc_refused": refused,
-        "rpc_node_cpu_s_per_1k_tx": 1000 * node_cpu / max(ok, 1),
-        "rpc_node_cores_used": cores_used(node_tree_cpu, wall),
+        "rpc_node_cpu_s_per_1k_tx": 1000 * cpu / max(ok, 1),
+        "rpc_node_cores_used": cores_used(tree, wall),  # with its signature workers
+        "rpc_batch_tx_per_s": bok / bwall,
+        "rpc_batch_refused": brefused,
+        "rpc_batch_node_cpu_s_per_1k_tx": 1000 * bcpu / max(bok, 1),
+        "rpc_batch_node_cores_used": cores_used(btree, bwall),
+        "rpc_get_info_per_s": info_ok / info_wall,
+        "rpc_get_info_node_cpu_s_per_1k": 1000 * info_cpu / max(info_ok, 1),
     }
 
 
@@ -294,6 +406,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--rpc-seconds", type=float, default=5.0)
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--batch-clients", type=int, default=4)
     parser.add_argument("--skip-rpc", action="store_true")
     args = parser.parse_args()
 
@@ -360,12 +474,26 @@ def main() -> None:
             "onecore_python_tx_per_s": round(tps_py),
         }
         if not args.skip_rpc:
-            rpc = bench_rpc(genesis, keys, work, args.clients, args.rpc_seconds)
+            load = RpcLoad(args.clients, args.rpc_seconds, args.batch_size, args.batch_clients)
+            rpc = bench_rpc(genesis, keys, work, load)
+            print(
+                f"get_info via RPC, {args.clients} clients (the HTTP shell alone): "
+                f"{rpc['rpc_get_info_per_s']:,.0f} answers/s, "
+                f"node cpu {rpc['rpc_get_info_node_cpu_s_per_1k']:.2f} s per 1k"
+            )
             print(
                 f"push_transaction via RPC, {args.clients} clients: "
-                f"{rpc['rpc_push_per_s']:,.0f} tx/s accepted, {rpc['rpc_refused']} refused, "
+                f"{rpc['rpc_single_tx_per_s']:,.0f} tx/s accepted, {rpc['rpc_refused']} refused, "
                 f"node cpu {rpc['rpc_node_cpu_s_per_1k_tx']:.2f} s per 1k tx, "
                 f"{rpc['rpc_node_cores_used']:.2f} cores used"
+            )
+            print(
+                f"push_transactions via RPC, batches of {args.batch_size}, "
+                f"{args.batch_clients} clients: {rpc['rpc_batch_tx_per_s']:,.0f} tx/s accepted "
+                f"= {rpc['rpc_batch_tx_per_s'] / tps1:.2f} x one core, "
+                f"{rpc['rpc_batch_refused']} refused, "
+                f"node cpu {rpc['rpc_batch_node_cpu_s_per_1k_tx']:.2f} s per 1k tx, "
+                f"{rpc['rpc_batch_node_cores_used']:.2f} cores used"
             )
             figures |= {k: round(v, 3) for k, v in rpc.items()}
         print(json.dumps(figures))

@@ -8,8 +8,9 @@ one bad transaction does not sink the rest. Each transaction's fields, its decod
 signatures' recovery then run in one executor call for the whole batch (``prepare``), off the
 event loop; the keys recovered there go with the transaction to admission, so the chain
 thread, which every node's admission and production share, does not recover them again.
-Admission takes each transaction on its own, through the queue, bounds and duplicate checks
-of a single push: a batch is no way around them.
+Admission then takes the batch's transactions in one chain-thread call
+(``Admitter.admit_many``), each under the queue bounds, duplicate checks and verdict of a
+single push: a batch is no way around them.
 """
 
 from __future__ import annotations

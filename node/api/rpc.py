@@ -22,6 +22,7 @@ import structlog
 from chain.controller import Chain
 from chain.core.consensus.dpos import HeaderState
 from chain.core.execution import ram
+from chain.core.execution.contracts import TxTrace
 from chain.core.execution.state import Account, Producer, StateView
 from chain.core.execution.transaction import SignedTransaction, decode_signed_parts
 from chain.core.primitives import errors as ce
@@ -497,27 +498,58 @@ class Api:
 
     async def push_transactions(self, args: dict[str, Any]) -> list[dict[str, Any]]:
         """Each transaction of the batch decoded and its signatures recovered in one executor
-        call (``node.api.batch``), then submitted on its own as push_transaction does, all at
-        once and in order; each answer is push_transaction's or the error it would have had."""
+        call (``node.api.batch``), then admitted in one chain-thread call (``admit_many``) or,
+        in mode async, queued; each answer is push_transaction's or the error it would have
+        had."""
         batch: Batch = args["batch"]
         loop = asyncio.get_running_loop()
         prepared = await loop.run_in_executor(None, prepare, batch, self.runner.view.chain_id)
         self.metrics.rpc_push_batches.inc()
         self.metrics.rpc_push_batch_txs.inc(len(prepared))
-        mode, timeout_ms = args["mode"], args["timeout_ms"]
-
-        async def submit(item: Prepared | Exception) -> dict[str, Any]:
+        mode, wait_s = args["mode"], self._wait_s(args["timeout_ms"])
+        ready = [p for p in prepared if isinstance(p, Prepared)]
+        outcomes: list[Any] = [None] * len(ready)
+        for i, p in enumerate(ready if mode == "async" else ()):
             try:
-                if isinstance(item, Exception):
-                    raise item
-                return await self._submit(item.stx, mode, timeout_ms, item.keys)
-            except Exception as err:
-                status, body = error_response(err)
-                if status == 500:
-                    log.exception("push_in_batch_failed")
-                return {"error": {"code": status} | body["error"]}
+                self.admitter.admit_later(p.stx, p.keys)
+            except ce.MempoolFull as err:
+                outcomes[i] = err
+        watches = [self.watch.watch(p.stx.id) if mode == "commit" else None for p in ready]
+        try:
+            if mode != "async":
+                outcomes = await self.admitter.admit_many([(p.stx, p.keys) for p in ready])
+            settled = iter(zip(ready, outcomes, watches, strict=True))
+            jobs = [item if isinstance(item, Exception) else next(settled) for item in prepared]
+            return list(
+                await asyncio.gather(*(self._batch_answer(job, mode, wait_s) for job in jobs))
+            )
+        finally:
+            for p, included in zip(ready, watches, strict=True):
+                if included is not None:
+                    self.watch.forget(p.stx.id, included)
 
-        return list(await asyncio.gather(*(submit(item) for item in prepared)))
+    async def _batch_answer(self, job: Any, mode: str, wait_s: float) -> dict[str, Any]:
+        """A batch's answer for one transaction: its error entry, or push_transaction's."""
+        try:
+            if isinstance(job, Exception):
+                raise job
+            prepared, outcome, included = job
+            if isinstance(outcome, Exception):
+                raise outcome
+            if mode == "async":
+                return {"transaction_id": prepared.stx.id.hex(), "status": "submitted"}
+            return await self._answer(prepared.stx, outcome, included, wait_s)
+        except Exception as err:
+            status, body = error_response(err)
+            if status == 500:
+                log.exception("push_in_batch_failed")
+            return {"error": {"code": status} | body["error"]}
+
+    def _wait_s(self, timeout_ms: int) -> float:
+        wait_s = timeout_ms / 1000
+        if self.commit_wait_cap_s is not None:
+            wait_s = min(wait_s, self.commit_wait_cap_s)
+        return wait_s
 
     async def _submit(
         self,
@@ -531,26 +563,30 @@ class Api:
         if mode == "async":
             self.admitter.admit_later(stx, keys)
             return {"transaction_id": stx.id.hex(), "status": "submitted"}
-        wait_s = timeout_ms / 1000
-        if self.commit_wait_cap_s is not None:
-            wait_s = min(wait_s, self.commit_wait_cap_s)
         included = self.watch.watch(stx.id) if mode == "commit" else None
         try:
             trace = await self.admitter.admit(stx, keys)
-            # What its contract actions did on the head state (the block may differ).
-            traced = {} if trace is None else {"trace": await self.contracts.trace_json(trace)}
-            if included is None:
-                return {"transaction_id": stx.id.hex(), "status": "accepted"} | traced
-            try:
-                async with asyncio.timeout(wait_s):
-                    num = await asyncio.shield(included)
-            except TimeoutError:
-                return {"transaction_id": stx.id.hex(), "status": "pending"} | traced
-            return {
-                "transaction_id": stx.id.hex(),
-                "status": "included",
-                "block_num": num,
-            } | traced
+            return await self._answer(stx, trace, included, self._wait_s(timeout_ms))
         finally:
             if included is not None:
                 self.watch.forget(stx.id, included)
+
+    async def _answer(
+        self,
+        stx: SignedTransaction,
+        trace: TxTrace | None,
+        included: asyncio.Future[BlockNum] | None,
+        wait_s: float,
+    ) -> dict[str, Any]:
+        """push_transaction's answer for an admitted ``stx``: its trace and, if ``included``
+        is watched, its block (or pending after ``wait_s``)."""
+        # What its contract actions did on the head state (the block may differ).
+        traced = {} if trace is None else {"trace": await self.contracts.trace_json(trace)}
+        if included is None:
+            return {"transaction_id": stx.id.hex(), "status": "accepted"} | traced
+        try:
+            async with asyncio.timeout(wait_s):
+                num = await asyncio.shield(included)
+        except TimeoutError:
+            return {"transaction_id": stx.id.hex(), "status": "pending"} | traced
+        return {"transaction_id": stx.id.hex(), "status": "included", "block_num": num} | traced

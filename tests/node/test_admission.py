@@ -1,5 +1,7 @@
 """One admission path: transactions from peers (the chain service the tx relay calls) and from
-the RPC take the same queue, the same counters and the same refusal when it is full."""
+the RPC take the same queue, the same counters and the same refusal when it is full; a
+push_transactions batch takes it in one chain-thread call (``admit_many``) under the same
+bounds and verdicts."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from chain.core.execution.transaction import SignedTransaction
 from chain.core.primitives.errors import MempoolFull, TransactionError
 from chain.core.primitives.types import AccountName
 from genesis.testing import DevNet
-from node.admission import Admitter
+from node.admission import Admitter, Outcome
 from node.metrics import NodeMetrics
 from node.network import NodeChainService
 from node.runner import ChainRunner
@@ -215,5 +217,108 @@ def test_the_queue_is_bounded_in_bytes_too(tmp_path: Path) -> None:
         assert await admitter.admit(txs[3]) is None
         admitting.cancel()
         assert await runner.call(_pending) == {txs[0].id, txs[1].id, txs[3].id}
+
+    _with_runner(tmp_path, body)
+
+
+# --- admit_many: a push_transactions batch in one chain-thread call ---------------------------
+
+
+def _outcome_names(outcomes: list[Outcome]) -> list[str | None]:
+    return [o.name if isinstance(o, TransactionError) else None for o in outcomes]
+
+
+def _counting_calls(runner: ChainRunner) -> list[int]:
+    """Count the runner's chain-thread calls from now on (one entry per call)."""
+    calls: list[int] = []
+    call = runner.call
+
+    async def counted(fn: Any, *args: Any) -> Any:
+        calls.append(1)
+        return await call(fn, *args)
+
+    runner.call = counted  # type: ignore[method-assign,assignment]
+    return calls
+
+
+def test_a_batch_past_the_count_bound_is_admitted_up_to_it_in_one_chain_call(
+    tmp_path: Path,
+) -> None:
+    """With one transaction queued and room for three, a batch of four has its first two
+    admitted in one chain-thread call and the last two refused at once with MempoolFull,
+    counted as a single push's refusal is."""
+
+    async def body(runner: ChainRunner, net: DevNet) -> None:
+        metrics = NodeMetrics()
+        admitter = Admitter(runner, metrics, queue_size=3)
+        txs = [await runner.call(net.tx, Transfer(A, B, n)) for n in range(1, 6)]
+        admitter.admit_later(txs[0])  # nothing drains the queue yet
+        batch = asyncio.create_task(admitter.admit_many([(t, None) for t in txs[1:]]))
+        await settle()
+        assert not batch.done(), "the two that fit wait for the chain"
+        calls = _counting_calls(runner)
+        admitting = asyncio.create_task(admitter.run())
+        outcomes = await batch
+        admitting.cancel()
+        assert _outcome_names(outcomes) == [None, None, MempoolFull.name, MempoolFull.name]
+        assert len(calls) == 1, "the queued one and the batch's two went in one call"
+        rejected = {"reason": MempoolFull.name}
+        assert metrics.registry.get_sample_value("bor_transactions_rejected_total", rejected) == 2
+        assert await runner.call(_pending) == {t.id for t in txs[:3]}
+
+    _with_runner(tmp_path, body)
+
+
+def test_a_batch_past_the_byte_bound_is_refused_from_there(tmp_path: Path) -> None:
+    """On an empty queue that holds two transfers' bytes, a batch of three has its third
+    refused with MempoolFull saying the queue's bytes, and the first two admitted."""
+
+    async def body(runner: ChainRunner, net: DevNet) -> None:
+        txs = [await runner.call(net.tx, Transfer(A, B, n)) for n in (1, 2, 3)]
+        admitter = Admitter(runner, NodeMetrics(), queue_bytes=txs[0].size + txs[1].size)
+        admitting = asyncio.create_task(admitter.run())
+        outcomes = await admitter.admit_many([(t, None) for t in txs])
+        admitting.cancel()
+        assert _outcome_names(outcomes) == [None, None, MempoolFull.name]
+        assert "admission queue holds" in str(outcomes[2])
+        assert await runner.call(_pending) == {txs[0].id, txs[1].id}
+
+    _with_runner(tmp_path, body)
+
+
+def test_duplicates_and_a_refusal_mid_batch_are_answered_each_in_order(tmp_path: Path) -> None:
+    """A batch holding a transaction already in the mempool, a forged one and the same
+    transaction twice gets tx_duplicate for both repeats and missing_authority for the forged
+    one, in its order; the rest are admitted and handed to subscribers, and the refusal is
+    not kept for get_transaction (its caller was told)."""
+
+    async def body(runner: ChainRunner, net: DevNet) -> None:
+        metrics = NodeMetrics()
+        admitter = Admitter(runner, metrics)
+        told: list[SignedTransaction] = []
+        admitter.subscribe(told.append)
+        admitting = asyncio.create_task(admitter.run())
+        earlier = await runner.call(net.tx, Transfer(A, B, 1))
+        await admitter.admit(earlier)
+        good, last = [await runner.call(net.tx, Transfer(A, B, n)) for n in (2, 3)]
+        forged = await runner.call(lambda c: net.tx(c, Transfer(A, B, 4), signers=["bob"]))
+        batch = [earlier, good, forged, good, last]
+        outcomes = await admitter.admit_many([(t, None) for t in batch])
+        admitting.cancel()
+        duplicate = "tx_duplicate"
+        assert _outcome_names(outcomes) == [duplicate, None, "missing_authority", duplicate, None]
+        assert told == [earlier, good, last]
+        assert admitter.refusal(forged.id) is None
+        assert metrics.registry.get_sample_value("bor_transactions_accepted_total") == 3
+        assert await runner.call(_pending) == {earlier.id, good.id, last.id}
+
+    _with_runner(tmp_path, body)
+
+
+def test_an_empty_batch_is_answered_at_once(tmp_path: Path) -> None:
+    """admit_many of nothing returns an empty list without waiting for the queue's task."""
+
+    async def body(runner: ChainRunner, net: DevNet) -> None:
+        assert await Admitter(runner, NodeMetrics()).admit_many([]) == []
 
     _with_runner(tmp_path, body)
