@@ -13,46 +13,56 @@ from typing import Any
 from bor_client import AsyncClient, RowsQuery
 from bps import merkle
 from bps.directory import CONTRACT, Topic
-from bps.errors import NotYet, Tampered
+from bps.errors import BpsError, NotYet, Tampered
 
 ZERO = b"\x00" * 32
 PAGE = 500
 
 
-async def anchors_of(client: AsyncClient, topic_id: int) -> AsyncIterator[dict[str, Any]]:
-    """The topic's anchors in index order (by topic id, then primary key: oldest first)."""
-    query = RowsQuery(
-        CONTRACT,
-        "anchors",
-        CONTRACT,
-        lower_bound=topic_id,
-        upper_bound=topic_id,
-        secondary=True,
-        limit=PAGE,
-    )
+PLACE_TOPIC_SHIFT = 44
+PLACE_PARTITION_SHIFT = 38
+
+
+def place(topic_id: int, partition: int, anchor_id: int) -> int:
+    """An anchor's key in the contract's ``bytopic`` index (unique, so pages follow keys)."""
+    return topic_id << PLACE_TOPIC_SHIFT | partition << PLACE_PARTITION_SHIFT | anchor_id
+
+
+async def anchors_of(
+    client: AsyncClient, topic_id: int, partition: int | None = None
+) -> AsyncIterator[dict[str, Any]]:
+    """The topic's anchors (one partition's, if given) in index order: by partition, then
+    oldest first."""
+    if partition is None:
+        lower, upper = place(topic_id, 0, 0), place(topic_id + 1, 0, 0) - 1
+    else:
+        lower, upper = place(topic_id, partition, 0), place(topic_id, partition + 1, 0) - 1
     while True:
+        query = RowsQuery(
+            CONTRACT,
+            "anchors",
+            CONTRACT,
+            lower_bound=lower,
+            upper_bound=upper,
+            secondary=True,
+            limit=PAGE,
+        )
         page = await client.get_table_rows(query)
         for row in page.rows:
             if int(row["topic"]) == topic_id:
                 yield row
         if not page.more or not page.next_key:
             return
-        query = RowsQuery(
-            CONTRACT,
-            "anchors",
-            CONTRACT,
-            lower_bound=page.next_key,
-            upper_bound=topic_id,
-            secondary=True,
-            limit=PAGE,
-        )
+        if int(page.next_key) <= lower:  # a page must move on, or this would never end
+            raise BpsError(f"the node's page of anchors did not move past {lower}")
+        lower = int(page.next_key)
 
 
 async def anchor_for(
     client: AsyncClient, topic: Topic, partition: int, offset: int
 ) -> dict[str, Any] | None:
-    async for row in anchors_of(client, topic.id):
-        if int(row["partition"]) == partition and int(row["first"]) <= offset <= int(row["last"]):
+    async for row in anchors_of(client, topic.id, partition):
+        if int(row["first"]) <= offset <= int(row["last"]):
             return row
     return None
 

@@ -19,9 +19,11 @@
 // - `acls`, scope = tenant, key = id from next_acl [owner]: principal (secondary index
 //   `byprincipal`, table `acls.princ`), pattern (a topic name, a prefix ending in `*`, or
 //   `*`), rights (1 produce | 2 consume | 4 admin), expires (microseconds, 0 = never).
-// - `anchors`, key = id from next_anchor [broker]: topic (the id; secondary index `bytopic`,
-//   table `anchor.topic`, so an audit reads one topic's anchors only), partition, first,
-//   last, root, prev, broker, signature (packed K1, 66 bytes), block, time.
+// - `anchors`, key = id from next_anchor [broker]: topic (the id), place (topic id << 44 |
+//   partition << 38 | id: the secondary index `bytopic`, table `anchor.topic`; every key
+//   differs, so the index pages by key, and one topic's or one partition's anchors are one
+//   key range, oldest first), partition, first, last, root, prev, broker, signature (packed
+//   K1, 66 bytes), block, time. Topic ids stop at 2^20 - 1, anchor ids at 2^38 - 1.
 // - `wraps`, scope = the topic's id (a u64), key = account [owner]: the topic's end-to-end
 //   key wrapped for that account's enckey (ECIES, bps/crypto.py; at most 128 bytes), its
 //   version (never goes back), since.
@@ -56,6 +58,13 @@ const MAX_PARTITIONS: u32 = 64;
 const MAX_REPLICAS: u32 = 5;
 const MAX_PATTERN_BYTES = 13;
 const MAX_ANCHOR_SPAN: u64 = 1_000_000;
+const MAX_TOPIC_ID: u64 = (1 << 20) - 1;
+const MAX_ANCHOR_ID: u64 = (1 << 38) - 1;
+
+// An anchor's key in `bytopic`: topic, partition, id (see the table's description above).
+function anchorPlace(topic: u64, partition: u32, id: u64): u64 {
+  return (topic << 44) | (<u64>partition << 38) | id;
+}
 const ALL_RIGHTS: u8 = 7;
 const MAX_WRAPPED_BYTES = 128;
 
@@ -156,7 +165,8 @@ class Acl {
 @table("anchors")
 class AnchorRecord {
   id: u64 = 0;
-  @secondary("bytopic", "u64", "anchor.topic") topic: u64 = 0;
+  topic: u64 = 0;
+  @secondary("bytopic", "u64", "anchor.topic") place: u64 = 0;
   partition: u32 = 0;
   first: u64 = 0;
   last: u64 = 0;
@@ -488,6 +498,7 @@ class Bps {
     const cfgTable = config();
     const cfg = cfgTable.get(0);
     const id = cfg.nextTopic;
+    check(id <= MAX_TOPIC_ID, "no topic ids are left");
     cfg.nextTopic = id + 1;
     cfgTable.update(cfg);
     table.store(new Topic(topic, id, partitions, replicas, retentionS, currentTime()), owner);
@@ -561,8 +572,10 @@ class Bps {
     const cfgTable = config();
     const cfg = cfgTable.get(0);
     const record = new AnchorRecord();
+    check(cfg.nextAnchor <= MAX_ANCHOR_ID, "no anchor ids are left");
     record.id = cfg.nextAnchor;
     record.topic = id;
+    record.place = anchorPlace(id, partition, record.id);
     record.partition = partition;
     record.first = first;
     record.last = last;

@@ -250,7 +250,7 @@ TABLES = {
     "parts": ["partition", "broker", "anchors", "last", "head"],
     "acls": ["id", "principal", "pattern", "rights", "expires"],
     "anchors": [
-        "id", "topic", "partition", "first", "last", "root", "prev", "broker", "signature",
+        "id", "topic", "place", "partition", "first", "last", "root", "prev", "broker", "signature",
         "block", "time",
     ],
     "wraps": ["account", "version", "wrapped", "since"],
@@ -284,7 +284,7 @@ def test_the_abi_is_the_one_bps_clients_are_written_against(bps_built: Built) ->
     indexes = {t["name"]: [(i["name"], i["field"]) for i in t["secondary"]] for t in abi["tables"]}
     assert (indexes["acls"], indexes["anchors"]) == (
         [("byprincipal", "principal")],
-        [("bytopic", "topic")],
+        [("bytopic", "place")],
     )
 
 

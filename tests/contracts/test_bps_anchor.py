@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from bps.audit import place
 from chain.core.execution.contracts import name_to_u64
 from chain.core.primitives import schema
 from chain.core.primitives.errors import ContractError, ContractMissingAuthority
@@ -59,8 +60,8 @@ def test_three_anchors_chain_their_digests(bps: Bps) -> None:
         )
         stored = bps.row("bps", "anchors", n)
         assert stored == {
-            "id": n, "topic": 1, "partition": 0, "first": first, "last": first + count - 1,
-            "root": args["root"], "prev": head.hex(), "broker": "brk.a",
+            "id": n, "topic": 1, "place": place(1, 0, n), "partition": 0, "first": first,
+            "last": first + count - 1, "root": args["root"], "prev": head.hex(), "broker": "brk.a",
             "signature": args["signature"], "block": bps.chain.ctx.block_num, "time": NOW_US,
         }  # fmt: skip
         head, first = digest, first + count
@@ -75,8 +76,8 @@ def topic_anchor_ids(chain: LocalChain, topic_id: int) -> list[int]:
     """The anchors' ids under ``topic_id`` in the `bytopic` index (table anchor.topic): one
     key range of the index, as the RPC's secondary read walks it, and no other topic's."""
     bps, table = name_to_u64("bps"), name_to_u64("anchor.topic")
-    start = schema.idx64_key(bps, bps, table, topic_id, 0)
-    stop = schema.idx64_key(bps, bps, table, topic_id, 2**64 - 1) + b"\xff"
+    start = schema.idx64_key(bps, bps, table, place(topic_id, 0, 0), 0)
+    stop = schema.idx64_key(bps, bps, table, place(topic_id + 1, 0, 0) - 1, 2**64 - 1) + b"\xff"
     found: list[int] = []
     while (entry := chain.view.next_raw(start, stop)) is not None:
         found.append(int.from_bytes(entry[0][-8:], "big"))
