@@ -1,8 +1,8 @@
 """Signature recovery spread over worker processes.
 
 Recovery is pure CPU in libsecp256k1. coincurve's cffi calls release the GIL, but the Python
-around each call does not, so a second thread gives about 1.5 x on two cores where a second
-process gives 2 x, and leaves the caller's interpreter to the caller. Two ways to use the pool: call it with a batch (the caller
+around each call does not, so a second thread gives about 1.5 x on two cores, while a worker
+process (the whole apply 1.8 x with one) leaves the caller's interpreter to the caller. Two ways to use the pool: call it with a batch (the caller
 recovers one share itself while the workers do the rest), or ``submit`` a batch and collect
 it later, so that the workers recover the next block's signatures while the caller applies
 the current block (``Chain.prefetch_keys``).
