@@ -2,10 +2,11 @@
 
 Recovery is pure CPU in libsecp256k1. coincurve's cffi calls release the GIL, but the Python
 around each call does not, so a second thread gives about 1.5 x on two cores, while a worker
-process (the whole apply 1.8 x with one) leaves the caller's interpreter to the caller. Two ways to use the pool: call it with a batch (the caller
-recovers one share itself while the workers do the rest), or ``submit`` a batch and collect
-it later, so that the workers recover the next block's signatures while the caller applies
-the current block (``Chain.prefetch_keys``).
+process (the whole apply 1.8 x with one) leaves the caller's interpreter to the caller. Two
+ways to use the pool: call it with a batch (the caller recovers one share itself while the
+workers do the rest), or ``submit`` a batch and collect it later, so that the workers recover
+the next block's signatures while the caller applies the current block
+(``Chain.prefetch_keys``).
 
 Each worker is a process (``chain.signatures.sigworker``) at the end of a pipe that carries
 fixed-size binary records (65-byte signature + 32-byte digest in, 33-byte key out, zeros for a bad
