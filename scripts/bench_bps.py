@@ -2,7 +2,8 @@
 on this host: produce and consume throughput of 1 KiB messages, produce latency at a paced
 rate (p50/p99 of a batch's acknowledgement), the anchor transactions the chain carries for
 100 partitions, revocation latency in blocks, and the time a partition's producers wait after
-``kill -9`` of its leading broker. The last line is one JSON object.
+a planned stop (SIGTERM) and after ``kill -9`` of its leading broker. The last line is one
+JSON object.
 
     python scripts/bench_bps.py --messages 20000 --rate 10000 --seconds 5
 """
@@ -285,22 +286,41 @@ def leader_of(setup: Setup, stream: str) -> str:
     return leader
 
 
-async def takeover(setup: Setup) -> dict[str, float]:
-    setup.topic("fail")
+async def takeover(setup: Setup, topic_name: str, sig: signal.Signals) -> tuple[str, float]:
+    """``sig`` to the broker leading the topic's partition 0 while a client produces to it
+    through that broker: the seconds from the signal to the next acknowledged produce, and
+    the broker signalled."""
+    setup.topic(topic_name)
     async with setup.client() as client:
-        await client.produce("acme", "fail", [b"warm"], 0)
-        topic = await client.topic("acme", "fail")
+        await client.produce("acme", topic_name, [b"warm"], 0)
+        topic = await client.topic("acme", topic_name)
         leader = leader_of(setup, f"BPS_{topic.id}_0")
         client.turn = BROKERS.index(leader)
-        killed = 0.0
+        signalled = 0.0
         for n in range(100_000):
-            await client.produce("acme", "fail", [b"%d" % n], 0)
-            if killed:
-                return {"takeover_s": time.perf_counter() - killed}
+            await client.produce("acme", topic_name, [b"%d" % n], 0)
+            if signalled:
+                return leader, time.perf_counter() - signalled
             if n == 200:
-                os.killpg(setup.brokers[leader].pid, signal.SIGKILL)
-                killed = time.perf_counter()
+                os.killpg(setup.brokers[leader].pid, sig)
+                signalled = time.perf_counter()
     raise RuntimeError("no takeover")
+
+
+async def handover(setup: Setup) -> dict[str, float]:
+    """A planned stop (SIGTERM: nats-server hands its leaderships over as it shuts down),
+    then the broker started again and its sidecar up, so that the crash stage has three."""
+    leader, seconds = await takeover(setup, "stop", signal.SIGTERM)
+    setup.brokers[leader].wait(30)
+    setup.brokers[leader] = start_broker(setup.deployment, leader, setup.root / f"{leader}.log")
+    spec = setup.deployment.broker(leader)
+    wait_http(f"http://127.0.0.1:{spec.sidecar_port}/health")
+    await asyncio.sleep(5)  # its streams catch up before the next stage kills another
+    return {"handover_s": seconds}
+
+
+async def crash(setup: Setup) -> dict[str, float]:
+    return {"takeover_s": (await takeover(setup, "fail", signal.SIGKILL))[1]}
 
 
 def main() -> None:
@@ -313,7 +333,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="paced rounds of each (medians)")
     parser.add_argument(
         "--stages",
-        default="data,anchors,revocation,takeover",
+        default="data,anchors,revocation,handover,takeover",
         help="which measurements to run, comma-separated (all by default)",
     )
     args = parser.parse_args()
@@ -328,8 +348,10 @@ def main() -> None:
             result |= asyncio.run(anchors(setup, args.seconds))
         if "revocation" in stages:
             result |= asyncio.run(revocation(setup))
+        if "handover" in stages:
+            result |= asyncio.run(handover(setup))
         if "takeover" in stages:
-            result |= asyncio.run(takeover(setup))
+            result |= asyncio.run(crash(setup))
     finally:
         setup.stop()
         shutil.rmtree(root, ignore_errors=True)
