@@ -43,7 +43,7 @@ class BrokerConfig:
     anchor_interval_s: float = 0.5
 
 
-async def follow(client: AsyncClient, directory: Directory, changed: asyncio.Event) -> None:
+async def follow(client: AsyncClient, directory: Directory) -> None:
     """Reload the directory whenever a block changes it; forever, resuming after drops."""
     while True:
         try:
@@ -53,7 +53,6 @@ async def follow(client: AsyncClient, directory: Directory, changed: asyncio.Eve
                         a.get("name") not in QUIET for a in frame.actions
                     ):
                         await directory.load()
-                        changed.set()
         except (ClientError, OSError) as err:
             log.warning("the chain's stream broke (%s); following again", err)
             await asyncio.sleep(1)
@@ -79,7 +78,7 @@ async def anchor(config: BrokerConfig) -> None:
         anchorer = Anchorer(
             config.name, config.key, client, directory, streams, config.anchor_interval_s
         )
-        await asyncio.gather(follow(client, directory, asyncio.Event()), anchorer.run())
+        await asyncio.gather(follow(client, directory), anchorer.run())
 
 
 async def run(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
@@ -96,7 +95,7 @@ async def run(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
         if ready is not None:
             ready.set()
         try:
-            await follow(client, directory, asyncio.Event())
+            await follow(client, directory)
         finally:
             await runner.cleanup()
             await nc.close()

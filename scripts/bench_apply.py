@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -225,7 +225,15 @@ def _one(items: list[tuple[bytes, bytes]]) -> list[Any]:
 # --- the RPC push rate ----------------------------------------------------------------------
 
 
-async def _push_all(url: str, bodies: list[bytes], clients: int, seconds: float) -> tuple[int, int]:
+async def _send_all(
+    url: str,
+    bodies: list[bytes],
+    clients: int,
+    seconds: float,
+    send: Callable[[Any, str, bytes], Awaitable[tuple[int, int]]],
+) -> tuple[int, int]:
+    """``bodies`` sent by ``send(session, url, body)`` (transactions accepted, refused) from
+    ``clients`` concurrent clients until ``seconds`` have passed: the totals."""
     import aiohttp
 
     ok = refused = 0
@@ -237,15 +245,33 @@ async def _push_all(url: str, bodies: list[bytes], clients: int, seconds: float)
         for body in queue:
             if time.perf_counter() > deadline:
                 return
-            if await push(session, url, body):
-                ok += 1
-            else:
-                refused += 1
+            accepted, declined = await send(session, url, body)
+            ok, refused = ok + accepted, refused + declined
 
     connector = aiohttp.TCPConnector(limit=clients)
     async with aiohttp.ClientSession(connector=connector) as session:
         await asyncio.gather(*(client(session) for _ in range(clients)))
     return ok, refused
+
+
+async def _push_one(session: Any, url: str, body: bytes) -> tuple[int, int]:
+    return (1, 0) if await push(session, url, body) else (0, 1)
+
+
+async def _push_many(session: Any, url: str, body: bytes) -> tuple[int, int]:
+    async with session.post(
+        url + "/v1/chain/push_transactions",
+        data=body,
+        headers={"Content-Type": "application/json"},
+    ) as response:
+        answers = await response.json()
+    assert response.status == 200, answers
+    accepted = sum(1 for a in answers if "error" not in a)
+    return accepted, len(answers) - accepted
+
+
+async def _push_all(url: str, bodies: list[bytes], clients: int, seconds: float) -> tuple[int, int]:
+    return await _send_all(url, bodies, clients, seconds, _push_one)
 
 
 async def _push_batches(
@@ -253,31 +279,7 @@ async def _push_batches(
 ) -> tuple[int, int]:
     """``bodies`` (push_transactions requests) from ``clients`` concurrent clients until
     ``seconds`` have passed: the transactions accepted and refused."""
-    import aiohttp
-
-    ok = refused = 0
-    queue = iter(bodies)
-    deadline = time.perf_counter() + seconds
-
-    async def client(session: aiohttp.ClientSession) -> None:
-        nonlocal ok, refused
-        for body in queue:
-            if time.perf_counter() > deadline:
-                return
-            async with session.post(
-                url + "/v1/chain/push_transactions",
-                data=body,
-                headers={"Content-Type": "application/json"},
-            ) as response:
-                answers = await response.json()
-            assert response.status == 200, answers
-            accepted = sum(1 for a in answers if "error" not in a)
-            ok, refused = ok + accepted, refused + len(answers) - accepted
-
-    connector = aiohttp.TCPConnector(limit=clients)
-    async with aiohttp.ClientSession(connector=connector) as session:
-        await asyncio.gather(*(client(session) for _ in range(clients)))
-    return ok, refused
+    return await _send_all(url, bodies, clients, seconds, _push_many)
 
 
 async def _ask_all(url: str, path: str, clients: int, seconds: float) -> tuple[int, int]:
