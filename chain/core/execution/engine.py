@@ -1,5 +1,5 @@
-"""Which executor runs a block's native transactions: the compiled core with the Python
-reference behind it, or the reference alone.
+"""Which executor runs a block's native transactions, and which decoder reads a block's
+transactions: the compiled core with the Python reference behind it, or the reference alone.
 
 The compiled core (``_fastcore``, Cython) is built by the install when a C compiler is at
 hand; where it is not built, or ``BOR_NATIVE=0`` is set, the reference alone runs. The
@@ -24,16 +24,21 @@ TransferPass = Callable[[Any, list[Any], int, Any, bool], int]
 transfer every rule admits, and leaves ``txs[stop]`` to the reference."""
 
 
-def _compiled() -> TransferPass | None:
+Decoder = Callable[[list[Any], dict[bytes, Any], Callable[[Any], Any]], tuple[Any, ...]]
+"""``(wire, kept, reference) -> transactions``: a block's signed transactions from their
+wire form, each that it does not decode itself (or that is not valid) by ``reference``."""
+
+
+def _compiled() -> tuple[TransferPass, Decoder] | None:
     try:
-        from chain.core.execution import _fastcore
+        from chain.core.execution import _fastcore, _fastdecode
     except ImportError:
         return None
-    return _fastcore.apply_transfers
+    return _fastcore.apply_transfers, _fastdecode.decode_transactions
 
 
 _available = _compiled()
-_active: TransferPass | None = None
+_active: tuple[TransferPass, Decoder] | None = None
 
 
 def available() -> bool:
@@ -55,7 +60,12 @@ def name() -> str:
 
 def transfer_pass() -> TransferPass | None:
     """The compiled transfer pass, or None on the reference alone."""
-    return _active
+    return None if _active is None else _active[0]
+
+
+def decoder() -> Decoder | None:
+    """The compiled transaction decoder, or None on the reference alone."""
+    return None if _active is None else _active[1]
 
 
 select(os.environ.get(ENV, "1") != "0")

@@ -182,6 +182,12 @@ def decode_signed_parts(packed: bytes, signatures: list[bytes]) -> SignedTransac
     return stx
 
 
+def decoded_kept() -> dict[bytes, Transaction]:
+    """The transactions decoded on their own lately, by packed bytes (``DECODED_KEPT``):
+    read, never written, by a block's decoder."""
+    return _decoded
+
+
 def _keep_decoded(stx: SignedTransaction) -> None:
     """Keep ``stx``'s decoding for its block, forgetting the oldest beyond the bounds."""
     global _decoded_bytes
