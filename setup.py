@@ -1,6 +1,6 @@
-"""The compiled core (``chain/core/execution/_fastcore.pyx``), built by the install when it
-can be: Cython comes from the build requirements, and a machine without a C compiler or
-Python's headers still installs, warning, and runs the Python reference
+"""The compiled core (``chain/core/execution/_fastcore.pyx`` and ``_fasthash.pyx``), built by
+the install when it can be: Cython comes from the build requirements, and a machine without a
+C compiler or Python's headers still installs, warning, and runs the Python reference
 (``chain.core.execution.engine``). Everything else is declared in pyproject.toml."""
 
 from setuptools import Extension, setup
@@ -13,10 +13,11 @@ else:
     extensions = cythonize(
         [
             Extension(
-                "chain.core.execution._fastcore",
-                ["chain/core/execution/_fastcore.pyx"],
+                f"chain.core.execution.{name}",
+                [f"chain/core/execution/{name}.pyx"],
                 optional=True,  # a failed compile is a warning: the reference runs
             )
+            for name in ("_fastcore", "_fasthash")
         ],
         compiler_directives={"language_level": "3"},
         quiet=True,

@@ -1,18 +1,18 @@
-"""Which executor runs a block's native transactions: the compiled core with the Python
-reference behind it, or the reference alone.
+"""Which executor runs a block's native transactions and moves the state commitment: the
+compiled core with the Python reference behind it, or the reference alone.
 
-The compiled core (``_fastcore``, Cython) is built by the install when a C compiler is at
-hand; where it is not built, or ``BOR_NATIVE=0`` is set, the reference alone runs. The
-environment is read here, once, rather than by ``node``: the chain's tests, the benchmarks
-and every node process must all honour it, and it changes how fast, never what, a block
-computes (the differential tests hold the two to the same state roots, undo records and
-refusals). This module is the only one that imports the extension.
+The compiled core (``_fastcore`` and ``_fasthash``, Cython) is built by the install when a C
+compiler is at hand; where it is not built, or ``BOR_NATIVE=0`` is set, the reference alone
+runs. The environment is read here, once, rather than by ``node``: the chain's tests, the
+benchmarks and every node process must all honour it, and it changes how fast, never what, a
+block computes (the differential tests hold the two to the same state roots, undo records and
+refusals). This module is the only one that imports the extensions.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 ENV = "BOR_NATIVE"
@@ -23,6 +23,15 @@ TransferPass = Callable[[Any, list[Any], int, Any, bool], int]
 """``(view, txs, start, ctx, check_auth) -> stop``: applies ``txs[start:stop]``, each one
 transfer every rule admits, and leaves ``txs[stop]`` to the reference."""
 
+StateMover = Callable[
+    [Any, Sequence[tuple[bytes, bytes | None]], Any, Any, dict[bytes, bytes], int], None
+]
+"""``(lanes, changes, before, hasher, memo, bound) -> None``: ``StateHash.moved`` on a copy
+of the lanes (1,024 ``uint16``, changed in place), with this thread's hasher and memo."""
+
+StateSummer = Callable[[Any, Iterable[tuple[bytes, bytes]], Any], None]
+"""``(lanes, entries, hasher) -> None``: adds the element of each entry to the lanes."""
+
 
 def _compiled() -> TransferPass | None:
     try:
@@ -32,8 +41,18 @@ def _compiled() -> TransferPass | None:
     return _fastcore.apply_transfers
 
 
+def _compiled_commitment() -> tuple[StateMover, StateSummer] | None:
+    try:
+        from chain.core.execution import _fasthash
+    except ImportError:
+        return None
+    return _fasthash.move, _fasthash.sum_into
+
+
 _available = _compiled()
 _active: TransferPass | None = None
+_commitment = _compiled_commitment()
+_active_commitment: tuple[StateMover, StateSummer] | None = None
 
 
 def available() -> bool:
@@ -43,8 +62,9 @@ def available() -> bool:
 
 def select(native: bool) -> str:
     """Use the compiled core (when built) or the reference alone; the name of the one used."""
-    global _active
+    global _active, _active_commitment
     _active = _available if native else None
+    _active_commitment = _commitment if native else None
     return name()
 
 
@@ -56,6 +76,16 @@ def name() -> str:
 def transfer_pass() -> TransferPass | None:
     """The compiled transfer pass, or None on the reference alone."""
     return _active
+
+
+def state_mover() -> StateMover | None:
+    """The compiled ``StateHash.moved``, or None on the reference alone."""
+    return None if _active_commitment is None else _active_commitment[0]
+
+
+def state_summer() -> StateSummer | None:
+    """The compiled sum of entries' elements (``StateHash.of``), or None on the reference."""
+    return None if _active_commitment is None else _active_commitment[1]
 
 
 select(os.environ.get(ENV, "1") != "0")

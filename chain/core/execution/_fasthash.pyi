@@ -1,0 +1,14 @@
+"""Types of the compiled commitment (``_fasthash.pyx``); ``engine`` is its only importer."""
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+def sum_into(lanes: Any, entries: Iterable[tuple[bytes, bytes]], hasher: Any) -> None: ...
+def move(
+    lanes: Any,
+    changes: Sequence[tuple[bytes, bytes | None]],
+    before: Any,
+    hasher: Any,
+    memo: dict[bytes, bytes],
+    bound: int,
+) -> None: ...
