@@ -1,4 +1,5 @@
-"""Types of the compiled commitment (``_fasthash.pyx``); ``engine`` is its only importer."""
+"""Types of the compiled commitment and the changes it hashes (``_fasthash.pyx``); ``engine``
+is its only importer."""
 
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -12,3 +13,4 @@ def move(
     memo: dict[bytes, bytes],
     bound: int,
 ) -> None: ...
+def changes(view: Any) -> list[tuple[bytes, bytes | None]]: ...

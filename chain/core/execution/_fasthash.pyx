@@ -8,14 +8,25 @@ the loops below (C) are written so that gcc vectorizes them at -O3 (wrapping add
 2^16, as numpy's). The GIL is held throughout: every element is one call into blake3-py, and
 summing an element takes less time than releasing the GIL and taking it again (releasing it
 for each sum measured the same, within the machine's noise).
+
+It also lists a block's changes, the entries the commitment hashes (``StateView.changes``):
+an account's or producer's record is written straight into bytes as msgpack's packer writes
+it (what ``Account.encode`` and ``Producer.encode`` give), and any field of another kind or
+size (a negative or a float, a str subclass, a record past 1 KiB) leaves the record to
+``pack`` itself.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize
 from cpython.bytes cimport PyBytes_GET_SIZE
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from cpython.dict cimport PyDict_Next
 from cpython.ref cimport PyObject
 from libc.stdint cimport uint8_t, uint16_t
 from libc.string cimport memcpy
+
+from chain.core.execution.state import Account, Producer
+from chain.core.primitives.encoding import pack
 
 cdef extern from *:
     """
@@ -136,3 +147,127 @@ cdef void _trim(dict memo, Py_ssize_t bound) except *:
         excess -= 1
     for entry in oldest:
         del memo[entry]
+
+
+# --- the changes it hashes: ``StateView.changes`` with accounts and producers encoded in C --
+
+cdef object _pack = pack
+cdef object _Account = Account
+cdef object _Producer = Producer
+
+cdef enum:
+    ROOM = 1024  # a record that does not fit is left to msgpack
+
+
+cdef Py_ssize_t _put(char* out, Py_ssize_t at, object o, int depth) except -2:
+    """Write ``o`` at ``out[at:]`` as msgpack's ``Packer(use_bin_type=True)`` does; the new
+    end, or -1 when ``o`` is of a kind left to msgpack itself (or does not fit)."""
+    cdef Py_ssize_t n, i
+    cdef unsigned long long u
+    cdef const char* data
+    cdef int head
+    if at + 9 > ROOM or depth > 4:
+        return -1
+    if o is True or o is False:
+        out[at] = <char>(0xC3 if o is True else 0xC2)
+        return at + 1
+    if type(o) is int:
+        if o < 0 or o > 0xFFFFFFFFFFFFFFFF:
+            return -1
+        u = o
+        if u < 0x80:
+            out[at] = <char>u
+            return at + 1
+        if u < 0x100:
+            head, n = 0xCC, 1
+        elif u < 0x10000:
+            head, n = 0xCD, 2
+        elif u < 0x100000000:
+            head, n = 0xCE, 4
+        else:
+            head, n = 0xCF, 8
+        out[at] = <char>head
+        for i in range(n):
+            out[at + n - i] = <char>((u >> (8 * i)) & 0xFF)
+        return at + 1 + n
+    if type(o) is str:
+        data = PyUnicode_AsUTF8AndSize(o, &n)
+        if n < 32:
+            out[at] = <char>(0xA0 | n)
+            at += 1
+        else:
+            at = _length(out, at, n, 0xD9, 0xDA)
+        return -1 if at < 0 else _copy(out, at, data, n)
+    if type(o) is bytes:
+        n = PyBytes_GET_SIZE(o)
+        at = _length(out, at, n, 0xC4, 0xC5)
+        return -1 if at < 0 else _copy(out, at, PyBytes_AS_STRING(o), n)
+    if type(o) is tuple or type(o) is _Account or type(o) is _Producer:
+        n = PyTuple_GET_SIZE(o)
+        if n < 16:
+            out[at] = <char>(0x90 | n)
+            at += 1
+        elif n < 0x10000:
+            out[at] = <char>0xDC
+            out[at + 1] = <char>(n >> 8)
+            out[at + 2] = <char>(n & 0xFF)
+            at += 3
+        else:
+            return -1
+        for i in range(n):
+            at = _put(out, at, <object>PyTuple_GET_ITEM(o, i), depth + 1)
+            if at < 0:
+                return -1
+        return at
+    return -1
+
+
+cdef inline Py_ssize_t _length(char* out, Py_ssize_t at, Py_ssize_t n, int h8, int h16):
+    """A str or bin header of length ``n`` (8 or 16 bits), as msgpack writes it; -1 for a
+    length of 32 bits (never in the buffer)."""
+    if n < 0x100:
+        out[at] = <char>h8
+        out[at + 1] = <char>n
+        return at + 2
+    if n < 0x10000:
+        out[at] = <char>h16
+        out[at + 1] = <char>(n >> 8)
+        out[at + 2] = <char>(n & 0xFF)
+        return at + 3
+    return -1
+
+
+cdef inline Py_ssize_t _copy(char* out, Py_ssize_t at, const char* data, Py_ssize_t n):
+    if at + n > ROOM:
+        return -1
+    memcpy(out + at, data, n)
+    return at + n
+
+
+cdef object _encode(object record):
+    """An account's or producer's record, as ``pack`` gives it."""
+    cdef char out[ROOM]
+    cdef Py_ssize_t end
+    try:
+        end = _put(out, 0, record, 0)
+    except Exception:  # msgpack raises its own (a str that is not UTF-8)
+        end = -1
+    if end < 0:
+        return _pack(record)
+    return PyBytes_FromStringAndSize(out, end)
+
+
+def changes(view):
+    """``view.changes()``: every write, encoded, in key order (accounts and producers here,
+    anything else by its own ``encode``)."""
+    cdef dict writes = view._writes
+    cdef list out = []
+    for key in sorted(writes):
+        value = writes[key]
+        if value is None or isinstance(value, bytes):
+            out.append((key, value))
+        elif type(value) is _Account or type(value) is _Producer:
+            out.append((key, _encode(value)))
+        else:
+            out.append((key, value.encode()))
+    return out

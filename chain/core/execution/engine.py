@@ -32,6 +32,11 @@ of the lanes (1,024 ``uint16``, changed in place), with this thread's hasher and
 StateSummer = Callable[[Any, Iterable[tuple[bytes, bytes]], Any], None]
 """``(lanes, entries, hasher) -> None``: adds the element of each entry to the lanes."""
 
+ChangesOf = Callable[[Any], list[tuple[bytes, bytes | None]]]
+"""``(view) -> changes``: ``StateView.changes``, accounts and producers encoded in C."""
+
+Commitment = tuple[StateMover, StateSummer, ChangesOf]
+
 
 def _compiled() -> TransferPass | None:
     try:
@@ -41,18 +46,18 @@ def _compiled() -> TransferPass | None:
     return _fastcore.apply_transfers
 
 
-def _compiled_commitment() -> tuple[StateMover, StateSummer] | None:
+def _compiled_commitment() -> Commitment | None:
     try:
         from chain.core.execution import _fasthash
     except ImportError:
         return None
-    return _fasthash.move, _fasthash.sum_into
+    return _fasthash.move, _fasthash.sum_into, _fasthash.changes
 
 
 _available = _compiled()
 _active: TransferPass | None = None
 _commitment = _compiled_commitment()
-_active_commitment: tuple[StateMover, StateSummer] | None = None
+_active_commitment: Commitment | None = None
 
 
 def available() -> bool:
@@ -86,6 +91,11 @@ def state_mover() -> StateMover | None:
 def state_summer() -> StateSummer | None:
     """The compiled sum of entries' elements (``StateHash.of``), or None on the reference."""
     return None if _active_commitment is None else _active_commitment[1]
+
+
+def changes_of() -> ChangesOf | None:
+    """The compiled ``StateView.changes``, or None on the reference alone."""
+    return None if _active_commitment is None else _active_commitment[2]
 
 
 select(os.environ.get(ENV, "1") != "0")

@@ -1,15 +1,16 @@
 """The compiled commitment (``_fasthash``) and the Python reference compute the same thing:
 for random change lists, ``before`` maps, keys of up to 300 bytes and memo bounds, both give
-the same lanes and leave the same memo, call after call, and sum entries alike."""
+the same lanes and leave the same memo, call after call, sum entries alike, and encode a
+view's changes (accounts and producers of every shape) to the same bytes."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import cast
+from typing import Any, cast
 from unittest import mock
 
 import pytest
@@ -17,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chain.core.execution import engine, state_hash
+from chain.core.execution.state import Account, Producer, StateView
 from chain.core.execution.state_hash import _BATCH, STATE_HASH_BYTES, StateHash
 
 pytestmark = pytest.mark.skipif(
@@ -128,12 +130,14 @@ def test_both_sum_entries_alike(entries: dict[bytes, bytes]) -> None:
 
 
 def test_bor_native_0_leaves_the_commitment_to_the_reference() -> None:
-    """With ``BOR_NATIVE=0`` a process has no compiled mover or summer; without it, both."""
+    """With ``BOR_NATIVE=0`` a process has no compiled mover, summer or changes; without
+    it, all three."""
     code = (
         "from chain.core.execution import engine;"
-        "print(engine.state_mover() is None, engine.state_summer() is None)"
+        "print(engine.state_mover() is None, engine.state_summer() is None,"
+        " engine.changes_of() is None)"
     )
-    for env, expected in (("0", "True True"), ("1", "False False")):
+    for env, expected in (("0", "True True True"), ("1", "False False False")):
         done = subprocess.run(
             [sys.executable, "-c", code],
             env={**os.environ, engine.ENV: env},
@@ -142,3 +146,94 @@ def test_bor_native_0_leaves_the_commitment_to_the_reference() -> None:
             check=True,
         )
         assert done.stdout.split() == expected.split()
+
+
+class Name(str):
+    """A str of another type: msgpack packs it as a str; the compiled encoder leaves it to
+    msgpack."""
+
+
+# Every boundary of msgpack's integer and length forms; the compiled encoder writes these.
+ints = st.one_of(
+    st.sampled_from([0, 127, 128, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**64 - 1]),
+    st.integers(0, 2**64 - 1),
+)
+names = st.one_of(
+    st.text(max_size=40),
+    st.text(min_size=250, max_size=300),
+    st.sampled_from([31, 32, 255, 256]).map(lambda n: "n" * n),  # where the forms change
+)
+blobs = st.one_of(st.binary(max_size=300), st.sampled_from([255, 256]).map(lambda n: b"b" * n))
+# What it leaves to msgpack: negatives, past 64 bits, floats, a str of another type, a str
+# that is not UTF-8 (an error from both), a str32 and a bin32 (past its buffer).
+odd = st.one_of(
+    st.integers(-(2**64), -1),
+    st.integers(2**64, 2**70),
+    st.floats(allow_nan=False),
+    st.text(max_size=8).map(Name),
+    st.sampled_from(["\ud800", "a" * 70_000, b"k" * 70_000]),
+)
+
+
+def _sized(items: st.SearchStrategy[Any]) -> st.SearchStrategy[tuple[Any, ...]]:
+    """Tuples of a few items, or about the 15 past which msgpack writes an array16."""
+    sizes = st.sampled_from([0, 1, 2, 15, 16, 17])
+    return sizes.flatmap(lambda n: st.lists(items, min_size=n, max_size=n).map(tuple))
+
+
+def _account(fields: tuple[Any, ...]) -> Account:
+    return Account(*fields)
+
+
+def _producer(fields: tuple[Any, ...]) -> Producer:
+    return Producer(*fields)
+
+
+plain_accounts = st.tuples(
+    names,
+    blobs,
+    ints,
+    ints,
+    _sized(st.tuples(ints, ints)),
+    _sized(names),
+)
+plain_producers = st.tuples(names, blobs, names, st.booleans(), st.booleans(), ints)
+
+
+@st.composite
+def spoiled(draw: st.DrawFn, fields: st.SearchStrategy[tuple[Any, ...]]) -> tuple[Any, ...]:
+    """Plain fields but one, which is odd."""
+    made = list(draw(fields))
+    made[draw(st.integers(0, len(made) - 1))] = draw(odd)
+    return tuple(made)
+
+
+records = st.one_of(
+    plain_accounts.map(_account),
+    plain_producers.map(_producer),
+    spoiled(plain_accounts).map(_account),
+    spoiled(plain_producers).map(_producer),
+    st.none(),
+    st.binary(max_size=20),
+)
+
+
+def _outcome(f: Callable[[], Any]) -> tuple[str, Any]:
+    try:
+        return "value", f()
+    except Exception as err:  # the same refusal from both, for a str that is not UTF-8
+        return "error", type(err)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(st.binary(min_size=1, max_size=12), records, max_size=24))
+def test_both_encode_a_views_changes_alike(writes: dict[bytes, Any]) -> None:
+    """The compiled ``changes`` gives the reference's list, in key order, byte for byte:
+    accounts and producers of every field size msgpack writes differently (and those it
+    leaves to msgpack), raw values and deletions; or the same error."""
+    view = StateView({}.get)  # type: ignore[arg-type]  # never read: only writes here
+    view.written().update(writes)
+    with _engine(True):
+        compiled = engine.changes_of()
+    assert compiled is not None
+    assert _outcome(lambda: compiled(view)) == _outcome(view.changes)
