@@ -36,6 +36,7 @@ ChangesOf = Callable[[Any], list[tuple[bytes, bytes | None]]]
 """``(view) -> changes``: ``StateView.changes``, accounts and producers encoded in C."""
 
 Commitment = tuple[StateMover, StateSummer, ChangesOf]
+"""What ``_fasthash`` compiles: ``move``, ``sum_into`` and ``changes``."""
 
 
 def _compiled() -> TransferPass | None:
@@ -63,6 +64,11 @@ _active_commitment: Commitment | None = None
 def available() -> bool:
     """Whether the compiled core was built and imports."""
     return _available is not None
+
+
+def commitment_available() -> bool:
+    """Whether the compiled commitment and changes list (``_fasthash``) were built and import."""
+    return _commitment is not None
 
 
 def select(native: bool) -> str:
