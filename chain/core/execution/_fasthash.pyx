@@ -51,9 +51,18 @@ cdef extern from *:
     static void bor_subtract(uint16_t *restrict lanes, const unsigned char *restrict element) {
         for (size_t i = 0; i < 1024; i++) lanes[i] = (uint16_t)(lanes[i] - bor_lane(element, i));
     }
+    /* Ask for an element's cache lines ahead of its sum (a memo's element is read cold). */
+    static void bor_prefetch(const unsigned char *element) {
+    #if defined(__GNUC__)
+        for (size_t i = 0; i < 2048; i += 64) __builtin_prefetch(element + i);
+    #else
+        (void)element;
+    #endif
+    }
     """
     void _add "bor_add"(uint16_t* lanes, const uint8_t* element) noexcept nogil
     void _subtract "bor_subtract"(uint16_t* lanes, const uint8_t* element) noexcept nogil
+    void _prefetch "bor_prefetch"(const uint8_t* element) noexcept nogil
 
 cdef enum:
     LANES = 1024
@@ -116,14 +125,16 @@ def move(uint16_t[::1] lanes, changes, before, hasher, dict memo, Py_ssize_t bou
         old = before[key]
         if old == value:
             continue
+        taken = None
         if old is not None:
             entry = _entry(key, old)
-            element = memo.pop(entry, None)
-            if element is None:
+            taken = memo.pop(entry, None)
+            if taken is None:
                 reset()
                 update(entry)
-                element = digest(_SIZE)
-            _subtract(acc, _lanes_of(element))
+                taken = digest(_SIZE)
+            else:  # read cold: fetched while the new entry is hashed, summed after it
+                _prefetch(_lanes_of(taken))
         if value is not None:
             entry = _entry(key, value)
             reset()
@@ -131,6 +142,8 @@ def move(uint16_t[::1] lanes, changes, before, hasher, dict memo, Py_ssize_t bou
             element = digest(_SIZE)
             memo[entry] = element
             _add(acc, _lanes_of(element))
+        if taken is not None:
+            _subtract(acc, _lanes_of(taken))
     _trim(memo, bound)
 
 
