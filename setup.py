@@ -1,8 +1,8 @@
-"""The compiled core (``chain/core/execution/_fastcore.pyx``, the transfer pass, and
-``_fastdecode.pyx``, the transaction decoder), built by the install when it can be: Cython
-comes from the build requirements, and a machine without a C compiler or Python's headers
-still installs, warning, and runs the Python reference (``chain.core.execution.engine``).
-Everything else is declared in pyproject.toml."""
+"""The compiled core (``chain/core/execution/``: ``_fastcore.pyx``, the transfer pass,
+``_fastdecode.pyx``, the transaction decoder, and ``_fasthash.pyx``, the state commitment),
+built by the install when it can be: Cython comes from the build requirements, and a machine
+without a C compiler or Python's headers still installs, warning, and runs the Python
+reference (``chain.core.execution.engine``). Everything else is declared in pyproject.toml."""
 
 from setuptools import Extension, setup
 
@@ -18,7 +18,7 @@ else:
                 [f"chain/core/execution/{name}.pyx"],
                 optional=True,  # a failed compile is a warning: the reference runs
             )
-            for name in ("_fastcore", "_fastdecode")
+            for name in ("_fastcore", "_fastdecode", "_fasthash")
         ],
         compiler_directives={"language_level": "3"},
         quiet=True,

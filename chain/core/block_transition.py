@@ -259,7 +259,8 @@ def execute_transactions(
     new_producers = None
     if num % params.election_interval_blocks == 0:
         new_producers = elect(view, params, parent.active, parent.pending)
-    changes = view.changes()
+    changes_of = engine.changes_of()
+    changes = view.changes() if changes_of is None else changes_of(view)
     originals = view.originals()
     for key, _ in changes:  # written but never read: the undo record needs the old value
         if key not in originals:

@@ -1,18 +1,19 @@
-"""Which executor runs a block's native transactions, and which decoder reads a block's
-transactions: the compiled core with the Python reference behind it, or the reference alone.
+"""Which executor runs a block's native transactions, decodes its transactions and moves the
+state commitment: the compiled core with the Python reference behind it, or the reference
+alone.
 
-The compiled core (``_fastcore``, Cython) is built by the install when a C compiler is at
-hand; where it is not built, or ``BOR_NATIVE=0`` is set, the reference alone runs. The
-environment is read here, once, rather than by ``node``: the chain's tests, the benchmarks
-and every node process must all honour it, and it changes how fast, never what, a block
-computes (the differential tests hold the two to the same state roots, undo records and
-refusals). This module is the only one that imports the extension.
+The compiled core (``_fastcore``, ``_fastdecode`` and ``_fasthash``, Cython) is built by the
+install when a C compiler is at hand; where it is not built, or ``BOR_NATIVE=0`` is set, the
+reference alone runs. The environment is read here, once, rather than by ``node``: the
+chain's tests, the benchmarks and every node process must all honour it, and it changes how
+fast, never what, a block computes (the differential tests hold the two to the same state
+roots, undo records and refusals). This module is the only one that imports the extensions.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 ENV = "BOR_NATIVE"
@@ -23,6 +24,20 @@ TransferPass = Callable[[Any, list[Any], int, Any, bool], int]
 """``(view, txs, start, ctx, check_auth) -> stop``: applies ``txs[start:stop]``, each one
 transfer every rule admits, and leaves ``txs[stop]`` to the reference."""
 
+StateMover = Callable[
+    [Any, Sequence[tuple[bytes, bytes | None]], Any, Any, dict[bytes, bytes], int], None
+]
+"""``(lanes, changes, before, hasher, memo, bound) -> None``: ``StateHash.moved`` on a copy
+of the lanes (1,024 ``uint16``, changed in place), with this thread's hasher and memo."""
+
+StateSummer = Callable[[Any, Iterable[tuple[bytes, bytes]], Any], None]
+"""``(lanes, entries, hasher) -> None``: adds the element of each entry to the lanes."""
+
+ChangesOf = Callable[[Any], list[tuple[bytes, bytes | None]]]
+"""``(view) -> changes``: ``StateView.changes``, accounts and producers encoded in C."""
+
+Commitment = tuple[StateMover, StateSummer, ChangesOf]
+"""What ``_fasthash`` compiles: ``move``, ``sum_into`` and ``changes``."""
 
 Decoder = Callable[[list[Any], dict[bytes, Any], Callable[[Any], Any]], tuple[Any, ...]]
 """``(wire, kept, reference) -> transactions``: a block's signed transactions from their
@@ -37,8 +52,18 @@ def _compiled() -> tuple[TransferPass, Decoder] | None:
     return _fastcore.apply_transfers, _fastdecode.decode_transactions
 
 
+def _compiled_commitment() -> Commitment | None:
+    try:
+        from chain.core.execution import _fasthash
+    except ImportError:
+        return None
+    return _fasthash.move, _fasthash.sum_into, _fasthash.changes
+
+
 _available = _compiled()
 _active: tuple[TransferPass, Decoder] | None = None
+_commitment = _compiled_commitment()
+_active_commitment: Commitment | None = None
 
 
 def available() -> bool:
@@ -46,10 +71,16 @@ def available() -> bool:
     return _available is not None
 
 
+def commitment_available() -> bool:
+    """Whether the compiled commitment and changes list (``_fasthash``) were built and import."""
+    return _commitment is not None
+
+
 def select(native: bool) -> str:
     """Use the compiled core (when built) or the reference alone; the name of the one used."""
-    global _active
+    global _active, _active_commitment
     _active = _available if native else None
+    _active_commitment = _commitment if native else None
     return name()
 
 
@@ -66,6 +97,21 @@ def transfer_pass() -> TransferPass | None:
 def decoder() -> Decoder | None:
     """The compiled transaction decoder, or None on the reference alone."""
     return None if _active is None else _active[1]
+
+
+def state_mover() -> StateMover | None:
+    """The compiled ``StateHash.moved``, or None on the reference alone."""
+    return None if _active_commitment is None else _active_commitment[0]
+
+
+def state_summer() -> StateSummer | None:
+    """The compiled sum of entries' elements (``StateHash.of``), or None on the reference."""
+    return None if _active_commitment is None else _active_commitment[1]
+
+
+def changes_of() -> ChangesOf | None:
+    """The compiled ``StateView.changes``, or None on the reference alone."""
+    return None if _active_commitment is None else _active_commitment[2]
 
 
 select(os.environ.get(ENV, "1") != "0")

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 from blake3 import blake3
 
+from chain.core.execution import engine
 from chain.core.primitives.crypto import sha256
 from chain.core.primitives.errors import EncodingError
 
@@ -71,8 +72,13 @@ _scratch = _Scratch()
 
 
 def _sum(entries: Iterable[tuple[bytes, bytes]]) -> Lanes:
-    """The lane-wise sum of the elements of ``entries``."""
+    """The lane-wise sum of the elements of ``entries`` (in C on the compiled core)."""
     scratch = _scratch
+    summer = engine.state_summer()
+    if summer is not None:
+        lanes = np.zeros(LANES, dtype=np.uint16)
+        summer(lanes, entries, scratch.hasher)
+        return lanes
     hasher, buf, rows = scratch.hasher, scratch.into, scratch.into_rows
     reset, update, digest = hasher.reset, hasher.update, hasher.digest
     size, prefixes = STATE_HASH_BYTES, _PREFIXES
@@ -136,8 +142,14 @@ class StateHash:
         """The hash after each ``(key, value)`` of ``changes`` replaced ``before[key]`` (None:
         no entry). The hot path of every block, written out: ``updated`` would go through
         two generators. An element taken out is found in the memo when this thread put it
-        in lately (the memo holds exactly what BLAKE3 gave for the same input)."""
+        in lately (the memo holds exactly what BLAKE3 gave for the same input). The compiled
+        core (``engine.state_mover``) does the same, summing each element in C."""
         scratch = _scratch
+        mover = engine.state_mover()
+        if mover is not None:
+            lanes = self._lanes.copy()
+            mover(lanes, changes, before, scratch.hasher, scratch.memo, _MEMO)
+            return StateHash(lanes)
         hasher, size, prefixes, memo = scratch.hasher, STATE_HASH_BYTES, _PREFIXES, scratch.memo
         reset, update, digest = hasher.reset, hasher.update, hasher.digest
         out, out_rows, into, into_rows = (
