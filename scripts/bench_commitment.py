@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=40, help="blocks measured")
     parser.add_argument("--rounds", type=int, default=9, help="runs of each implementation")
     args = parser.parse_args(argv)
-    if not engine.commitment_available():
+    if not engine.available():
         print("the compiled core is not built (pip install -e .)", file=sys.stderr)
         return 1
     blocks = record(args.history)

@@ -13,7 +13,7 @@ from scripts.bench_commitment import main
 from scripts.make_history import make_history
 
 
-@pytest.mark.skipif(not engine.commitment_available(), reason="the compiled core is not built")
+@pytest.mark.skipif(not engine.available(), reason="the compiled core is not built")
 def test_a_small_history_gives_every_figure(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -50,57 +50,53 @@ cdef struct Cursor:
     const uint8_t *end
 
 
+cdef inline bint _number(const uint8_t *p, Py_ssize_t left, int size, uint64_t least,
+                         uint64_t *out):
+    """The ``size``-byte big-endian number after the tag at ``p``, if the bytes are there and
+    it is at least ``least`` (else a shorter form would have held it: not msgpack's)."""
+    cdef uint64_t v = 0
+    cdef int i
+    if left < 1 + size:
+        return False
+    for i in range(1, size + 1):
+        v = (v << 8) | p[i]
+    if v < least:
+        return False
+    out[0] = v
+    return True
+
+
 cdef inline bint _uint(Cursor *c, uint64_t *out):
     """A non-negative integer in msgpack's shortest form (positive fixint, uint8 from 128,
     uint16 from 256, uint32 from 65,536, uint64 from 2^32); False for anything else."""
     cdef const uint8_t *p = c.p
     cdef Py_ssize_t left = c.end - p
-    cdef uint8_t tag
-    cdef uint64_t v
-    cdef int i
+    cdef int size
+    cdef uint64_t least
     if left < 1:
         return False
-    tag = p[0]
-    if tag < 0x80:
-        out[0] = tag
+    if p[0] < 0x80:
+        out[0] = p[0]
         c.p = p + 1
         return True
-    if tag == 0xcc:
-        if left < 2 or p[1] < 0x80:
-            return False
-        out[0] = p[1]
-        c.p = p + 2
-        return True
-    if tag == 0xcd:
-        if left < 3:
-            return False
-        v = (<uint64_t>p[1] << 8) | p[2]
-        if v < 0x100:
-            return False
-        out[0] = v
-        c.p = p + 3
-        return True
-    if tag == 0xce:
-        if left < 5:
-            return False
-        v = (<uint64_t>p[1] << 24) | (<uint64_t>p[2] << 16) | (<uint64_t>p[3] << 8) | p[4]
-        if v < 0x10000:
-            return False
-        out[0] = v
-        c.p = p + 5
-        return True
-    if tag == 0xcf:
-        if left < 9:
-            return False
-        v = 0
-        for i in range(1, 9):
-            v = (v << 8) | p[i]
-        if v <= _U32:
-            return False
-        out[0] = v
-        c.p = p + 9
-        return True
-    return False
+    if p[0] == 0xcc:
+        size = 1
+        least = 0x80
+    elif p[0] == 0xcd:
+        size = 2
+        least = 0x100
+    elif p[0] == 0xce:
+        size = 4
+        least = 0x10000
+    elif p[0] == 0xcf:
+        size = 8
+        least = 0x100000000
+    else:
+        return False
+    if not _number(p, left, size, least, out):
+        return False
+    c.p = p + 1 + size
+    return True
 
 
 cdef inline Py_ssize_t _str(Cursor *c):
@@ -108,29 +104,27 @@ cdef inline Py_ssize_t _str(Cursor *c):
     from 256), its bytes following at ``c.p``; -1 for anything else. Longer strings than a
     memo's bytes can be go to the reference."""
     cdef const uint8_t *p = c.p
-    cdef Py_ssize_t left = c.end - p, n
+    cdef Py_ssize_t left = c.end - p
+    cdef int size = 0
+    cdef uint64_t n
     if left < 1:
         return -1
     if 0xa0 <= p[0] <= 0xbf:
         n = p[0] - 0xa0
-        c.p = p + 1
     elif p[0] == 0xd9:
-        if left < 2 or p[1] < 32:
+        size = 1
+        if not _number(p, left, size, 32, &n):
             return -1
-        n = p[1]
-        c.p = p + 2
     elif p[0] == 0xda:
-        if left < 3:
+        size = 2
+        if not _number(p, left, size, 0x100, &n):
             return -1
-        n = (<Py_ssize_t>p[1] << 8) | p[2]
-        if n < 0x100:
-            return -1
-        c.p = p + 3
     else:
         return -1
-    if c.end - c.p < n:
+    c.p = p + 1 + size
+    if c.end - c.p < <Py_ssize_t>n:
         return -1
-    return n
+    return <Py_ssize_t>n
 
 
 cdef inline object _name(Cursor *c):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 ENV = "BOR_NATIVE"
 NATIVE = "native"
@@ -36,51 +36,48 @@ StateSummer = Callable[[Any, Iterable[tuple[bytes, bytes]], Any], None]
 ChangesOf = Callable[[Any], list[tuple[bytes, bytes | None]]]
 """``(view) -> changes``: ``StateView.changes``, accounts and producers encoded in C."""
 
-Commitment = tuple[StateMover, StateSummer, ChangesOf]
-"""What ``_fasthash`` compiles: ``move``, ``sum_into`` and ``changes``."""
-
 Decoder = Callable[[list[Any], dict[bytes, Any], Callable[[Any], Any]], tuple[Any, ...]]
 """``(wire, kept, reference) -> transactions``: a block's signed transactions from their
 wire form, each that it does not decode itself (or that is not valid) by ``reference``."""
 
 
-def _compiled() -> tuple[TransferPass, Decoder] | None:
-    try:
-        from chain.core.execution import _fastcore, _fastdecode
-    except ImportError:
-        return None
-    return _fastcore.apply_transfers, _fastdecode.decode_transactions
+class Compiled(NamedTuple):
+    """The compiled core's parts, each the reference's twin."""
+
+    transfer_pass: TransferPass
+    decoder: Decoder
+    state_mover: StateMover
+    state_summer: StateSummer
+    changes_of: ChangesOf
 
 
-def _compiled_commitment() -> Commitment | None:
+def _compiled() -> Compiled | None:
     try:
-        from chain.core.execution import _fasthash
+        from chain.core.execution import _fastcore, _fastdecode, _fasthash
     except ImportError:
         return None
-    return _fasthash.move, _fasthash.sum_into, _fasthash.changes
+    return Compiled(
+        _fastcore.apply_transfers,
+        _fastdecode.decode_transactions,
+        _fasthash.move,
+        _fasthash.sum_into,
+        _fasthash.changes,
+    )
 
 
 _available = _compiled()
-_active: tuple[TransferPass, Decoder] | None = None
-_commitment = _compiled_commitment()
-_active_commitment: Commitment | None = None
+_active: Compiled | None = None
 
 
 def available() -> bool:
-    """Whether the compiled core was built and imports."""
+    """Whether the compiled core was built and imports (every part of it)."""
     return _available is not None
-
-
-def commitment_available() -> bool:
-    """Whether the compiled commitment and changes list (``_fasthash``) were built and import."""
-    return _commitment is not None
 
 
 def select(native: bool) -> str:
     """Use the compiled core (when built) or the reference alone; the name of the one used."""
-    global _active, _active_commitment
+    global _active
     _active = _available if native else None
-    _active_commitment = _commitment if native else None
     return name()
 
 
@@ -91,27 +88,27 @@ def name() -> str:
 
 def transfer_pass() -> TransferPass | None:
     """The compiled transfer pass, or None on the reference alone."""
-    return None if _active is None else _active[0]
+    return None if _active is None else _active.transfer_pass
 
 
 def decoder() -> Decoder | None:
     """The compiled transaction decoder, or None on the reference alone."""
-    return None if _active is None else _active[1]
+    return None if _active is None else _active.decoder
 
 
 def state_mover() -> StateMover | None:
     """The compiled ``StateHash.moved``, or None on the reference alone."""
-    return None if _active_commitment is None else _active_commitment[0]
+    return None if _active is None else _active.state_mover
 
 
 def state_summer() -> StateSummer | None:
     """The compiled sum of entries' elements (``StateHash.of``), or None on the reference."""
-    return None if _active_commitment is None else _active_commitment[1]
+    return None if _active is None else _active.state_summer
 
 
 def changes_of() -> ChangesOf | None:
     """The compiled ``StateView.changes``, or None on the reference alone."""
-    return None if _active_commitment is None else _active_commitment[2]
+    return None if _active is None else _active.changes_of
 
 
 select(os.environ.get(ENV, "1") != "0")

@@ -106,19 +106,25 @@ def transfer_txs(draw: st.DrawFn) -> bytes:
     return pack([value["expiration"], value["ref_num"], value["ref_prefix"], [action]])
 
 
+# Each integer form's head, its width, and the longer forms that can hold the same value.
+UINTS = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
+
+
 def longer(packed: bytes, at: int) -> list[bytes]:
     """``packed`` with the value whose head is the byte ``at`` (an int or a string) written
     in each longer msgpack form: the same value, not canonical."""
     head, rest = packed[at], packed[at + 1 :]
-    if head < 0x80:
-        value = head
-        forms = [b"\xcc" + value.to_bytes(1, "big"), b"\xcd" + value.to_bytes(2, "big")]
+    if head < 0x80 or head in UINTS:
+        width = UINTS.get(head, 0)
+        value = head if width == 0 else int.from_bytes(rest[:width], "big")
+        rest = rest[width:]
+        forms = [bytes([h]) + value.to_bytes(n, "big") for h, n in UINTS.items() if n > width]
     elif 0xA0 <= head <= 0xBF:
         value = head - 0xA0
         forms = [b"\xd9" + value.to_bytes(1, "big"), b"\xda" + value.to_bytes(2, "big")]
-    elif head in (0xCC, 0xD9) and rest:
+    elif head == 0xD9 and rest:
         value, rest = rest[0], rest[1:]
-        forms = [(b"\xcd" if head == 0xCC else b"\xda") + value.to_bytes(2, "big")]
+        forms = [b"\xda" + value.to_bytes(2, "big")]
     else:
         return []
     return [packed[:at] + form + rest for form in forms]

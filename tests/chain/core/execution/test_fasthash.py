@@ -22,7 +22,7 @@ from chain.core.execution.state import Account, Producer, StateView
 from chain.core.execution.state_hash import _BATCH, STATE_HASH_BYTES, StateHash
 
 pytestmark = pytest.mark.skipif(
-    not engine.commitment_available(), reason="the compiled commitment is not built"
+    not engine.available(), reason="the compiled commitment is not built"
 )
 
 # Short keys, and keys about the 256 bytes where the length prefix stops being looked up.
