@@ -53,7 +53,7 @@ from node.node_file import (
     remove_node_file,
     write_node_file,
 )
-from node.process import fds
+from node.process import eventloop, fds
 from node.producer import ProducerLoop
 from node.runner import ChainRunner, InclusionWatch
 from node.snapshots.header_checkpoint import HEADER_CHECKPOINT, HeaderCheckpointFile
@@ -464,6 +464,7 @@ class Node:
                 and "http://{}:{}".format(*config.http.admin_address),
                 p2p=self.network.listen_port,
                 executor=engine.name(),  # the compiled core or the Python reference alone
+                event_loop=eventloop.running_loop_name(),
                 peers=len(config.p2p.peers),
             )
             async with asyncio.TaskGroup() as tg:

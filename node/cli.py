@@ -4,7 +4,6 @@ status."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import difflib
 import gc
@@ -29,6 +28,7 @@ from node.config.model import OPTIONS, NodeConfig
 from node.config.options import parse_endpoint
 from node.data_dir import open_chain, restart_from_snapshot
 from node.errors import NodeError
+from node.process import eventloop
 from node.process.fds import raise_fd_limit
 from node.process.logging import configure_logging
 from node.process.malloc import return_big_buffers
@@ -45,13 +45,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     configure_logging(config.log.level, config.log.format)
     raise_fd_limit()  # before any listener: the HTTP caps derive from it
     node = Node(config)
-    asyncio.run(node.run())
+    eventloop.run(node.run())
     if node.fetched_snapshot is not None:  # state sync fetched one: go on from it
         restart_from_snapshot(config, node.fetched_snapshot, node.fetched_block)
         # The peers the operator added while it fetched are dialled again, not forgotten.
         peers = tuple(dict.fromkeys([*config.p2p.peers, *node.peers_added]))
         p2p = dataclasses.replace(config.p2p, peers=peers)
-        asyncio.run(Node(dataclasses.replace(config, p2p=p2p)).run())
+        eventloop.run(Node(dataclasses.replace(config, p2p=p2p)).run())
     return 0
 
 
@@ -126,7 +126,7 @@ def _run_devnet(args: argparse.Namespace, data_dir: Path, nodes: list[devnet.Dev
     config = load_config(ns)
     configure_logging(config.log.level, config.log.format)
     raise_fd_limit()
-    asyncio.run(Node(config).run())
+    eventloop.run(Node(config).run())
     return 0
 
 

@@ -10,6 +10,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from aiohttp import web
 
@@ -115,7 +116,8 @@ class _Guarded(asyncio.Protocol):
         self._stall: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # A stream transport (uvloop's does not subclass asyncio.Transport).
+        transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self._address = str(peer[0]) if isinstance(peer, tuple) else str(peer)
         refusal = self._connections.refusal(self._address)

@@ -23,6 +23,7 @@ import asyncio
 import socket
 import ssl
 from collections.abc import Sequence
+from typing import cast
 
 from p2p.errors import ChannelBroken, ChannelClosed, MalformedMessage
 from p2p.transport.channel import Channel
@@ -240,8 +241,8 @@ class TcpChannel(Channel):
         that arrived before TLS and were not read are dropped, never taken as if they came
         from inside TLS."""
         loop = asyncio.get_running_loop()
-        raw = self._writer.transport
-        assert isinstance(raw, asyncio.Transport), "a TCP stream's transport reads and writes"
+        # A TCP stream's transport reads and writes (uvloop's does not subclass asyncio's).
+        raw = cast(asyncio.Transport, self._writer.transport)
         raw.pause_reading()
         reader = asyncio.StreamReader()
         protocol = asyncio.StreamReaderProtocol(reader)

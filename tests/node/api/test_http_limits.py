@@ -1,7 +1,8 @@
 """The HTTP shell's limits and listeners, served as the node serves them (``node.api.http.serve``:
 real sockets on loopback): requests in flight and time per request answered with JSON 503 and
 504, slow-drip senders cut off, 405s whose Allow is the documented methods, admin routes only
-on the admin listener (behind its token when one is set), CORS only when configured."""
+on the admin listener (behind its token when one is set), CORS only when configured; on the
+node's own event loop."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from node.api.http import make_admin_app, make_app, serve
 from node.api.listener import HttpLimits
 from node.api.rpc import Api
 from node.metrics import NodeMetrics
+from node.process import eventloop
 from node.runner import ChainRunner, InclusionWatch
 from tests.node.api.limits import CALL_FUEL, http_limits
 from tests.node.api.test_rpc import FakeNetwork
@@ -82,7 +84,7 @@ def _serve(
             await admin.cleanup()
             runner.close()
 
-    asyncio.run(main())
+    eventloop.run(main())  # the loop the node serves on (uvloop)
 
 
 async def _hold_chain(runner: ChainRunner) -> tuple[threading.Event, asyncio.Task[bool]]:

@@ -1,5 +1,6 @@
 """The Channel contract, run against every implementation (memory fake, TCP and TCP inside
-TLS on loopback, RDMA where there is a device)."""
+TLS on loopback, on asyncio's loop and on uvloop, which the node runs on; RDMA where there is
+a device)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
 import pytest
+import uvloop
 
 from chain.core.consensus.block import BlockHeader, SignedBlock
 from chain.core.consensus.qc import Vote
@@ -170,7 +172,14 @@ def tls_pair() -> AbstractAsyncContextManager[Pair]:
     return tcp_pair(TlsIdentity.generate())
 
 
-PAIRS = {"memory": memory_pair, "tcp": tcp_pair, "tls": tls_pair, "rdma": rdma_pair}
+PAIRS = {
+    "memory": memory_pair,
+    "tcp": tcp_pair,
+    "tls": tls_pair,
+    "tcp-uvloop": tcp_pair,
+    "tls-uvloop": tls_pair,
+    "rdma": rdma_pair,
+}
 
 
 def run(kind: str, scenario: Callable[[Pair], Awaitable[None]]) -> None:
@@ -179,7 +188,10 @@ def run(kind: str, scenario: Callable[[Pair], Awaitable[None]]) -> None:
             # The Soft-RoCE VM emulates its CPU: TLS there decrypts tens of times slower.
             await asyncio.wait_for(scenario(pair), 20 * SLOWDOWN)
 
-    asyncio.run(main())
+    if kind.endswith("-uvloop"):
+        uvloop.run(main())
+    else:
+        asyncio.run(main())
 
 
 @pytest.fixture(params=sorted(PAIRS))
