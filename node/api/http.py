@@ -74,8 +74,11 @@ async def _read_body(request: web.Request, timeout_s: float, whole: bool = False
     if request.method != "POST" or not request.body_exists:
         return None if whole else {}  # GET serves only routes without fields
     try:
-        async with asyncio.timeout(timeout_s or None):
+        if request.content.is_eof():  # the whole body is here already: no wait to bound
             raw = await request.read()
+        else:
+            async with asyncio.timeout(timeout_s or None):
+                raw = await request.read()
     except TimeoutError as err:
         raise RpcError(408, "timeout", f"the body did not arrive within {timeout_s} s") from err
     except web.HTTPRequestEntityTooLarge as err:

@@ -176,8 +176,17 @@ def decode_signed_parts(packed: bytes, signatures: list[bytes]) -> SignedTransac
     """``decode_signed_transaction`` of ``[packed, signatures]`` without encoding them first
     (the RPC has the two parts already): the same checks, errors and kept decoding. Its
     canonical-encoding check is of the parts' wrapper, which one built from parts always
-    passes; the transaction's own bytes are checked by ``decode_transaction`` as there."""
-    stx = signed_transaction_from_wire([packed, signatures])
+    passes; the transaction's own bytes are checked by ``decode_transaction`` as there, or
+    by the compiled decoder, which gives the same transaction or leaves it to the former."""
+    # Imported here: the compiled decoder imports this module, and engine imports it.
+    from chain.core.execution import engine
+
+    fast = engine.decoder()
+    raw = [packed, signatures]
+    if fast is None:
+        stx = signed_transaction_from_wire(raw)
+    else:
+        stx = fast([raw], _decoded, signed_transaction_from_wire)[0]
     _keep_decoded(stx)
     return stx
 

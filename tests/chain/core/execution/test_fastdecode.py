@@ -17,6 +17,7 @@ from chain.core.execution.actions import MAX_MEMO, Stake, Transfer
 from chain.core.execution.transaction import (
     SignedTransaction,
     Transaction,
+    decode_signed_parts,
     decoded_kept,
     signed_transaction_from_wire,
 )
@@ -143,6 +144,27 @@ def test_transfers_decode_alike_and_refuse_alike(packed: bytes, data: st.DataObj
     variants.append(bytes(flipped))
     for variant in variants:
         both([[variant, [SIG]]])
+
+
+def parts_outcome(native: bool, packed: Any, signatures: Any) -> tuple[str, str]:
+    """``decode_signed_parts`` (the RPC's decoder) on one engine, its memo left as found."""
+    kept = decoded_kept()
+    known = packed in kept if type(packed) is bytes else True
+    engine.select(native)
+    try:
+        return outcome(lambda _: decode_signed_parts(packed, signatures), [])
+    finally:
+        engine.select(True)
+        if not known:
+            kept.pop(packed, None)
+
+
+@settings(max_examples=100, deadline=None)
+@given(transfer_txs(), st.sampled_from([[SIG], [SIG, SIG], [], [SIG[:-1]], SIG, [b"x" * 65]]))
+def test_pushed_parts_decode_alike_and_refuse_alike(packed: bytes, sigs: Any) -> None:
+    """A push's packed transaction and signatures: the same transaction or error from both."""
+    for variant in (packed, packed + b"\x00", packed[:-1], *longer(packed, 0)):
+        assert parts_outcome(True, variant, sigs) == parts_outcome(False, variant, sigs)
 
 
 def test_a_valid_transfer_is_decoded_by_the_compiled_decoder_itself() -> None:
