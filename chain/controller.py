@@ -40,7 +40,7 @@ from chain.core.execution.state import Account, Producer, StateView
 from chain.core.execution.transaction import MAX_SIGNATURES, SignedTransaction, decode_transaction
 from chain.core.execution.transition import Context, apply_transaction, settle
 from chain.core.initial_state import InitialState
-from chain.core.primitives.crypto import SIGNATURE_SIZE, PrivateKey, recover_many
+from chain.core.primitives.crypto import SIGNATURE_SIZE, PrivateKey
 from chain.core.primitives.errors import (
     BadSignature,
     DoubleSign,
@@ -61,6 +61,7 @@ from chain.events import NO_EVENTS, BlockStep, ChainEvents
 from chain.fork_db import ForkBlock, ForkDatabase
 from chain.mempool import Mempool
 from chain.signatures.signers import Recoverer, SignerKeys
+from chain.signatures.sigpool import recover_local
 from chain.storage.state_cache import CachedState
 from chain.storage.store import BlockStore
 from chain.view import ChainView
@@ -112,7 +113,7 @@ class Chain:
         initial: InitialState,
         *,
         mempool: Mempool | None = None,
-        recoverer: Recoverer = recover_many,
+        recoverer: Recoverer = recover_local,
         contracts: ContractHost | None = None,
     ) -> None:
         self.store = store

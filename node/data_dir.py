@@ -14,11 +14,10 @@ from pathlib import Path
 import structlog
 
 from chain.controller import Chain
-from chain.core.primitives.crypto import recover_many
 from chain.core.primitives.errors import SnapshotError, StoreInUse
 from chain.core.primitives.types import BlockId, block_num_of
 from chain.mempool import Mempool
-from chain.signatures.sigpool import ParallelRecoverer
+from chain.signatures.sigpool import ParallelRecoverer, recover_local
 from chain.storage.store import BlockStore
 from chain.vm import ContractRuntime
 from chain.vm.artefacts import ArtefactDir
@@ -73,7 +72,7 @@ def open_chain(
                 config.chain.max_mempool_bytes,
                 config.chain.max_mempool_account_bytes or None,  # 0: the default share
             ),
-            recoverer=recoverer or recover_many,
+            recoverer=recoverer or recover_local,
             contracts=contracts or contract_runtime(config.data_dir),
         )
     except BaseException:

@@ -14,10 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from chain.core.execution.transaction import SignedTransaction, signing_digest
-from chain.core.primitives.crypto import recover_many
 from chain.core.primitives.errors import BadSignature
 from chain.core.primitives.types import PublicKey, TxId
-from chain.signatures.sigpool import ParallelRecoverer
+from chain.signatures.sigpool import ParallelRecoverer, recover_local
 
 Recoverer = Callable[[list[tuple[bytes, bytes]]], list[PublicKey | None]]
 
@@ -159,7 +158,7 @@ class SignerKeys:
     def _finish(self, job: _RecoveryJob) -> list[PublicKey | None]:
         """The keys of all of ``job``'s signatures: its local share recovered here, then the
         workers' answer for the rest. A whole block's job steers the share."""
-        mine = recover_many(job.local) if job.local else []
+        mine = recover_local(job.local) if job.local else []
         started = time.perf_counter()
         theirs = job.wait()
         if job.whole:

@@ -23,9 +23,9 @@ from chain.core.execution.transaction import (
     decode_signed_parts,
     signing_digest,
 )
-from chain.core.primitives.crypto import recover_many
 from chain.core.primitives.errors import BadSignature, EncodingError, MalformedTransaction
 from chain.core.primitives.types import PublicKey
+from chain.signatures.sigpool import recover_local
 from node.api.fields import (
     AnyOf,
     BadField,
@@ -155,7 +155,7 @@ def prepare(batch: Batch, chain_id: bytes) -> list[Prepared | Exception]:
     for stx in signed:
         digest = signing_digest(chain_id, stx.packed)
         pairs.extend((sig, digest) for sig in stx.signatures)
-    recovered = iter(recover_many(pairs))
+    recovered = iter(recover_local(pairs))
     out: list[Prepared | Exception] = []
     for entry in decoded:
         if not isinstance(entry, SignedTransaction):

@@ -36,6 +36,9 @@ StateSummer = Callable[[Any, Iterable[tuple[bytes, bytes]], Any], None]
 ChangesOf = Callable[[Any], list[tuple[bytes, bytes | None]]]
 """``(view) -> changes``: ``StateView.changes``, accounts and producers encoded in C."""
 
+BatchRecover = Callable[[list[tuple[bytes, bytes]]], list[Any]]
+"""``(pairs) -> keys``: ``crypto.recover_many`` with the GIL released once for the batch."""
+
 Decoder = Callable[[list[Any], dict[bytes, Any], Callable[[Any], Any]], tuple[Any, ...]]
 """``(wire, kept, reference) -> transactions``: a block's signed transactions from their
 wire form, each that it does not decode itself (or that is not valid) by ``reference``."""
@@ -49,19 +52,26 @@ class Compiled(NamedTuple):
     state_mover: StateMover
     state_summer: StateSummer
     changes_of: ChangesOf
+    recover_batch: BatchRecover
 
 
 def _compiled() -> Compiled | None:
     try:
         from chain.core.execution import _fastcore, _fastdecode, _fasthash
+        from chain.core.primitives import _fastrecover
     except ImportError:
         return None
+    from chain.core.primitives.crypto import batch_recovery_parts, recover_many
+
+    parts = batch_recovery_parts()
     return Compiled(
         _fastcore.apply_transfers,
         _fastdecode.decode_transactions,
         _fasthash.move,
         _fasthash.sum_into,
         _fasthash.changes,
+        # Where coincurve lacks the internals it is reached through, the reference.
+        recover_many if parts is None else _fastrecover.BatchRecovery(*parts, recover_many),
     )
 
 
@@ -109,6 +119,11 @@ def state_summer() -> StateSummer | None:
 def changes_of() -> ChangesOf | None:
     """The compiled ``StateView.changes``, or None on the reference alone."""
     return None if _active is None else _active.changes_of
+
+
+def recover_batch() -> BatchRecover | None:
+    """The compiled batch key recovery, or None on the reference alone."""
+    return None if _active is None else _active.recover_batch
 
 
 select(os.environ.get(ENV, "1") != "0")

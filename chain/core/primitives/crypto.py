@@ -29,6 +29,8 @@ SIGNATURE_SIZE = 65
 PUBLIC_KEY_SIZE = 33
 _ORDER = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
 _HALF_ORDER = _ORDER // 2
+# The largest s of a canonical (low-s) signature, as its 32 big-endian bytes.
+LOW_S_MAX = _HALF_ORDER.to_bytes(32, "big")
 
 PUBLIC_PREFIX = "PUB_K1_"
 PRIVATE_PREFIX = "PVT_K1_"
@@ -117,6 +119,33 @@ class _DirectRecovery:
             ctx, self._out, self._out_len, self._pub, self._compressed
         )
         return bytes(self._ffi.buffer(self._out, PUBLIC_KEY_SIZE))
+
+
+def batch_recovery_parts() -> tuple[int, int, int, int, int, object] | None:
+    """What a compiled batch recovery (``_fastrecover``) needs of the libsecp256k1 that
+    coincurve loaded: its context's address, those of the parse, recover and serialize
+    functions, the compressed-key flag, and the object owning the context (to keep it alive);
+    None for a coincurve without the internals ``_DirectRecovery`` uses too."""
+    try:
+        from coincurve._libsecp256k1 import ffi, lib
+        from coincurve.context import GLOBAL_CONTEXT
+    except ImportError:
+        return None
+    try:
+        functions = [
+            ffi.addressof(lib, name)
+            for name in (
+                "secp256k1_ecdsa_recoverable_signature_parse_compact",
+                "secp256k1_ecdsa_recover",
+                "secp256k1_ec_pubkey_serialize",
+            )
+        ]
+        parse, recover_fn, serialize = (int(ffi.cast("uintptr_t", f)) for f in functions)
+        ctx = int(ffi.cast("uintptr_t", GLOBAL_CONTEXT.ctx))
+        compressed = int(lib.SECP256K1_EC_COMPRESSED)
+    except (AttributeError, TypeError):
+        return None
+    return ctx, parse, recover_fn, serialize, compressed, GLOBAL_CONTEXT
 
 
 def _wrapped_recovery(signature: bytes, digest: bytes) -> bytes | None:
