@@ -24,6 +24,7 @@ from chain.core.block_transition import StateReader
 from chain.core.execution.state import CachingReader, Changes
 from chain.core.execution.state_hash import StateHash
 from chain.core.primitives import schema
+from chain.storage.txfilter import TxFilter
 
 __all__ = ["CachedState"]
 
@@ -59,6 +60,12 @@ class CachedState(CachingReader):
 
     def state_hash(self) -> StateHash:
         return self._store.state_hash()
+
+    @property
+    def tx_filter(self) -> TxFilter | None:
+        """The store's filter of unexpired transaction ids (``chain.storage.txfilter``)."""
+        held: TxFilter | None = getattr(self._store, "tx_filter", None)
+        return held
 
     def cached(self, key: bytes) -> tuple[bytes, Any] | None:
         """The committed (raw, decoded) value of ``key`` if it is held; None if not held."""

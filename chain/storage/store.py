@@ -22,6 +22,7 @@ from chain.core.consensus.block import SignedBlock, decode_block
 from chain.core.consensus.dpos import HeaderState, decode_header_state
 from chain.core.consensus.qc import vote_from_wire
 from chain.core.consensus.votes import DoubleVote
+from chain.core.execution import engine
 from chain.core.execution.contracts import TxTrace, decode_traces, encode_traces
 from chain.core.execution.state import Changes
 from chain.core.execution.state_hash import StateHash
@@ -33,6 +34,7 @@ from chain.core.primitives.types import BlockId, BlockNum, TxId, block_num_of
 from chain.storage.commit_mark import CommitMark, Mark, holds_a_store, rebuild
 from chain.storage.leveldb import FrozenReader, lock_owner, status_text
 from chain.storage.snapshot import SnapshotHead
+from chain.storage.txfilter import TxFilter
 
 __all__ = ["MAX_VOTE_EVIDENCE_PER_FINALIZER", "BlockStore", "Changes"]
 
@@ -83,10 +85,12 @@ class BlockStore:
                 raise StoreInUse(path, lock_owner(self._dir, reason)) from err
             raise StoreError(f"cannot open block store at {path}: {reason}") from err
         self._mark = CommitMark(self._dir)
+        self.tx_filter: TxFilter | None = None
         try:
             self._check_mark()
             if rebuilt:
                 self.verify_state()
+            self.tx_filter = self._built_tx_filter()
         except BaseException:
             self.close()
             raise
@@ -276,7 +280,23 @@ class BlockStore:
 
     # --- writes -----------------------------------------------------------------------------
 
+    def _built_tx_filter(self) -> TxFilter | None:
+        """The filter of the ids of every ``TX_BLOCK`` entry held now, where the compiled
+        core (its only reader) is built."""
+        add = engine.filter_adder()
+        if add is None:
+            return None
+        entries = self.iterate(schema.TX_BLOCK, schema.prefix_end(schema.TX_BLOCK))
+        return TxFilter.of_entries((value for _, value in entries), add)
+
     def _write(self, puts: list[tuple[bytes, bytes]], deletes: list[bytes]) -> None:
+        # The id filter holds every TX_BLOCK entry written (before the write: if it fails,
+        # holding more is harmless), and is rebuilt from those held once past its size.
+        held = self.tx_filter
+        if held is not None:
+            for key, value in puts:
+                if key.startswith(schema.TX_BLOCK):
+                    held.add_entry(value)
         try:
             with self._db.write_batch(transaction=True, sync=self._sync) as batch:
                 for key in deletes:
@@ -285,6 +305,8 @@ class BlockStore:
                     batch.put(key, value)
         except plyvel.Error as err:
             raise StoreError(f"write failed: {err}") from err
+        if held is not None and held.full:
+            self.tx_filter = self._built_tx_filter()
 
     def open_chain(self, initial: InitialState) -> None:
         """Write block 0 of ``initial`` into an empty store; refuse a store of another chain."""

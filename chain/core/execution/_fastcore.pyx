@@ -10,6 +10,8 @@ the same keys in the same order as the reference, so what it leaves in the view 
 reads for the undo record, marked ids) is what the reference would have left.
 """
 
+from libc.stdint cimport uint64_t
+
 from chain.core.execution.actions import Transfer
 from chain.core.execution.state import Account, decode_account
 from chain.core.execution.transition import settle
@@ -22,6 +24,7 @@ cdef object _new = tuple.__new__
 cdef object _MAX_AMOUNT = MAX_AMOUNT
 cdef bytes _ACCOUNT = schema.ACCOUNT
 cdef bytes _TX_INDEX = schema.TX_INDEX
+cdef Py_ssize_t _ITEM = schema.TX_BLOCK_ITEM
 cdef object _MISSING = object()
 
 
@@ -45,6 +48,27 @@ cdef object _read(dict writes, dict reads, object cached, object base, bytes key
     return value
 
 
+cdef inline uint64_t _word(const unsigned char *p) noexcept nogil:
+    """Eight bytes as a little-endian number, whatever the machine's byte order."""
+    cdef uint64_t w = 0
+    cdef int k
+    for k in range(7, -1, -1):
+        w = (w << 8) | p[k]
+    return w
+
+
+cdef inline bint _may_hold(const unsigned char *bits, uint64_t mask, const unsigned char *tx_id) noexcept nogil:
+    """``TxFilter.may_hold``: each of the id's four bits is set."""
+    cdef uint64_t p
+    cdef int j
+    for j in range(4):
+        p = _word(tx_id + 8 * j) & mask
+        if not (bits[p >> 3] & (1 << (p & 7))):
+            return False
+    return True
+
+
+
 def apply_transfers(view, list txs, Py_ssize_t start, ctx, bint check_auth):
     """Apply ``txs[start:]`` (pairs of a signed transaction and its signers' keys) while each
     is one transfer that every rule admits; the index of the first that is not.
@@ -65,6 +89,14 @@ def apply_transfers(view, list txs, Py_ssize_t start, ctx, bint check_auth):
     cdef object cached = view._cached
     cdef object base = view._base
     tapos_matches = view.tapos_matches
+    # The store's filter of the de-duplication set's ids (chain.storage.txfilter), if any:
+    # an id it does not hold is not in the transaction index as an unexpired one.
+    cdef object seen = getattr(base, "tx_filter", None)
+    cdef bytearray seen_bits = None if seen is None else seen.bits
+    cdef uint64_t seen_mask = 0 if seen is None else seen.mask
+    cdef const unsigned char *seen_at = NULL
+    if seen_bits is not None:
+        seen_at = seen_bits
     cdef tuple pair, actions
     cdef bytes skey, rkey, tx_id
     cdef object stx, keys, tx, a, sender, recipient, amount, s, r, signer, known
@@ -92,8 +124,11 @@ def apply_transfers(view, list txs, Py_ssize_t start, ctx, bint check_auth):
             break
         # tx_seen: applied in this block, or in one the transaction index holds
         tx_id = stx.id
-        if tx_id in marked or base.get(_TX_INDEX + tx_id) is not None:
+        if tx_id in marked:
             break
+        if len(tx_id) != 32 or seen_at == NULL or _may_hold(seen_at, seen_mask, tx_id):
+            if base.get(_TX_INDEX + tx_id) is not None:
+                break
         sender = a.sender
         recipient = a.recipient
         amount = a.amount
@@ -130,3 +165,27 @@ def apply_transfers(view, list txs, Py_ssize_t start, ctx, bint check_auth):
         marked.add(tx_id)
         i += 1
     return i
+
+
+
+def filter_add(bytearray bits, uint64_t mask, bytes value):
+    """``TxFilter.add_entry``'s bits: those of each whole (expiration, id) item of a
+    ``TX_BLOCK`` value."""
+    cdef unsigned char *b = bits
+    cdef const unsigned char *v = value
+    cdef Py_ssize_t at, n = len(value) - len(value) % _ITEM
+    cdef uint64_t p
+    cdef int j
+    if mask >= <uint64_t>(len(bits)) * 8:
+        raise ValueError("a mask beyond the bits")
+    for at in range(0, n, _ITEM):
+        for j in range(4):
+            p = _word(v + at + 4 + 8 * j) & mask
+            b[p >> 3] |= <unsigned char>(1 << (p & 7))
+
+
+def filter_may_hold(bytearray bits, uint64_t mask, bytes tx_id):
+    """The pass's test of one id (for the tests)."""
+    if len(tx_id) != 32 or mask >= <uint64_t>(len(bits)) * 8:
+        raise ValueError("an id is 32 bytes, and the mask within the bits")
+    return _may_hold(bits, mask, tx_id)

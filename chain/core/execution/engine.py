@@ -36,6 +36,10 @@ StateSummer = Callable[[Any, Iterable[tuple[bytes, bytes]], Any], None]
 ChangesOf = Callable[[Any], list[tuple[bytes, bytes | None]]]
 """``(view) -> changes``: ``StateView.changes``, accounts and producers encoded in C."""
 
+FilterAdd = Callable[[bytearray, int, bytes], None]
+"""``(bits, mask, value) -> None``: sets the bits of a ``TX_BLOCK`` value's ids
+(``chain.storage.txfilter``)."""
+
 BatchRecover = Callable[[list[tuple[bytes, bytes]]], list[Any]]
 """``(pairs) -> keys``: ``crypto.recover_many`` with the GIL released once for the batch."""
 
@@ -53,6 +57,7 @@ class Compiled(NamedTuple):
     state_summer: StateSummer
     changes_of: ChangesOf
     recover_batch: BatchRecover
+    filter_add: FilterAdd
 
 
 def _compiled() -> Compiled | None:
@@ -72,6 +77,7 @@ def _compiled() -> Compiled | None:
         _fasthash.changes,
         # Where coincurve lacks the internals it is reached through, the reference.
         recover_many if parts is None else _fastrecover.BatchRecovery(*parts, recover_many),
+        _fastcore.filter_add,
     )
 
 
@@ -119,6 +125,13 @@ def state_summer() -> StateSummer | None:
 def changes_of() -> ChangesOf | None:
     """The compiled ``StateView.changes``, or None on the reference alone."""
     return None if _active is None else _active.changes_of
+
+
+def filter_adder() -> FilterAdd | None:
+    """The compiled adder of the store's transaction-id filter, where the compiled core is
+    built (selected or not: the store keeps its filter whole while a test switches the
+    selection), else None (and no filter: only the compiled pass asks one)."""
+    return None if _available is None else _available.filter_add
 
 
 def recover_batch() -> BatchRecover | None:

@@ -48,6 +48,11 @@ class NoWrites:
     def state_hash(self) -> StateHash:
         return self._store.state_hash()
 
+    @property
+    def tx_filter(self) -> object:
+        """Read by the compiled pass: the store's filter of unexpired transaction ids."""
+        return self._store.tx_filter
+
     def __getattr__(self, name: str) -> object:
         raise AssertionError(f"the block transition reached for store.{name}")
 

@@ -25,6 +25,7 @@ from chain.core.primitives import schema
 from chain.core.primitives.crypto import PrivateKey
 from chain.core.primitives.errors import InvalidBlock, TransactionError
 from chain.core.primitives.types import MAX_AMOUNT, AccountName, PublicKey
+from chain.storage.txfilter import TxFilter
 from genesis.testing import DevNet
 
 pytestmark = pytest.mark.skipif(not engine.available(), reason="the compiled core is not built")
@@ -36,9 +37,18 @@ A, B = AccountName("alice"), AccountName("bob")
 
 class Reader:
     """A chain's committed state with some balances set by the test (near the overflow), and
-    bob's stake unbonded, half of it due (the settle path)."""
+    bob's stake unbonded, half of it due (the settle path); ``applied`` transactions are in
+    an earlier block (its id list and the transaction index), and with ``filtered`` the
+    store's id filter (``chain.storage.txfilter``) is built from the id lists, as a store
+    opening does."""
 
-    def __init__(self, chain: Chain, balances: dict[str, int]) -> None:
+    def __init__(
+        self,
+        chain: Chain,
+        balances: dict[str, int],
+        applied: list[SignedTransaction] = (),  # type: ignore[assignment]
+        filtered: bool = False,
+    ) -> None:
         self.data = dict(chain.store.iterate(b"", b"\xff"))
         for name, balance in balances.items():
             key = schema.account_key(name)
@@ -46,7 +56,17 @@ class Reader:
         key = schema.account_key("bob")
         due = ((0, 7), (2**32 - 1, 9))
         self.data[key] = decode_account(self.data[key])._replace(unbonding=due).encode()
+        for stx in applied:
+            self.data[schema.tx_index_key(stx.id)] = (1).to_bytes(8, "big")
+            entry = schema.tx_block_value([(stx.tx.expiration, stx.id)])
+            self.data[schema.tx_block_key(stx.tx.expiration, 1) + stx.id[:1]] = entry
         self._hash = chain.store.state_hash()
+        self.tx_filter: TxFilter | None = None
+        if filtered:
+            add = engine.filter_adder()
+            assert add is not None
+            lists = (v for k, v in self.data.items() if k.startswith(schema.TX_BLOCK))
+            self.tx_filter = TxFilter.of_entries(lists, add)
 
     def get(self, key: bytes) -> bytes | None:
         return self.data.get(key)
@@ -163,27 +183,32 @@ def _same(a: Execution | str, b: Execution | str) -> None:
 @given(
     plans=blocks(),
     dups=st.lists(st.integers(0, 11), max_size=3),
+    earlier=st.lists(st.integers(0, 11), max_size=3),
     rich=st.sampled_from([{}, {"bob": MAX_AMOUNT - 5}, {"alice": 0}]),
 )
 def test_both_engines_agree_on_random_blocks(
     world: tuple[DevNet, Chain],
     plans: list[tuple[str, list[Action], int, str]],
     dups: list[int],
+    earlier: list[int],
     rich: dict[str, int],
 ) -> None:
-    """Building, validating strictly and validating lightly, the compiled core and the
-    reference give the same transactions in and out, the same refusal (name and message),
-    writes, undo record and state root."""
+    """Building, validating strictly and validating lightly, the compiled core (with the
+    store's id filter and without) and the reference give the same transactions in and out,
+    the same refusal (name and message), writes, undo record and state root; also for
+    replays within the block and of transactions an earlier block applied."""
     net, chain = world
     was = engine.name() == engine.NATIVE
     txs = [_sign(net, chain, plan) for plan in plans]
     txs += [txs[i % len(txs)] for i in dups]  # replays of earlier transactions of the block
+    applied = [txs[i % len(txs)][0] for i in earlier]
     try:
         for kw in ({"strict": False}, {"strict": True}, {"strict": True, "check_auth": False}):
             engine.select(False)
-            reference = _run(chain, Reader(chain, rich), txs, **kw)
+            reference = _run(chain, Reader(chain, rich, applied), txs, **kw)
             engine.select(True)
-            _same(_run(chain, Reader(chain, rich), txs, **kw), reference)
+            for filtered in (False, True):
+                _same(_run(chain, Reader(chain, rich, applied, filtered), txs, **kw), reference)
     finally:
         engine.select(was)
 
