@@ -11,6 +11,8 @@ rebuilt and checked, never started afresh.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -90,7 +92,7 @@ class BlockStore:
             self._check_mark()
             if rebuilt:
                 self.verify_state()
-            self.tx_filter = self._built_tx_filter()
+            self.tx_filter = self._built_tx_filter(index_too=rebuilt)
         except BaseException:
             self.close()
             raise
@@ -280,14 +282,22 @@ class BlockStore:
 
     # --- writes -----------------------------------------------------------------------------
 
-    def _built_tx_filter(self) -> TxFilter | None:
+    def _built_tx_filter(self, index_too: bool = False) -> TxFilter | None:
         """The filter of the ids of every ``TX_BLOCK`` entry held now, where the compiled
-        core (its only reader) is built."""
+        core (its only reader) is built; ``index_too``: and of every id in the transaction
+        index, after a repair, which may bring back index entries a pop had deleted (the
+        reference's lookup would find them, so the filter must hold them too)."""
         add = engine.filter_adder()
         if add is None:
             return None
         entries = self.iterate(schema.TX_BLOCK, schema.prefix_end(schema.TX_BLOCK))
-        return TxFilter.of_entries((value for _, value in entries), add)
+        lists: Iterable[bytes] = (value for _, value in entries)
+        if index_too:
+            indexed = self.iterate(schema.TX_INDEX, schema.prefix_end(schema.TX_INDEX))
+            start = len(schema.TX_INDEX)
+            as_lists = (bytes(4) + key[start:] for key, _ in indexed)
+            lists = itertools.chain(lists, as_lists)
+        return TxFilter.of_entries(lists, add)
 
     def _write(self, puts: list[tuple[bytes, bytes]], deletes: list[bytes]) -> None:
         # The id filter holds every TX_BLOCK entry written (before the write: if it fails,
@@ -306,7 +316,10 @@ class BlockStore:
         except plyvel.Error as err:
             raise StoreError(f"write failed: {err}") from err
         if held is not None and held.full:
-            self.tx_filter = self._built_tx_filter()
+            # The batch is written: the commit stands if the rebuild fails. The old filter,
+            # a superset still, stays; the next write tries again.
+            with contextlib.suppress(StoreError):
+                self.tx_filter = self._built_tx_filter()
 
     def open_chain(self, initial: InitialState) -> None:
         """Write block 0 of ``initial`` into an empty store; refuse a store of another chain."""

@@ -21,8 +21,11 @@ ASYNCIO = "asyncio"
 
 def loop_name() -> str:
     """The loop ``run`` will use: ``BOR_EVENT_LOOP`` if it names asyncio, else uvloop
-    where it can be imported."""
-    if os.environ.get("BOR_EVENT_LOOP", UVLOOP) == ASYNCIO:
+    where it can be imported; ValueError (one line from the CLI) for another name."""
+    asked = os.environ.get("BOR_EVENT_LOOP", UVLOOP)
+    if asked not in (UVLOOP, ASYNCIO):
+        raise ValueError(f"BOR_EVENT_LOOP must be {UVLOOP} or {ASYNCIO}, not {asked!r}")
+    if asked == ASYNCIO:
         return ASYNCIO
     try:
         import uvloop  # noqa: F401

@@ -95,8 +95,8 @@ def apply_transfers(view, list txs, Py_ssize_t start, ctx, bint check_auth):
     cdef bytearray seen_bits = None if seen is None else seen.bits
     cdef uint64_t seen_mask = 0 if seen is None else seen.mask
     cdef const unsigned char *seen_at = NULL
-    if seen_bits is not None:
-        seen_at = seen_bits
+    if seen_bits is not None and seen_mask < <uint64_t>len(seen_bits) * 8:
+        seen_at = seen_bits  # else (a filter not as built) every id is looked up
     cdef tuple pair, actions
     cdef bytes skey, rkey, tx_id
     cdef object stx, keys, tx, a, sender, recipient, amount, s, r, signer, known

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from chain.core.execution import engine
 from chain.core.primitives import schema
+from chain.core.primitives.errors import StoreError
+from chain.core.primitives.types import TxId
 from chain.storage import txfilter
 from chain.storage.store import BlockStore
 from chain.storage.txfilter import TxFilter
@@ -115,5 +117,42 @@ def test_without_the_compiled_core_the_store_keeps_no_filter(
     try:
         assert store.tx_filter is None
         store._write([(schema.tx_block_key(1, 1), schema.tx_block_value([(1, bytes(32))]))], [])
+    finally:
+        store.close()
+
+
+def test_after_a_repair_the_filter_holds_the_index_too(tmp_path: Path) -> None:
+    """A repaired store may hold index entries a pop had deleted, which the reference's
+    lookup finds: the filter built after a repair holds every indexed id."""
+    store = BlockStore(str(tmp_path / "db"), sync=False)
+    try:
+        orphan = os.urandom(32)
+        store._write([(schema.tx_index_key(TxId(orphan)), (9).to_bytes(8, "big"))], [])
+        plain, repaired = store._built_tx_filter(), store._built_tx_filter(index_too=True)
+        assert plain is not None and repaired is not None
+        assert repaired.may_hold(orphan) and repaired.held == 1 and plain.held == 0
+    finally:
+        store.close()
+
+
+def test_a_failed_rebuild_keeps_the_filter_and_the_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch is written before the rebuild: if the rebuild fails, the write stands and
+    the old filter, still a superset, stays."""
+    monkeypatch.setattr(txfilter, "LEAST_CAPACITY", 1)
+    store = BlockStore(str(tmp_path / "db"), sync=False)
+    try:
+        held = store.tx_filter
+        ids = [os.urandom(32) for _ in range(5)]
+
+        def broken(index_too: bool = False) -> TxFilter:
+            raise StoreError("iteration failed: test")
+
+        monkeypatch.setattr(store, "_built_tx_filter", broken)
+        key = schema.tx_block_key(5, 5)
+        store._write([(key, schema.tx_block_value([(5, i) for i in ids]))], [])
+        assert store.get(key) is not None and store.tx_filter is held
+        assert held is not None and all(held.may_hold(i) for i in ids)
     finally:
         store.close()

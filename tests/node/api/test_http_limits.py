@@ -1,8 +1,8 @@
 """The HTTP shell's limits and listeners, served as the node serves them (``node.api.http.serve``:
 real sockets on loopback): requests in flight and time per request answered with JSON 503 and
 504, slow-drip senders cut off, 405s whose Allow is the documented methods, admin routes only
-on the admin listener (behind its token when one is set), CORS only when configured; on the
-node's own event loop."""
+on the admin listener (behind its token when one is set), CORS only when configured; on
+both event loops the node can run on."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp import web
 
 from chain.controller import Chain
@@ -31,6 +32,13 @@ from tests.node.api.test_rpc import FakeNetwork
 from tests.support.wait import SLOWDOWN, pace, until
 
 ALICE = {"account_name": "alice"}
+
+
+@pytest.fixture(autouse=True, params=[eventloop.UVLOOP, eventloop.ASYNCIO])
+def loop(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test on uvloop, the node's loop, and on asyncio's (BOR_EVENT_LOOP=asyncio)."""
+    monkeypatch.setenv("BOR_EVENT_LOOP", str(request.param))
+    return str(request.param)
 
 
 @dataclass
@@ -84,7 +92,7 @@ def _serve(
             await admin.cleanup()
             runner.close()
 
-    eventloop.run(main())  # the loop the node serves on (uvloop)
+    eventloop.run(main())  # on the loop BOR_EVENT_LOOP names (the fixture sets it)
 
 
 async def _hold_chain(runner: ChainRunner) -> tuple[threading.Event, asyncio.Task[bool]]:

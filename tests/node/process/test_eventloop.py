@@ -30,3 +30,10 @@ def test_without_uvloop_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "uvloop", None)  # its import fails
     assert eventloop.loop_name() == eventloop.ASYNCIO
     assert eventloop.run(_kind()) == eventloop.ASYNCIO
+
+
+def test_another_name_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A misspelt loop is an error (one line from the CLI), not uvloop by default."""
+    monkeypatch.setenv("BOR_EVENT_LOOP", "Asyncio")
+    with pytest.raises(ValueError, match="BOR_EVENT_LOOP must be uvloop or asyncio"):
+        eventloop.loop_name()
