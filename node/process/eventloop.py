@@ -35,8 +35,14 @@ def loop_name() -> str:
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run(main)`` on the loop ``loop_name`` says."""
-    if loop_name() == UVLOOP:
+    """``asyncio.run(main)`` on the loop ``loop_name`` says (``main`` closed unstarted
+    when it names none, so that the error is the one line said)."""
+    try:
+        name = loop_name()
+    except ValueError:
+        main.close()
+        raise
+    if name == UVLOOP:
         import uvloop
 
         return uvloop.run(main)
