@@ -41,6 +41,20 @@ def subject(topic_id: int, partition: int) -> str:
     return f"bps.{topic_id}.{partition}"
 
 
+async def await_leader(js: JetStreamContext, name: str, timeout: float = API_TIMEOUT_S) -> None:
+    """Return once stream ``name`` has a leader: a replicated stream just added takes no
+    message until its servers have elected one (a publish meanwhile finds no responders)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(TimeoutError, nats.errors.Error):
+            info = await js.stream_info(name)
+            if info.cluster is None or info.cluster.leader:
+                return
+        if time.monotonic() > deadline:
+            raise Unavailable(f"stream {name} has no leader after {timeout:.0f} s")
+        await asyncio.sleep(0.05)
+
+
 @dataclass(frozen=True, slots=True)
 class Survey:
     """One partition's stream as the cluster's stream list shows it."""
@@ -185,6 +199,7 @@ class Streams:
                     allow_direct=True,
                 )
             )
+            await await_leader(self.js, name)
             self.made.add(name)
 
     async def publish(

@@ -37,6 +37,7 @@ from bps.client import BpsClient
 from bps.cluster import Secrets, stream_leader
 from bps.errors import Refused
 from bps.local import Deployment, build_contract, install, start_broker, start_devnet, wait_http
+from bps.streams import await_leader
 from chain.core.primitives.crypto import PrivateKey
 
 BROKERS = ["brokera", "brokerb", "brokerc"]
@@ -123,11 +124,7 @@ async def plain_nats(setup: Setup) -> Any:
                             password=keys.password)  # fmt: skip
     js = nc.jetstream(timeout=10)
     await js.add_stream(StreamConfig(name="PLAIN", subjects=["plain"], num_replicas=3))
-    for _ in range(100):  # a new R3 stream takes no message until it has a leader
-        info = await js.stream_info("PLAIN")
-        if info.cluster is not None and info.cluster.leader:
-            break
-        await asyncio.sleep(0.1)
+    await await_leader(js, "PLAIN")
     return nc, js
 
 

@@ -215,7 +215,14 @@ class NodeProcess:
         return self.proc.wait(timeout=20 * SLOWDOWN)
 
     def wait_for_head(self, num: int, timeout: float = 30) -> dict[str, Any]:
-        wait_for(lambda: self.info()["head_block_num"] >= num, timeout, f"head {num}")
+        """The node's info once its head is at ``num`` or beyond; fails at once, with its
+        log's tail, if the process it started has exited."""
+
+        def reached() -> bool:
+            assert self.proc is None or self.proc.poll() is None, self.tail()
+            return bool(self.info()["head_block_num"] >= num)
+
+        wait_for(reached, timeout, f"head {num} on {self.url}")
         return self.info()
 
     @property

@@ -21,7 +21,7 @@ from chain.core.primitives.crypto import PrivateKey
 from chain.core.primitives.params import DEFAULT_MAX_BLOCK_BYTES, slot_of_ms, slot_start_ms
 from chain.core.primitives.types import AccountName, BlockId
 from node.commands.devnet import plan, prepare
-from tests.integration.conftest import Nodes, free_port, wait_for
+from tests.integration.conftest import Nodes, free_ports, wait_for
 
 TURN = 36  # blocks per turn: the idle gap is 18 s
 PUSH_SECONDS = 14  # of the gap left when pushing starts (it took 8.5 s on 2 busy cores)
@@ -60,14 +60,15 @@ def test_a_flood_of_big_transfers_makes_several_blocks_within_the_limit(
     """1,200 transfers of 7.3 KB pushed during the idle producer's gap are spread over blocks
     of at most DEFAULT_MAX_BLOCK_BYTES; the producer and its follower stay up, and every
     transfer reaches the follower's chain."""
-    devs = plan(2, ("127.0.0.1", free_port()), free_port(), free_port())
+    devs = plan(2, ("127.0.0.1", free_ports(2)), free_ports(2), free_ports(2))
     prepare(tmp_path / "net", devs, {"finality": "dpos", "blocks_per_turn": TURN})
-    producer = nodes.run(tmp_path / "net" / "node1", rpc_port=devs[0].rpc[1]).start(wait_head=1)
+    producer = nodes.run(tmp_path / "net" / "node1", rpc_port=devs[0].rpc[1]).start()
+    producer.wait_for_head(1, TURN / 2 + 30)  # its first block may wait out producerb's turn
     follower_dir = tmp_path / "follower"
     follower_dir.mkdir()
     shutil.copy(tmp_path / "net" / "genesis.json", follower_dir / "genesis.json")
     follower = nodes.run(follower_dir, "--p2p-peer-address", f"127.0.0.1:{devs[0].p2p[1]}")
-    follower.start(wait_head=1)
+    follower.start().wait_for_head(1, 30)
 
     info = producer.info()
     keys = json.loads((tmp_path / "net" / "keys.json").read_text())

@@ -16,7 +16,7 @@ from bps.audit import Audit
 from bps.client import BpsClient
 from bps.cluster import Secrets
 from bps.errors import NotYet, Tampered
-from bps.streams import Streams, Survey, stream_name
+from bps.streams import Streams, Survey, await_leader, stream_name
 from tests.integration.bps.conftest import World, eventually
 
 
@@ -43,6 +43,7 @@ async def rewrite(world: World, stream: str, subject: str, payloads: list[bytes]
     config = (await js.stream_info(stream)).config
     await js.delete_stream(stream)
     await js.add_stream(config)  # as it was: the same subject, replicas, direct reads
+    await await_leader(js, stream)
     for payload in payloads:
         await js.publish(subject, payload)
     await nc.close()

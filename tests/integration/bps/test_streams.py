@@ -1,11 +1,13 @@
 """A partition's reader on a real JetStream server: reading on after a full batch takes the
 batch read ahead, in order, with nothing skipped or repeated; reading from another offset
-drops what was held ahead; a reader without read-ahead reads the same."""
+drops what was held ahead; a reader without read-ahead reads the same; waiting for a
+stream's leader ends, one way or the other."""
 
 from __future__ import annotations
 
 import asyncio
 import subprocess
+import time
 from collections.abc import Iterator
 
 import nats
@@ -13,7 +15,8 @@ import pytest
 from nats.js.api import StreamConfig
 
 from bps.cluster import server_binary
-from bps.streams import Reader, stream_name, subject
+from bps.errors import Unavailable
+from bps.streams import Reader, await_leader, stream_name, subject
 from tests.integration.conftest import free_port
 from tests.support.wait import wait_until
 
@@ -80,3 +83,23 @@ def test_reading_on_and_back(server: str, read_ahead: bool) -> None:
     assert on == list(range(1, 251))
     assert back == [101, 102, 103, 104, 105]
     assert payloads == [b"m106", b"m107", b"m108"]
+
+
+def test_await_leader_returns_for_a_stream_and_refuses_one_that_never_comes(server: str) -> None:
+    """A stream that exists (on one server it leads itself) is ready at once; a name with no
+    stream behind it is Unavailable once the timeout has passed, not a hang."""
+
+    async def go() -> float:
+        nc = await nats.connect(server)
+        js = nc.jetstream(timeout=1)
+        try:
+            await js.add_stream(StreamConfig(name="LED", subjects=["led"]))
+            await await_leader(js, "LED", timeout=0.5)
+            started = time.monotonic()
+            with pytest.raises(Unavailable, match="stream NONE has no leader after"):
+                await await_leader(js, "NONE", timeout=0.3)
+            return time.monotonic() - started
+        finally:
+            await nc.close()
+
+    assert 0.3 <= asyncio.run(go()) < 5
