@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -38,7 +39,10 @@ def dumps(value: Any) -> bytes:
         return json.dumps(value, separators=(",", ":")).encode()
 
 
+@functools.lru_cache(maxsize=4096)
 def slot_iso(slot: int) -> str:
+    """A slot's start as Antelope writes times (UTC, milliseconds, no zone); cached, since
+    every get_info asks for the head's and the LIB's, which stay the same for many calls."""
     ms = slot_start_ms(slot)
     return (
         datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}"
