@@ -45,14 +45,13 @@ async def await_leader(js: JetStreamContext, name: str, timeout: float = API_TIM
     """Return once stream ``name`` has a leader: a replicated stream just added takes no
     message until its servers have elected one (a publish meanwhile finds no responders)."""
     deadline = time.monotonic() + timeout
-    while True:
-        with contextlib.suppress(TimeoutError, nats.errors.Error):
-            info = await js.stream_info(name)
+    while (left := deadline - time.monotonic()) > 0:
+        with contextlib.suppress(TimeoutError, nats.errors.Error):  # asked again until then
+            info = await asyncio.wait_for(js.stream_info(name), left)
             if info.cluster is None or info.cluster.leader:
                 return
-        if time.monotonic() > deadline:
-            raise Unavailable(f"stream {name} has no leader after {timeout:.0f} s")
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+    raise Unavailable(f"stream {name} has no leader after {timeout:g} s")
 
 
 @dataclass(frozen=True, slots=True)
