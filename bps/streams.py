@@ -43,15 +43,22 @@ def subject(topic_id: int, partition: int) -> str:
 
 async def await_leader(js: JetStreamContext, name: str, timeout: float = API_TIMEOUT_S) -> None:
     """Return once stream ``name`` has a leader: a replicated stream just added takes no
-    message until its servers have elected one (a publish meanwhile finds no responders)."""
+    message until its servers have elected one (a publish meanwhile finds no responders).
+    Each question is bounded by the time left, so the whole wait is ``timeout``."""
     deadline = time.monotonic() + timeout
+    last = "not asked"
     while (left := deadline - time.monotonic()) > 0:
-        with contextlib.suppress(TimeoutError, nats.errors.Error):  # asked again until then
-            info = await asyncio.wait_for(js.stream_info(name), left)
+        try:
+            async with asyncio.timeout(left):
+                info = await js.stream_info(name)
+        except (TimeoutError, nats.errors.Error) as err:  # asked again until the deadline
+            last = str(err) or type(err).__name__
+        else:
             if info.cluster is None or info.cluster.leader:
                 return
+            last = "none elected yet"
         await asyncio.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
-    raise Unavailable(f"stream {name} has no leader after {timeout:g} s")
+    raise Unavailable(f"stream {name} has no leader after {timeout:g} s: {last}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +190,9 @@ class Streams:
         self._offsets: KeyValue | None = None
 
     async def ensure(self, topic: Topic) -> None:
-        """Every partition's stream exists (adding one that exists already is a no-op)."""
+        """Every partition's stream exists (adding one that exists already is a no-op) and,
+        the first time, has a leader, so that the produce that asked can be stored."""
+        added = []
         for p in range(topic.partitions):
             name = stream_name(topic.id, p)
             if name in self.made:
@@ -198,8 +207,9 @@ class Streams:
                     allow_direct=True,
                 )
             )
-            await await_leader(self.js, name)
-            self.made.add(name)
+            added.append(name)
+        await asyncio.gather(*(await_leader(self.js, name) for name in added))  # elected at once
+        self.made.update(added)
 
     async def publish(
         self, topic: Topic, partition: int, messages: tuple[tuple[str, bytes], ...]

@@ -20,12 +20,14 @@ import argparse
 import asyncio
 import json
 import os
+import socket
 import statistics
 import struct
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from aiohttp import web
@@ -112,7 +114,9 @@ async def hop(port: int, path: str) -> None:
     async def answers() -> None:
         while True:
             for rid, answer in _items(await _read_frame(reader)):
-                waiting.pop(rid).set_result(answer)
+                asked = waiting.pop(rid)
+                if not asked.done():  # its request was cancelled: the client left
+                    asked.set_result(answer)
 
     async def handle(request: web.Request) -> web.Response:
         nonlocal next_id
@@ -137,16 +141,31 @@ def _start(*args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, __file__, *args])
 
 
-def _wait_listening(port: int) -> None:
-    import socket
-
+def _wait_ready(ready: Callable[[], bool], procs: list[subprocess.Popen[bytes]], what: str) -> None:
+    """Until ``ready()``, for at most 20 s; raises at once if a server process has exited."""
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
+    while not ready():
+        if any(p.poll() is not None for p in procs):
+            raise RuntimeError(f"a server exited before {what}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"not within 20 s: {what}")
         time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port}")
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def measure(mode: str, bodies: list[bytes], clients: int, seconds: float) -> dict[str, float]:
@@ -154,16 +173,15 @@ def measure(mode: str, bodies: list[bytes], clients: int, seconds: float) -> dic
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         socket_path = os.path.join(tmp, "hop.sock")
-        procs = []
+        procs: list[subprocess.Popen[bytes]] = []
         try:
             if mode == "hop":
                 procs.append(_start("far", socket_path))
-                while not os.path.exists(socket_path):
-                    time.sleep(0.05)
+                _wait_ready(lambda: os.path.exists(socket_path), procs, "the far side's socket")
                 procs.append(_start("hop", str(port), socket_path))
             else:
                 procs.append(_start("plain", str(port)))
-            _wait_listening(port)
+            _wait_ready(lambda: _listening(port), procs, f"a server on port {port}")
             before = [process_cpu(p.pid) for p in procs]
             clients_before = time.process_time()
             started = time.perf_counter()
@@ -174,9 +192,7 @@ def measure(mode: str, bodies: list[bytes], clients: int, seconds: float) -> dic
             client_cpu = time.process_time() - clients_before
             server_cpu = sum(process_cpu(p.pid) - b for p, b in zip(procs, before, strict=True))
         finally:
-            for p in procs:
-                p.terminate()
-                p.wait(10)
+            _stop(procs)
     assert ok > 0 and refused == 0, (ok, refused)
     return {
         "per_s": ok / wall,
