@@ -78,7 +78,7 @@ def plan(
             raise NodeError(
                 f"{option}: {producers} node(s) would listen on {ports}; ports are 1 to 65535"
             )
-    return [
+    nodes = [
         DevNode(
             f"node{i + 1}",
             names[i],
@@ -88,6 +88,27 @@ def plan(
         )
         for i in range(producers)
     ]
+    _refuse_shared_ports(nodes)
+    return nodes
+
+
+_BASES = "--http-server-address, --p2p-base-port and --admin-base-port"
+
+
+def _refuse_shared_ports(nodes: list[DevNode]) -> None:
+    """Bases closer together than the nodes are many give two listeners one port: a node
+    then cannot start, or its peers dial another node's HTTP listener as its p2p address."""
+    taken: dict[int, str] = {}
+    for node in nodes:
+        listeners = [("RPC", node.rpc), ("p2p", node.p2p)]
+        listeners += [] if node.admin is None else [("admin RPC", node.admin)]
+        for what, (_, port) in listeners:
+            if port in taken:
+                raise NodeError(
+                    f"port {port} would be both {taken[port]} and {node.name}'s {what}: set"
+                    f" {_BASES} at least {len(nodes)} apart"
+                )
+            taken[port] = f"{node.name}'s {what}"
 
 
 LOCK = "devnet.lock"

@@ -96,6 +96,29 @@ def test_a_base_port_whose_nodes_leave_1_to_65535_is_refused(
         devnet.plan(producers, ("127.0.0.1", 18888), p2p, admin)
 
 
+@pytest.mark.parametrize(
+    ("producers", "rpc", "p2p", "admin", "clash"),
+    [
+        (2, 18888, 18889, 18892, "port 18889 would be both node1's p2p and node2's RPC"),
+        (3, 18888, 19876, 19878, "port 19878 would be both node1's admin RPC and node3's p2p"),
+        (1, 18888, 18888, None, "port 18888 would be both node1's RPC and node1's p2p"),
+        (2, 18888, 19876, None, None),  # the admin ports follow the RPC ports
+        (2, 18888, 18890, 18892, None),  # bases exactly 2 apart
+    ],
+)
+def test_bases_closer_than_the_nodes_are_many_are_refused(
+    producers: int, rpc: int, p2p: int, admin: int | None, clash: str | None
+) -> None:
+    """Two listeners of the devnet on one port are refused when it is planned, naming both;
+    bases as far apart as there are nodes pass."""
+    if clash is None:
+        nodes = devnet.plan(producers, ("127.0.0.1", rpc), p2p, admin)
+        assert len(nodes) == producers
+        return
+    with pytest.raises(NodeError, match=f"^{clash}: set --http-server-address, .* at least"):
+        devnet.plan(producers, ("127.0.0.1", rpc), p2p, admin)
+
+
 def test_clear_keeps_only_the_lock(tmp_path: Path) -> None:
     """``--fresh`` deletes the devnet but not the lock this process holds on its dir."""
     with devnet.claim(tmp_path):
