@@ -19,24 +19,29 @@ from nats.js.errors import NotFoundError
 from bps.directory import Topic
 from bps.errors import Unavailable
 from bps.streams import Streams, await_leader
+from tests.support.wait import within
 
 
 class FakeJetStream:
     """``stream_info`` answers from ``script`` in turn (its last entry for ever after): a
-    leader's name, None for none yet, an exception to raise, or "hang"."""
+    leader's name, None for none yet, an exception to raise, or "hang". With ``meet``, no
+    question is answered before that many streams have been asked about."""
 
-    def __init__(self, script: list[Any], delay_s: float = 0.0) -> None:
+    def __init__(self, script: list[Any], meet: int = 0) -> None:
         self.script = script
-        self.delay_s = delay_s
+        self.meet = meet
+        self.met = asyncio.Event()
         self.asked: list[str] = []
         self.added: list[str] = []
 
     async def stream_info(self, name: str) -> Any:
         step = self.script[min(len(self.asked), len(self.script) - 1)]
         self.asked.append(name)
+        if len(set(self.asked)) >= self.meet:
+            self.met.set()
+        await self.met.wait()
         if step == "hang":
             await asyncio.Event().wait()
-        await asyncio.sleep(self.delay_s)
         if isinstance(step, BaseException):
             raise step
         return SimpleNamespace(cluster=SimpleNamespace(leader=step))
@@ -82,20 +87,18 @@ def test_gives_up_naming_what_it_last_heard() -> None:
 
 
 def test_ensure_waits_for_every_new_partition_and_adds_each_once() -> None:
-    """Three partitions whose leaders take 0.2 s each to answer are waited for together
-    (not one after the other), and a second ensure adds and asks nothing."""
-    fake = FakeJetStream(["n1"], delay_s=0.2)
+    """Three new partitions are waited for together: no leader is named before all three
+    have been asked about (waited for one after another, the first would time out); a second
+    ensure adds and asks nothing."""
+    fake = FakeJetStream(["n1"], meet=3)
     streams = Streams(cast(Nats, FakeNats(fake)), cluster_size=3)
     topic = Topic("acme", "orders", 9, 3, 3, 0)
 
-    async def twice() -> float:
-        started = time.monotonic()
+    async def twice() -> None:
+        await within(streams.ensure(topic), "the three leaders")
         await streams.ensure(topic)
-        took = time.monotonic() - started
-        await streams.ensure(topic)
-        return took
 
-    assert asyncio.run(twice()) < 0.5
+    asyncio.run(twice())
     assert fake.added == ["BPS_9_0", "BPS_9_1", "BPS_9_2"]
     assert sorted(fake.asked) == ["BPS_9_0", "BPS_9_1", "BPS_9_2"]
     assert streams.made == set(fake.added)
