@@ -40,7 +40,7 @@ from chain.core.primitives.crypto import PrivateKey
 from chain.core.primitives.types import AccountName
 from node.process.eventloop import run as run_loop
 from scripts.bench_apply import _push_all, _push_body
-from scripts.benchtools import free_port, process_cpu
+from scripts.benchtools import free_port, process_cpu, stop_node
 
 ANSWER = b'{"transaction_id":"00","status":"accepted"}'
 FRAME = struct.Struct("<I")  # a batch's length
@@ -157,17 +157,6 @@ def _listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for p in procs:
-        p.terminate()
-    for p in procs:
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
 def measure(mode: str, bodies: list[bytes], clients: int, seconds: float) -> dict[str, float]:
     """One round against a fresh ``mode`` server: requests a second, CPU a request."""
     port = free_port()
@@ -192,7 +181,8 @@ def measure(mode: str, bodies: list[bytes], clients: int, seconds: float) -> dic
             client_cpu = time.process_time() - clients_before
             server_cpu = sum(process_cpu(p.pid) - b for p, b in zip(procs, before, strict=True))
         finally:
-            _stop(procs)
+            for p in procs:
+                stop_node(p)
     assert ok > 0 and refused == 0, (ok, refused)
     return {
         "per_s": ok / wall,

@@ -59,6 +59,11 @@ class DevNode:
     def admin_url(self) -> str | None:
         return None if self.admin is None else f"http://{self.admin[0]}:{self.admin[1]}"
 
+    def listeners(self) -> list[tuple[str, tuple[str, int]]]:
+        """What this node listens on, each with its role's name."""
+        roles = [("RPC", self.rpc), ("p2p", self.p2p)]
+        return roles + ([] if self.admin is None else [("admin RPC", self.admin)])
+
 
 def plan(
     producers: int, rpc: tuple[str, int], p2p_port: int, admin_port: int | None = None
@@ -100,9 +105,7 @@ def _refuse_shared_ports(nodes: list[DevNode]) -> None:
     then cannot start, or its peers dial another node's HTTP listener as its p2p address."""
     taken: dict[int, str] = {}
     for node in nodes:
-        listeners = [("RPC", node.rpc), ("p2p", node.p2p)]
-        listeners += [] if node.admin is None else [("admin RPC", node.admin)]
-        for what, (_, port) in listeners:
+        for what, (_, port) in node.listeners():
             if port in taken:
                 raise NodeError(
                     f"port {port} would be both {taken[port]} and {node.name}'s {what}: set"
@@ -178,9 +181,7 @@ def check_ports(nodes: list[DevNode]) -> None:
     """Refuse, before anything starts, ports that something already listens on: else a node
     dies on start and takes the devnet with it, after the banner said all was well."""
     for node in nodes:
-        listeners = [("RPC", node.rpc), ("p2p", node.p2p)]
-        listeners += [] if node.admin is None else [("admin RPC", node.admin)]
-        for what, (host, port) in listeners:
+        for what, (host, port) in node.listeners():
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
             with socket.socket(family, socket.SOCK_STREAM) as probe:
                 # As the node binds: a port only in TIME_WAIT from a stopped devnet is free.

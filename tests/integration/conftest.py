@@ -183,12 +183,7 @@ class NodeProcess:
                 stderr=log,
                 start_new_session=True,
             )
-
-        def ready() -> bool:
-            assert self.proc is not None and self.proc.poll() is None, self.tail()
-            return bool(self.rpc("/v1/chain/get_info")["head_block_num"] >= wait_head)
-
-        wait_for(ready, 40, f"node on {self.url}:\n{self.tail()}")
+        self.wait_for_head(wait_head, 40)
         return self
 
     def tail(self) -> str:
