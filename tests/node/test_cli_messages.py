@@ -140,6 +140,21 @@ def test_a_devnet_base_port_out_of_range_is_one_line_before_anything_is_made(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_devnet_bases_that_overlap_are_one_line_before_anything_is_made(tmp_path: Path) -> None:
+    """``devnet`` with a p2p base one above the RPC base, for two nodes, names the shared port
+    and both listeners in one line, exits 2 and creates nothing."""
+    done = _cli(
+        "devnet", "--producers", "2", "--http-server-address", "127.0.0.1:19000",
+        "--p2p-base-port", "19001", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr == (
+        "bor-node: port 19001 would be both node1's p2p and node2's RPC: set"
+        " --http-server-address, --p2p-base-port and --admin-base-port at least 2 apart\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_devnet_refused_after_its_claim_leaves_no_lock(taken: int, tmp_path: Path) -> None:
     """``devnet`` stopped by a port in use, found once its data dir is claimed, leaves
     neither devnet.lock nor the data dir it made."""
