@@ -52,6 +52,11 @@ class ProducerLoop:
         self._clock = clock
         self._probed_at = 0.0  # when the pause began or the last probe went out
         self._warned: set[str] = set()
+        # The last slot each of our producers signed a block for. A slot is signed once: the
+        # head can fall back below it (a longer fork arrived) and a timer can wake a little
+        # before the next slot, and a second block for the slot is a double sign, for which
+        # every peer sends this node away for good.
+        self._signed: dict[str, int] = {}
 
     async def run(self) -> None:
         log.info("producer_started", producers=sorted(self.producers))
@@ -68,7 +73,7 @@ class ProducerLoop:
         if head.slot >= slot:
             return None
         name, key_pub = head.scheduled(slot, view.params)
-        if name not in self.producers:
+        if name not in self.producers or slot <= self._signed.get(name, -1):
             return None
         if slot - head.slot > IN_STEP_SLOTS and not self.may_produce():
             log.info("production_paused_while_syncing", producer=name, slot=slot)
@@ -98,6 +103,7 @@ class ProducerLoop:
             # This node could not run a contract: its slot is missed, not the node stopped.
             log.error("contract_runtime_fault", producer=name, slot=slot, why=str(err))
             return None
+        self._signed[name] = slot
         elapsed = time.perf_counter() - started
         self.metrics.produced.inc()
         self.metrics.produce_seconds.observe(elapsed)
